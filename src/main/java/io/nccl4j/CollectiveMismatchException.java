@@ -1,0 +1,14 @@
+package io.nccl4j;
+
+/**
+ * Ranks were found running different collectives, or the same collective with sizes that do not
+ * match, while it was in progress (for example rank 1 sends 5 elements where rank 2 expects 4). The
+ * group is broken, as after any backend failure.
+ */
+public class CollectiveMismatchException extends BackendException {
+  private static final long serialVersionUID = 1L;
+
+  public CollectiveMismatchException(String message) {
+    super(message);
+  }
+}

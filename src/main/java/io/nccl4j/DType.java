@@ -1,0 +1,228 @@
+package io.nccl4j;
+
+import io.nccl4j.memory.NativeMemory;
+import java.util.Locale;
+
+/**
+ * NCCL's ten element types, named as PyTorch names them.
+ *
+ * <p>{@link #ncclCode()} is the value of NCCL's {@code ncclDataType_t} ({@code ncclInt8 = 0} …
+ * {@code ncclBfloat16 = 9}). Integers are two's complement; unsigned types store their bit
+ * pattern in Java's signed primitives, and {@link #load}/{@link #store} convert.
+ */
+public enum DType {
+  INT8("int8", 0, 1, Kind.SIGNED),
+  UINT8("uint8", 1, 1, Kind.UNSIGNED),
+  INT32("int32", 2, 4, Kind.SIGNED),
+  UINT32("uint32", 3, 4, Kind.UNSIGNED),
+  INT64("int64", 4, 8, Kind.SIGNED),
+  UINT64("uint64", 5, 8, Kind.UNSIGNED),
+  FLOAT16("float16", 6, 2, Kind.FLOATING),
+  FLOAT32("float32", 7, 4, Kind.FLOATING),
+  FLOAT64("float64", 8, 8, Kind.FLOATING),
+  BFLOAT16("bfloat16", 9, 2, Kind.FLOATING);
+
+  private enum Kind {
+    SIGNED,
+    UNSIGNED,
+    FLOATING
+  }
+
+  private final String torchName;
+  private final int ncclCode;
+  private final int size;
+  private final Kind kind;
+
+  DType(String torchName, int ncclCode, int size, Kind kind) {
+    this.torchName = torchName;
+    this.ncclCode = ncclCode;
+    this.size = size;
+    this.kind = kind;
+  }
+
+  /** PyTorch's name, e.g. {@code float32}. */
+  public String torchName() {
+    return torchName;
+  }
+
+  /** The {@code ncclDataType_t} value. */
+  public int ncclCode() {
+    return ncclCode;
+  }
+
+  /** Bytes per element. */
+  public int size() {
+    return size;
+  }
+
+  public boolean isFloatingPoint() {
+    return kind == Kind.FLOATING;
+  }
+
+  public boolean isInteger() {
+    return kind != Kind.FLOATING;
+  }
+
+  public boolean isSigned() {
+    return kind != Kind.UNSIGNED;
+  }
+
+  /** Number of value bits of an integer type (8, 32 or 64). */
+  public int bits() {
+    return size * 8;
+  }
+
+  /**
+   * Looks a type up by PyTorch name ({@code float32}), short alias ({@code half}, {@code float},
+   * {@code double}, {@code long}, {@code int}, {@code bf16}, {@code fp16}, …) or NCCL name
+   * ({@code ncclFloat32}).
+   *
+   * @throws IllegalArgumentException naming the text and the accepted names
+   */
+  public static DType parse(String name) {
+    String n = name.trim().toLowerCase(Locale.ROOT);
+    if (n.startsWith("nccl")) {
+      n = n.substring(4);
+    }
+    switch (n) {
+      case "int8": case "char": return INT8;
+      case "uint8": return UINT8;
+      case "int32": case "int": return INT32;
+      case "uint32": return UINT32;
+      case "int64": case "long": return INT64;
+      case "uint64": return UINT64;
+      case "float16": case "half": case "fp16": return FLOAT16;
+      case "float32": case "float": case "fp32": return FLOAT32;
+      case "float64": case "double": case "fp64": return FLOAT64;
+      case "bfloat16": case "bf16": return BFLOAT16;
+      default:
+        throw new IllegalArgumentException("Unknown dtype '" + name + "'; expected one of int8, uint8,"
+            + " int32, uint32, int64, uint64, float16, bfloat16, float32, float64");
+    }
+  }
+
+  /** The type with NCCL code {@code code}. */
+  public static DType fromNcclCode(int code) {
+    for (DType t : values()) {
+      if (t.ncclCode == code) {
+        return t;
+      }
+    }
+    throw new IllegalArgumentException("No NCCL data type has code " + code + " (known: 0..9)");
+  }
+
+  /** Smallest value of an integer type (0 for unsigned). */
+  public long minValue() {
+    requireInteger("minValue");
+    return kind == Kind.UNSIGNED ? 0 : (size == 8 ? Long.MIN_VALUE : -(1L << (bits() - 1)));
+  }
+
+  /**
+   * Largest value of an integer type, as a bit pattern: for uint64 this is -1L (all ones).
+   */
+  public long maxValue() {
+    requireInteger("maxValue");
+    if (kind == Kind.UNSIGNED) {
+      return size == 8 ? -1L : (1L << bits()) - 1;
+    }
+    return size == 8 ? Long.MAX_VALUE : (1L << (bits() - 1)) - 1;
+  }
+
+  /**
+   * Wraps a 64-bit integer to this integer type: truncation to {@link #bits()} bits, then sign
+   * extension for signed types or zero extension for unsigned ones (uint64 is the raw pattern).
+   */
+  public long wrap(long v) {
+    switch (this) {
+      case INT8: return (byte) v;
+      case UINT8: return v & 0xffL;
+      case INT32: return (int) v;
+      case UINT32: return v & 0xffffffffL;
+      case INT64: case UINT64: return v;
+      default: throw new IllegalStateException(this + " is not an integer type");
+    }
+  }
+
+  /** Reads an integer element at {@code address}, sign- or zero-extended (uint64: raw bits). */
+  public long loadLong(long address) {
+    switch (this) {
+      case INT8: return NativeMemory.getByte(address);
+      case UINT8: return NativeMemory.getByte(address) & 0xffL;
+      case INT32: return NativeMemory.getInt(address);
+      case UINT32: return NativeMemory.getInt(address) & 0xffffffffL;
+      case INT64: case UINT64: return NativeMemory.getLong(address);
+      default: return (long) loadDouble(address);
+    }
+  }
+
+  /** Writes an integer element (truncating to the type's width). Floating types convert. */
+  public void storeLong(long address, long v) {
+    switch (this) {
+      case INT8: case UINT8: NativeMemory.putByte(address, (byte) v); break;
+      case INT32: case UINT32: NativeMemory.putInt(address, (int) v); break;
+      case INT64: case UINT64: NativeMemory.putLong(address, v); break;
+      default: storeDouble(address, (double) v);
+    }
+  }
+
+  /** Reads an element as a double (uint64 above 2^63 is read as its unsigned value). */
+  public double loadDouble(long address) {
+    switch (this) {
+      case FLOAT16: return Float16.fromHalfBits(NativeMemory.getShort(address));
+      case BFLOAT16: return Float16.fromBfloat16Bits(NativeMemory.getShort(address));
+      case FLOAT32: return NativeMemory.getFloat(address);
+      case FLOAT64: return NativeMemory.getDouble(address);
+      case UINT64: return unsignedToDouble(NativeMemory.getLong(address));
+      default: return loadLong(address);
+    }
+  }
+
+  /**
+   * Writes a double, rounding to nearest-even for floating types and converting to integer
+   * types as C does (truncation toward zero, then wrapping).
+   */
+  public void storeDouble(long address, double v) {
+    switch (this) {
+      case FLOAT16: NativeMemory.putShort(address, Float16.toHalfBits(v)); break;
+      case BFLOAT16: NativeMemory.putShort(address, Float16.toBfloat16Bits(v)); break;
+      case FLOAT32: NativeMemory.putFloat(address, (float) v); break;
+      case FLOAT64: NativeMemory.putDouble(address, v); break;
+      case UINT64: NativeMemory.putLong(address, doubleToUnsigned(v)); break;
+      default: storeLong(address, (long) v);
+    }
+  }
+
+  /** {@code v} rounded to this floating type's precision (identity for float64). */
+  public double round(double v) {
+    switch (this) {
+      case FLOAT16: return Float16.roundToHalf(v);
+      case BFLOAT16: return Float16.roundToBfloat16(v);
+      case FLOAT32: return (float) v;
+      case FLOAT64: return v;
+      default: throw new IllegalStateException(this + " is not a floating type");
+    }
+  }
+
+  static double unsignedToDouble(long bits) {
+    // Halve with a sticky low bit so the conversion rounds once, correctly.
+    return bits >= 0 ? (double) bits : (double) ((bits >>> 1) | (bits & 1)) * 2.0;
+  }
+
+  private static long doubleToUnsigned(double v) {
+    if (v >= 0x1p63) {
+      return (long) (v - 0x1p63) ^ Long.MIN_VALUE;
+    }
+    return (long) v;
+  }
+
+  private void requireInteger(String what) {
+    if (kind == Kind.FLOATING) {
+      throw new IllegalStateException(what + " is defined for integer types, not " + this);
+    }
+  }
+
+  @Override
+  public String toString() {
+    return torchName;
+  }
+}

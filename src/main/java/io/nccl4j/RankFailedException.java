@@ -1,0 +1,21 @@
+package io.nccl4j;
+
+/**
+ * A rank of a {@link LocalCluster} run threw. The cause is that rank's exception; the exceptions of
+ * other ranks that failed too (typically {@link PeerFailureException}s naming this rank) are
+ * attached as suppressed exceptions.
+ */
+public class RankFailedException extends RuntimeException {
+  private static final long serialVersionUID = 1L;
+  private final int rank;
+
+  public RankFailedException(int rank, Throwable cause) {
+    super("rank " + rank + " failed: " + cause, cause);
+    this.rank = rank;
+  }
+
+  /** The rank whose failure came first. */
+  public int rank() {
+    return rank;
+  }
+}

@@ -1,0 +1,616 @@
+package io.nccl4j;
+
+import io.nccl4j.memory.Allocator;
+import io.nccl4j.memory.MemoryBlock;
+import io.nccl4j.memory.NativeMemory;
+import java.util.Objects;
+
+/**
+ * A contiguous one-dimensional buffer of {@link #count()} elements of one {@link DType} on one
+ * {@link Device}: what NCCL calls a buffer and PyTorch a dense, contiguous 1-D tensor.
+ *
+ * <p><b>Ownership.</b> A tensor made by a factory ({@link #empty}, {@link #zeros}, …) owns its
+ * memory, counted by the {@link Allocator} it came from, and frees it on {@link #close()}. A
+ * collective in flight keeps the memory alive until it completes, even if the tensor is closed
+ * meanwhile. {@link #wrap} makes a tensor over memory someone else owns (another native library);
+ * closing it frees nothing. Views ({@link #slice}, {@link #chunk}) share their base's memory, need
+ * no closing, and become unusable once the base is closed.
+ *
+ * <p>Counts and offsets are 64-bit. Element accessors work on host tensors; a CUDA tensor's data is
+ * reached by copying it to the host. Not thread-safe for concurrent writes (like any buffer);
+ * concurrent reads are fine.
+ */
+public final class Tensor implements AutoCloseable {
+  private final MemoryBlock block;
+  private final long byteOffset;
+  private final long count;
+  private final DType dtype;
+  private final Device device;
+  /** The tensor that owns the block's first reference; {@code this} for a base tensor. */
+  private final Tensor base;
+  private volatile boolean closed;
+
+  private Tensor(MemoryBlock block, long byteOffset, long count, DType dtype, Device device, Tensor base) {
+    this.block = block;
+    this.byteOffset = byteOffset;
+    this.count = count;
+    this.dtype = dtype;
+    this.device = device;
+    this.base = base == null ? this : base;
+  }
+
+  // ---------------------------------------------------------------- factories
+
+  /** Uninitialised host tensor from the process-wide host allocator. */
+  public static Tensor empty(long count, DType dtype) {
+    return empty(count, dtype, Allocator.host());
+  }
+
+  /** Uninitialised tensor from {@code allocator} (on the allocator's device). */
+  public static Tensor empty(long count, DType dtype, Allocator allocator) {
+    Objects.requireNonNull(dtype, "dtype");
+    Objects.requireNonNull(allocator, "allocator");
+    if (count < 0) {
+      throw new IllegalArgumentException("Tensor element count must be >= 0, got " + count);
+    }
+    long bytes = Math.multiplyExact(count, (long) dtype.size());
+    MemoryBlock block = allocator.allocate(bytes, dtype + "[" + count + "] on " + allocator.device());
+    return new Tensor(block, 0, count, dtype, allocator.device(), null);
+  }
+
+  /** Host tensor of zeros. */
+  public static Tensor zeros(long count, DType dtype) {
+    return zeros(count, dtype, Allocator.host());
+  }
+
+  /** Tensor of zeros from {@code allocator}. */
+  public static Tensor zeros(long count, DType dtype, Allocator allocator) {
+    Tensor t = empty(count, dtype, allocator);
+    allocator.resource().zero(t.address(), t.nbytes());
+    return t;
+  }
+
+  /** Host tensor with every element {@code value} (converted to {@code dtype}). */
+  public static Tensor full(long count, DType dtype, double value) {
+    return full(count, Scalar.of(dtype, value), Allocator.host());
+  }
+
+  /** Tensor with every element {@code value}, from {@code allocator}. */
+  public static Tensor full(long count, Scalar value, Allocator allocator) {
+    Tensor t = empty(count, value.dtype(), allocator);
+    try {
+      t.fill(value);
+    } catch (RuntimeException e) {
+      t.close();
+      throw e;
+    }
+    return t;
+  }
+
+  /** Host tensor {@code [start, start+1, …, end-1]}, as torch.arange(start, end). */
+  public static Tensor arange(long start, long end, DType dtype) {
+    return arange(start, end, dtype, Allocator.host());
+  }
+
+  /** {@code [start, …, end-1]} from {@code allocator}; values convert to {@code dtype}. */
+  public static Tensor arange(long start, long end, DType dtype, Allocator allocator) {
+    if (end < start) {
+      throw new IllegalArgumentException("arange needs start <= end, got start=" + start + ", end=" + end);
+    }
+    Tensor t = empty(end - start, dtype, allocator);
+    t.requireHost("arange");
+    long a = t.address();
+    int size = dtype.size();
+    for (long i = 0; i < t.count; i++) {
+      if (dtype.isFloatingPoint()) {
+        dtype.storeDouble(a + i * size, (double) (start + i));
+      } else {
+        dtype.storeLong(a + i * size, start + i);
+      }
+    }
+    return t;
+  }
+
+  /** Host tensor holding {@code values} converted to {@code dtype} (integers wrap). */
+  public static Tensor fromArray(long[] values, DType dtype) {
+    return fromArray(values, dtype, Allocator.host());
+  }
+
+  /** Tensor holding {@code values} converted to {@code dtype}, from a host {@code allocator}. */
+  public static Tensor fromArray(long[] values, DType dtype, Allocator allocator) {
+    Tensor t = empty(values.length, dtype, allocator);
+    t.requireHost("fromArray");
+    for (int i = 0; i < values.length; i++) {
+      t.setLongUnchecked(i, values[i]);
+    }
+    return t;
+  }
+
+  /** Host tensor holding {@code values} converted to {@code dtype} (rounded to nearest even). */
+  public static Tensor fromArray(double[] values, DType dtype) {
+    return fromArray(values, dtype, Allocator.host());
+  }
+
+  /** Tensor holding {@code values} converted to {@code dtype}, from a host {@code allocator}. */
+  public static Tensor fromArray(double[] values, DType dtype, Allocator allocator) {
+    Tensor t = empty(values.length, dtype, allocator);
+    t.requireHost("fromArray");
+    for (int i = 0; i < values.length; i++) {
+      dtype.storeDouble(t.elementAddress(i), values[i]);
+    }
+    return t;
+  }
+
+  /** Host int64 tensor. */
+  public static Tensor ofLongs(long... values) {
+    return fromArray(values, DType.INT64);
+  }
+
+  /** Host int32 tensor. */
+  public static Tensor ofInts(int... values) {
+    Tensor t = empty(values.length, DType.INT32);
+    NativeMemory.copyFromArray(values, 0, t.address(), 4L * values.length);
+    return t;
+  }
+
+  /** Host float32 tensor. */
+  public static Tensor ofFloats(float... values) {
+    Tensor t = empty(values.length, DType.FLOAT32);
+    NativeMemory.copyFromArray(values, 0, t.address(), 4L * values.length);
+    return t;
+  }
+
+  /** Host float64 tensor. */
+  public static Tensor ofDoubles(double... values) {
+    Tensor t = empty(values.length, DType.FLOAT64);
+    NativeMemory.copyFromArray(values, 0, t.address(), 8L * values.length);
+    return t;
+  }
+
+  /**
+   * A tensor over memory owned elsewhere (for example a buffer another native library allocated).
+   * nccl4j never frees it; the caller keeps it valid while the tensor or any collective uses it.
+   *
+   * @param address the first element's address (host pointer, or CUDA device pointer for cuda:N)
+   */
+  public static Tensor wrap(long address, long count, DType dtype, Device device) {
+    Objects.requireNonNull(dtype, "dtype");
+    Objects.requireNonNull(device, "device");
+    if (count < 0) {
+      throw new IllegalArgumentException("Tensor element count must be >= 0, got " + count);
+    }
+    long bytes = Math.multiplyExact(count, (long) dtype.size());
+    if (address % dtype.size() != 0) {
+      throw new IllegalArgumentException("Address 0x" + Long.toHexString(address)
+          + " is not aligned to the " + dtype.size() + "-byte elements of " + dtype);
+    }
+    MemoryBlock block = MemoryBlock.external(address, bytes,
+        "external " + dtype + "[" + count + "] on " + device);
+    return new Tensor(block, 0, count, dtype, device, null);
+  }
+
+  // ---------------------------------------------------------------- properties
+
+  public long count() {
+    return count;
+  }
+
+  /** Same as {@link #count()}; PyTorch's name. */
+  public long numel() {
+    return count;
+  }
+
+  public DType dtype() {
+    return dtype;
+  }
+
+  public Device device() {
+    return device;
+  }
+
+  /** Size in bytes: count × element size. */
+  public long nbytes() {
+    return count * dtype.size();
+  }
+
+  /**
+   * Address of the first element, for handing the buffer to native code.
+   *
+   * @throws IllegalStateException if the tensor (or its base) is closed
+   */
+  public long address() {
+    ensureOpen();
+    return block.address() + byteOffset;
+  }
+
+  /** True for slices and chunks of another tensor. */
+  public boolean isView() {
+    return base != this;
+  }
+
+  /** True when nccl4j allocated this memory (false for {@link #wrap}). */
+  public boolean ownsMemory() {
+    return block.isOwned();
+  }
+
+  public boolean isClosed() {
+    return closed || base.closed;
+  }
+
+  /** The underlying memory block (for backends, which keep it alive while a collective runs). */
+  public MemoryBlock memoryBlock() {
+    ensureOpen();
+    return block;
+  }
+
+  // ---------------------------------------------------------------- views
+
+  /**
+   * Zero-copy view of elements {@code [offset, offset + length)}.
+   *
+   * @throws IndexOutOfBoundsException if the range is not inside this tensor
+   */
+  public Tensor slice(long offset, long length) {
+    ensureOpen();
+    if (offset < 0 || length < 0 || offset > count - length) {
+      throw new IndexOutOfBoundsException("slice(" + offset + ", " + length + ") is outside "
+          + describe() + " (valid: 0 <= offset, offset + length <= " + count + ")");
+    }
+    return new Tensor(block, byteOffset + offset * dtype.size(), length, dtype, device, base);
+  }
+
+  /**
+   * Rank-major block {@code index} of {@code parts} equal blocks: elements
+   * {@code [index·q, (index+1)·q)} with {@code q = count / parts}.
+   *
+   * @throws IllegalArgumentException if {@code count} does not divide by {@code parts}
+   */
+  public Tensor chunk(int parts, int index) {
+    if (parts <= 0) {
+      throw new IllegalArgumentException("chunk needs parts >= 1, got " + parts);
+    }
+    if (count % parts != 0) {
+      throw new IllegalArgumentException("chunk: " + describe() + " does not divide into " + parts
+          + " equal blocks (" + count + " % " + parts + " = " + (count % parts) + "); pad it first (Padding)");
+    }
+    if (index < 0 || index >= parts) {
+      throw new IndexOutOfBoundsException("chunk index " + index + " is outside 0.." + (parts - 1));
+    }
+    long q = count / parts;
+    return slice(index * q, q);
+  }
+
+  /**
+   * Moves this tensor's memory into a new tensor that shows only its first {@code newCount}
+   * elements, and closes this one. Used to trim padding without a copy: the memory stays allocated
+   * (and counted) in full until the returned tensor is closed.
+   *
+   * @throws IllegalStateException for views and wrapped tensors, which do not own their memory
+   */
+  public Tensor truncate(long newCount) {
+    ensureOpen();
+    if (isView()) {
+      throw new IllegalStateException("truncate moves ownership; " + describe() + " is a view");
+    }
+    if (newCount < 0 || newCount > count) {
+      throw new IndexOutOfBoundsException("truncate(" + newCount + ") is outside 0.." + count);
+    }
+    synchronized (this) {
+      if (closed) {
+        throw new IllegalStateException("Tensor " + describe() + " is closed");
+      }
+      closed = true;
+    }
+    return new Tensor(block, byteOffset, newCount, dtype, device, null);
+  }
+
+  /** True if the two tensors' byte ranges share at least one byte of the same memory. */
+  public boolean overlaps(Tensor other) {
+    if (!device.equals(other.device) || nbytes() == 0 || other.nbytes() == 0) {
+      return false;
+    }
+    long a0 = address();
+    long b0 = other.address();
+    return a0 < b0 + other.nbytes() && b0 < a0 + nbytes();
+  }
+
+  // ---------------------------------------------------------------- element access (host)
+
+  public long getLong(long index) {
+    checkIndex(index);
+    return dtype.loadLong(elementAddress(index));
+  }
+
+  public double getDouble(long index) {
+    checkIndex(index);
+    return dtype.loadDouble(elementAddress(index));
+  }
+
+  /** Element {@code index} as an exact {@link Scalar}. */
+  public Scalar get(long index) {
+    checkIndex(index);
+    long a = elementAddress(index);
+    long bits;
+    switch (dtype.size()) {
+      case 1: bits = NativeMemory.getByte(a); break;
+      case 2: bits = NativeMemory.getShort(a); break;
+      case 4: bits = NativeMemory.getInt(a); break;
+      default: bits = NativeMemory.getLong(a);
+    }
+    return Scalar.ofBits(dtype, bits);
+  }
+
+  public void setLong(long index, long value) {
+    checkIndex(index);
+    setLongUnchecked(index, value);
+  }
+
+  public void setDouble(long index, double value) {
+    checkIndex(index);
+    dtype.storeDouble(elementAddress(index), value);
+  }
+
+  /** Sets every element to {@code value}, which must have this tensor's dtype. */
+  public void fill(Scalar value) {
+    requireHost("fill");
+    if (value.dtype() != dtype) {
+      throw new IllegalArgumentException("fill: value has dtype " + value.dtype() + " but tensor is " + dtype);
+    }
+    long a = address();
+    int size = dtype.size();
+    long bits = value.bits();
+    for (long i = 0; i < count; i++) {
+      long e = a + i * size;
+      switch (size) {
+        case 1: NativeMemory.putByte(e, (byte) bits); break;
+        case 2: NativeMemory.putShort(e, (short) bits); break;
+        case 4: NativeMemory.putInt(e, (int) bits); break;
+        default: NativeMemory.putLong(e, bits);
+      }
+    }
+  }
+
+  /** Sets every element to {@code value} converted to this dtype. */
+  public void fill(double value) {
+    fill(Scalar.of(dtype, value));
+  }
+
+  /**
+   * Copies {@code src}'s elements into this tensor (same dtype and count; host tensors).
+   */
+  public void copyFrom(Tensor src) {
+    requireHost("copyFrom");
+    src.requireHost("copyFrom");
+    if (src.dtype != dtype || src.count != count) {
+      throw new IllegalArgumentException("copyFrom: expected " + describe() + ", got " + src.describe());
+    }
+    NativeMemory.copy(src.address(), address(), nbytes());
+  }
+
+  /** A new tensor with the same elements, owned and allocated from {@code allocator}. */
+  public Tensor copy(Allocator allocator) {
+    Tensor t = empty(count, dtype, allocator);
+    t.copyFrom(this);
+    return t;
+  }
+
+  /** A new host tensor with the same elements, from the host allocator. */
+  public Tensor copy() {
+    return copy(Allocator.host());
+  }
+
+  /** Integer elements (sign- or zero-extended; uint64 as raw bits); floats are truncated. */
+  public long[] toLongArray() {
+    int n = arrayLength("toLongArray");
+    long[] out = new long[n];
+    if (dtype == DType.INT64 || dtype == DType.UINT64) {
+      NativeMemory.copyToArray(address(), out, 0, nbytes());
+    } else {
+      for (int i = 0; i < n; i++) {
+        out[i] = dtype.loadLong(elementAddress(i));
+      }
+    }
+    return out;
+  }
+
+  /** Elements as doubles. */
+  public double[] toDoubleArray() {
+    int n = arrayLength("toDoubleArray");
+    double[] out = new double[n];
+    if (dtype == DType.FLOAT64) {
+      NativeMemory.copyToArray(address(), out, 0, nbytes());
+    } else {
+      for (int i = 0; i < n; i++) {
+        out[i] = dtype.loadDouble(elementAddress(i));
+      }
+    }
+    return out;
+  }
+
+  /** Elements as floats (values rounded to float). */
+  public float[] toFloatArray() {
+    int n = arrayLength("toFloatArray");
+    float[] out = new float[n];
+    if (dtype == DType.FLOAT32) {
+      NativeMemory.copyToArray(address(), out, 0, nbytes());
+    } else {
+      for (int i = 0; i < n; i++) {
+        out[i] = (float) dtype.loadDouble(elementAddress(i));
+      }
+    }
+    return out;
+  }
+
+  // ---------------------------------------------------------------- comparison
+
+  /**
+   * Exact equality as torch.equal: same dtype and count and every element equal by value
+   * (NaN differs from everything; -0 equals +0). Integers compare bit for bit.
+   */
+  public boolean equal(Tensor other) {
+    return other != null && other.dtype == dtype && other.count == count && diff(other, 0, 0).wrong() == 0;
+  }
+
+  /**
+   * {@code |this - other| <= atol + rtol·|other|} for every element, as torch.allclose (NaN never
+   * close). Same dtype and count required, else false.
+   */
+  public boolean allClose(Tensor other, double rtol, double atol) {
+    return other != null && other.dtype == dtype && other.count == count
+        && diff(other, rtol, atol).wrong() == 0;
+  }
+
+  /**
+   * Counts elements that differ from {@code expected} beyond {@code atol + rtol·|expected|}
+   * (exact comparison when both are 0) and reports the first.
+   *
+   * @throws IllegalArgumentException if dtype or count differ
+   */
+  public Diff diff(Tensor expected, double rtol, double atol) {
+    requireHost("diff");
+    expected.requireHost("diff");
+    if (expected.dtype != dtype || expected.count != count) {
+      throw new IllegalArgumentException("diff: expected " + expected.describe() + ", got " + describe());
+    }
+    long wrong = 0;
+    long first = -1;
+    boolean exact = rtol == 0 && atol == 0;
+    long a = address();
+    long b = expected.address();
+    int size = dtype.size();
+    for (long i = 0; i < count; i++) {
+      boolean ok;
+      if (dtype.isInteger()) {
+        ok = dtype.loadLong(a + i * size) == dtype.loadLong(b + i * size);
+      } else {
+        double x = dtype.loadDouble(a + i * size);
+        double y = dtype.loadDouble(b + i * size);
+        ok = exact ? x == y : (x == y || Math.abs(x - y) <= atol + rtol * Math.abs(y));
+      }
+      if (!ok) {
+        if (wrong == 0) {
+          first = i;
+        }
+        wrong++;
+      }
+    }
+    return new Diff(wrong, first, first < 0 ? null : get(first), first < 0 ? null : expected.get(first));
+  }
+
+  /** Result of {@link #diff}: the number of wrong elements and the first one. */
+  public static final class Diff {
+    private final long wrong;
+    private final long firstIndex;
+    private final Scalar firstActual;
+    private final Scalar firstExpected;
+
+    Diff(long wrong, long firstIndex, Scalar firstActual, Scalar firstExpected) {
+      this.wrong = wrong;
+      this.firstIndex = firstIndex;
+      this.firstActual = firstActual;
+      this.firstExpected = firstExpected;
+    }
+
+    /** Number of wrong elements (nccl-tests' #wrong). */
+    public long wrong() {
+      return wrong;
+    }
+
+    /** Index of the first wrong element, or -1. */
+    public long firstIndex() {
+      return firstIndex;
+    }
+
+    @Override
+    public String toString() {
+      return wrong == 0 ? "0 wrong elements"
+          : wrong + " wrong element(s); first at index " + firstIndex + ": got " + firstActual
+              + ", expected " + firstExpected;
+    }
+  }
+
+  // ---------------------------------------------------------------- lifecycle
+
+  /**
+   * Releases this tensor's memory (for a base tensor that owns it) once no collective in flight
+   * uses it. Views and wrapped tensors free nothing. Idempotent.
+   */
+  @Override
+  public void close() {
+    if (closed) {
+      return;
+    }
+    synchronized (this) {
+      if (closed) {
+        return;
+      }
+      closed = true;
+    }
+    if (base == this) {
+      block.release();
+    }
+  }
+
+  /** {@code float32[16] on cpu}, with {@code (view)} or {@code (closed)} where it applies. */
+  public String describe() {
+    return dtype + "[" + count + "] on " + device + (isView() ? " (view)" : "") + (isClosed() ? " (closed)" : "");
+  }
+
+  /** Description and, for small host tensors, the values. */
+  @Override
+  public String toString() {
+    StringBuilder sb = new StringBuilder("Tensor(").append(describe());
+    if (!isClosed() && device.isCpu() && count <= 16) {
+      sb.append(", [");
+      for (long i = 0; i < count; i++) {
+        sb.append(i == 0 ? "" : ", ").append(get(i));
+      }
+      sb.append(']');
+    }
+    return sb.append(')').toString();
+  }
+
+  // ---------------------------------------------------------------- internals
+
+  void ensureOpen() {
+    if (isClosed()) {
+      throw new IllegalStateException("Tensor " + dtype + "[" + count + "] on " + device
+          + (base.closed && !closed ? " is a view of a closed tensor" : " is closed"));
+    }
+  }
+
+  private void requireHost(String op) {
+    ensureOpen();
+    if (!device.isCpu()) {
+      throw new IllegalStateException(op + " needs a host tensor, but " + describe()
+          + " lives in device memory; copy it to the host first");
+    }
+  }
+
+  private void checkIndex(long index) {
+    requireHost("element access");
+    if (index < 0 || index >= count) {
+      throw new IndexOutOfBoundsException("Index " + index + " is outside " + describe());
+    }
+  }
+
+  private long elementAddress(long index) {
+    return block.address() + byteOffset + index * dtype.size();
+  }
+
+  private void setLongUnchecked(long index, long value) {
+    if (dtype.isFloatingPoint()) {
+      dtype.storeDouble(elementAddress(index), (double) value);
+    } else {
+      dtype.storeLong(elementAddress(index), value);
+    }
+  }
+
+  private int arrayLength(String op) {
+    requireHost(op);
+    if (count > Integer.MAX_VALUE - 8) {
+      throw new IllegalStateException(op + ": " + describe() + " has more elements than a Java array holds");
+    }
+    return (int) count;
+  }
+}

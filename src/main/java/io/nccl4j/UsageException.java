@@ -1,0 +1,28 @@
+package io.nccl4j;
+
+/**
+ * A call was wrong (bad sizes, types, ranks, operators, devices). Thrown on the calling rank
+ * <b>before anything is enqueued or sent</b>; the group stays usable and no other rank is affected
+ * (but ranks that did enter the collective will wait for this one, so keep ranks consistent).
+ *
+ * <p>{@link #torchMessage()} is PyTorch ProcessGroupNCCL's text for the same mistake, so it can be
+ * searched for; {@link #getMessage()} appends the actual numbers.
+ */
+public class UsageException extends IllegalArgumentException {
+  private static final long serialVersionUID = 1L;
+  private final String torchMessage;
+
+  public UsageException(String torchMessage, String details) {
+    super(details == null || details.isEmpty() ? torchMessage : torchMessage + " (" + details + ")");
+    this.torchMessage = torchMessage;
+  }
+
+  public UsageException(String torchMessage) {
+    this(torchMessage, null);
+  }
+
+  /** The message without the details: PyTorch's exact text where PyTorch has one. */
+  public String torchMessage() {
+    return torchMessage;
+  }
+}

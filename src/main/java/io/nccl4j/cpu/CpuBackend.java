@@ -1,0 +1,235 @@
+package io.nccl4j.cpu;
+
+import io.nccl4j.BackendException;
+import io.nccl4j.CollectiveMismatchException;
+import io.nccl4j.CollectiveStats;
+import io.nccl4j.CollectiveTimeoutException;
+import io.nccl4j.Device;
+import io.nccl4j.OpType;
+import io.nccl4j.PeerFailureException;
+import io.nccl4j.cpu.transport.Tag;
+import io.nccl4j.cpu.transport.Transport;
+import io.nccl4j.cpu.transport.TransportTimeoutException;
+import io.nccl4j.memory.Allocator;
+import io.nccl4j.spi.Backend;
+import io.nccl4j.spi.Collective;
+import java.time.Duration;
+import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.TimeUnit;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The CPU reference backend for one rank: the same semantics as the NCCL backend, on host memory.
+ *
+ * <p>Operations run on this rank's own execution thread, one after another in issue order — the
+ * analogue of NCCL's communication stream — so async Works complete in order. Each operation has a
+ * deadline of enqueue time + timeout. A failure (timeout, peer failure, mismatch) fails the
+ * operation, marks the whole group failed through the transport, and makes every later operation
+ * fail with the same cause.
+ */
+public final class CpuBackend implements Backend {
+  private static final Logger LOG = LoggerFactory.getLogger(CpuBackend.class);
+  /** Pipeline chunk and scratch size; also the unit of work between two waits for a peer. */
+  static final long CHUNK_BYTES = 1L << 20;
+  private static final Duration CLOSE_MARGIN = Duration.ofSeconds(5);
+
+  private final Transport transport;
+  private final Allocator allocator;
+  private final Duration timeout;
+  private final ExecutorService stream;
+  private final Algorithms algorithms;
+  private final long[] p2pSent;
+  private final long[] p2pReceived;
+  private volatile BackendException broken;
+  private volatile boolean closed;
+
+  /**
+   * @param transport this rank's endpoint; the backend owns it and closes it
+   * @param allocator where this rank's tensors come from (host memory)
+   * @param timeout applied to every operation
+   */
+  public CpuBackend(Transport transport, Allocator allocator, Duration timeout) {
+    this.transport = Objects.requireNonNull(transport, "transport");
+    this.allocator = Objects.requireNonNull(allocator, "allocator");
+    if (!allocator.device().isCpu()) {
+      throw new IllegalArgumentException("The CPU backend needs a host allocator, got " + allocator);
+    }
+    if (timeout.isNegative() || timeout.isZero()) {
+      throw new IllegalArgumentException("timeout must be positive, got " + timeout);
+    }
+    this.timeout = timeout;
+    int rank = transport.rank();
+    this.stream = Executors.newSingleThreadExecutor(r -> {
+      Thread t = new Thread(r, "nccl4j-cpu-stream-rank" + rank);
+      t.setDaemon(true);
+      return t;
+    });
+    this.algorithms = new Algorithms(transport, CHUNK_BYTES);
+    this.p2pSent = new long[transport.size()];
+    this.p2pReceived = new long[transport.size()];
+  }
+
+  @Override
+  public String name() {
+    return "cpu";
+  }
+
+  @Override
+  public int rank() {
+    return transport.rank();
+  }
+
+  @Override
+  public int size() {
+    return transport.size();
+  }
+
+  @Override
+  public Device device() {
+    return Device.cpu();
+  }
+
+  @Override
+  public Allocator allocator() {
+    return allocator;
+  }
+
+  @Override
+  public Duration timeout() {
+    return timeout;
+  }
+
+  @Override
+  public CompletableFuture<CollectiveStats> submit(Collective c) {
+    if (closed) {
+      throw new IllegalStateException("CPU backend of rank " + rank() + " is closed");
+    }
+    CompletableFuture<CollectiveStats> f = new CompletableFuture<>();
+    long enqueued = System.nanoTime();
+    try {
+      stream.execute(() -> run(c, enqueued, f));
+    } catch (RejectedExecutionException e) {
+      throw new IllegalStateException("CPU backend of rank " + rank() + " is closed", e);
+    }
+    return f;
+  }
+
+  private void run(Collective c, long enqueued, CompletableFuture<CollectiveStats> f) {
+    BackendException b = broken;
+    if (b != null) {
+      f.completeExceptionally(stillBroken(b));
+      return;
+    }
+    long deadline = enqueued + timeout.toNanos();
+    try {
+      f.complete(execute(c, deadline));
+    } catch (TransportTimeoutException e) {
+      long ranMs = (System.nanoTime() - enqueued) / 1_000_000;
+      CollectiveTimeoutException t = new CollectiveTimeoutException(
+          "Watchdog caught collective operation timeout: WorkCPU(SeqNum=" + c.seq() + ", OpType="
+              + c.op().torchName() + ", NumelIn=" + c.numelIn() + ", NumelOut=" + c.numelOut()
+              + ", Timeout(ms)=" + timeout.toMillis() + ") ran for " + ranMs
+              + " milliseconds before timing out. Rank " + rank() + " was " + e.getMessage() + ".");
+      fail(f, t);
+    } catch (BackendException e) {
+      fail(f, e);
+    } catch (RuntimeException | Error e) {
+      fail(f, new BackendException("Rank " + rank() + ": internal error in the CPU backend during " + c.label()
+          + ": " + e, e));
+    }
+  }
+
+  private void fail(CompletableFuture<CollectiveStats> f, BackendException e) {
+    broken = e;
+    transport.fail(rank(), e);
+    LOG.debug("rank {}: operation failed: {}", rank(), e.getMessage());
+    f.completeExceptionally(e);
+  }
+
+  private static BackendException stillBroken(BackendException cause) {
+    String msg = "Process group is broken by an earlier failure: " + cause.getMessage();
+    if (cause instanceof PeerFailureException) {
+      return new PeerFailureException(((PeerFailureException) cause).failedRank(), msg, cause);
+    }
+    if (cause instanceof CollectiveTimeoutException) {
+      CollectiveTimeoutException t = new CollectiveTimeoutException(msg);
+      t.initCause(cause);
+      return t;
+    }
+    if (cause instanceof CollectiveMismatchException) {
+      CollectiveMismatchException m = new CollectiveMismatchException(msg);
+      m.initCause(cause);
+      return m;
+    }
+    return new BackendException(msg, cause);
+  }
+
+  private CollectiveStats execute(Collective c, long deadline) {
+    Tag tag = new Tag(Tag.Channel.COLLECTIVE, c.op(), c.seq());
+    switch (c.op()) {
+      case ALLREDUCE:
+        return algorithms.allReduce(tag, deadline, c.input().address(), c.output().address(),
+            c.input().count(), new Reduction(c.input().dtype(), c.reduceOp(), size()));
+      case REDUCE_SCATTER:
+        return algorithms.reduceScatter(tag, deadline, c.input().address(), c.output().address(),
+            c.output().count(), new Reduction(c.input().dtype(), c.reduceOp(), size()));
+      case ALLGATHER:
+        return algorithms.allGather(tag, deadline, c.input().address(), c.output().address(),
+            c.input().count(), c.input().dtype());
+      case BROADCAST:
+        return algorithms.broadcast(tag, deadline, c.input().address(), c.input().count(), c.input().dtype(),
+            c.peer());
+      case REDUCE:
+        return algorithms.reduce(tag, deadline, c.input().address(), c.input().count(),
+            new Reduction(c.input().dtype(), c.reduceOp(), size()), c.peer());
+      case ALLTOALL:
+        return algorithms.allToAll(tag, deadline, c.input().address(), c.output().address(),
+            c.inputSplits(), c.outputSplits(), c.input().dtype());
+      case SEND: {
+        Tag p2p = new Tag(Tag.Channel.P2P, OpType.SEND, ++p2pSent[c.peer()]);
+        return algorithms.send(p2p, deadline, c.input().address(), c.input().nbytes(), c.peer());
+      }
+      case RECV: {
+        Tag p2p = new Tag(Tag.Channel.P2P, OpType.SEND, ++p2pReceived[c.peer()]);
+        return algorithms.recv(p2p, deadline, c.output().address(), c.output().nbytes(), c.peer());
+      }
+      case BARRIER:
+        return algorithms.barrier(tag, deadline);
+      default:
+        throw new IllegalStateException("Unknown operation " + c.op());
+    }
+  }
+
+  /** True once an operation failed; every later operation fails with the same cause. */
+  public boolean isBroken() {
+    return broken != null;
+  }
+
+  @Override
+  public void close() {
+    if (closed) {
+      return;
+    }
+    closed = true;
+    stream.shutdown();
+    try {
+      if (!stream.awaitTermination(timeout.plus(CLOSE_MARGIN).toMillis(), TimeUnit.MILLISECONDS)) {
+        LOG.warn("rank {}: operations still running {} after close; abandoning them", rank(), timeout);
+        stream.shutdownNow();
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      stream.shutdownNow();
+    } finally {
+      transport.close();
+      if (stream.isTerminated()) {
+        algorithms.close();
+      }
+    }
+  }
+}

@@ -1,0 +1,92 @@
+package io.nccl4j.memory;
+
+import java.lang.reflect.Field;
+import sun.misc.Unsafe;
+
+/**
+ * Raw access to native (off-heap) memory by address.
+ *
+ * <p>Java 17 has no stable foreign-memory API, so the CPU backend reads and writes tensors through
+ * {@code sun.misc.Unsafe} (module jdk.unsupported), whose accessors are JIT intrinsics. Everything
+ * here is unchecked: callers (Tensor, the allocators, the CPU kernels) validate bounds first.
+ * Multi-byte values use the platform's native byte order, which is what NCCL and CUDA use.
+ */
+public final class NativeMemory {
+  private static final Unsafe U = loadUnsafe();
+  private static final long COPY_CHUNK = 1L << 20;
+
+  private NativeMemory() {}
+
+  private static Unsafe loadUnsafe() {
+    try {
+      Field f = Unsafe.class.getDeclaredField("theUnsafe");
+      f.setAccessible(true);
+      return (Unsafe) f.get(null);
+    } catch (ReflectiveOperationException e) {
+      throw new ExceptionInInitializerError("sun.misc.Unsafe is not accessible: " + e);
+    }
+  }
+
+  /** Allocates {@code bytes} of uninitialized native memory (malloc); at least 16-byte aligned. */
+  public static long allocate(long bytes) {
+    // malloc(0) may return NULL; a one-byte block keeps every live allocation a distinct address.
+    return U.allocateMemory(Math.max(1, bytes));
+  }
+
+  public static void free(long address) {
+    U.freeMemory(address);
+  }
+
+  /** memmove semantics: overlapping ranges are handled. */
+  public static void copy(long src, long dst, long bytes) {
+    if (bytes <= 0 || src == dst) {
+      return;
+    }
+    // Unsafe.copyMemory is not a safepoint for huge ranges; chunking keeps GC pauses short.
+    if (dst > src && dst < src + bytes) {
+      for (long done = bytes; done > 0; ) {
+        long n = Math.min(COPY_CHUNK, done);
+        done -= n;
+        U.copyMemory(src + done, dst + done, n);
+      }
+    } else {
+      for (long off = 0; off < bytes; off += COPY_CHUNK) {
+        U.copyMemory(src + off, dst + off, Math.min(COPY_CHUNK, bytes - off));
+      }
+    }
+  }
+
+  public static void fill(long address, long bytes, byte value) {
+    for (long off = 0; off < bytes; off += COPY_CHUNK) {
+      U.setMemory(address + off, Math.min(COPY_CHUNK, bytes - off), value);
+    }
+  }
+
+  public static byte getByte(long a) { return U.getByte(a); }
+  public static short getShort(long a) { return U.getShort(a); }
+  public static int getInt(long a) { return U.getInt(a); }
+  public static long getLong(long a) { return U.getLong(a); }
+  public static float getFloat(long a) { return U.getFloat(a); }
+  public static double getDouble(long a) { return U.getDouble(a); }
+
+  public static void putByte(long a, byte v) { U.putByte(a, v); }
+  public static void putShort(long a, short v) { U.putShort(a, v); }
+  public static void putInt(long a, int v) { U.putInt(a, v); }
+  public static void putLong(long a, long v) { U.putLong(a, v); }
+  public static void putFloat(long a, float v) { U.putFloat(a, v); }
+  public static void putDouble(long a, double v) { U.putDouble(a, v); }
+
+  /** Copies native memory into a Java array (any primitive array type). */
+  public static void copyToArray(long src, Object array, long arrayByteOffset, long bytes) {
+    U.copyMemory(null, src, array, arrayBaseOffset(array) + arrayByteOffset, bytes);
+  }
+
+  /** Copies a Java array's bytes (any primitive array type) into native memory. */
+  public static void copyFromArray(Object array, long arrayByteOffset, long dst, long bytes) {
+    U.copyMemory(array, arrayBaseOffset(array) + arrayByteOffset, null, dst, bytes);
+  }
+
+  private static long arrayBaseOffset(Object array) {
+    return U.arrayBaseOffset(array.getClass());
+  }
+}

@@ -1,0 +1,44 @@
+package io.nccl4j.spi;
+
+import io.nccl4j.CollectiveStats;
+import io.nccl4j.Device;
+import io.nccl4j.memory.Allocator;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * What a backend implements; {@link io.nccl4j.ProcessGroup} does the rest (checks, sequence
+ * numbers, keeping buffers alive, Work handles). One instance per rank.
+ *
+ * <p>Contract: {@link #submit} is called from one thread at a time, in the order the application
+ * issued operations; the returned futures complete in that order; a backend failure completes the
+ * future exceptionally with a {@link io.nccl4j.BackendException} and leaves the backend broken, so
+ * that every later submit fails with the same cause.
+ */
+public interface Backend extends AutoCloseable {
+  /** Short name: {@code cpu}, {@code nccl}. */
+  String name();
+
+  int rank();
+
+  int size();
+
+  /** The device tensors must live on. */
+  Device device();
+
+  /** The allocator for this rank's tensors. */
+  Allocator allocator();
+
+  /** The timeout applied to every operation. */
+  Duration timeout();
+
+  /**
+   * Enqueues one operation and returns at once. The future completes with the operation's
+   * statistics (or null when the backend has none) or exceptionally with its failure.
+   */
+  CompletableFuture<CollectiveStats> submit(Collective collective);
+
+  /** Drains enqueued work (bounded by the timeout) and releases the backend's resources. Idempotent. */
+  @Override
+  void close();
+}

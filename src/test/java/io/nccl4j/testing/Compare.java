@@ -1,0 +1,42 @@
+package io.nccl4j.testing;
+
+import io.nccl4j.DType;
+import io.nccl4j.Tensor;
+
+/** Element-wise comparison for tests: NaN matches NaN, integers bit-exact, floats within atol. */
+public final class Compare {
+  private Compare() {}
+
+  /** Empty when equal; else "N wrong element(s), first at i: got x, expected y". */
+  public static String mismatch(Tensor actual, Tensor expected, double atol) {
+    if (actual.dtype() != expected.dtype() || actual.count() != expected.count()) {
+      return "shape differs: got " + actual.describe() + ", expected " + expected.describe();
+    }
+    DType t = actual.dtype();
+    long wrong = 0;
+    long first = -1;
+    long a = actual.address();
+    long b = expected.address();
+    int size = t.size();
+    for (long i = 0; i < actual.count(); i++) {
+      boolean ok;
+      if (t.isInteger()) {
+        ok = t.loadLong(a + i * size) == t.loadLong(b + i * size);
+      } else {
+        double x = t.loadDouble(a + i * size);
+        double y = t.loadDouble(b + i * size);
+        ok = x == y || (Double.isNaN(x) && Double.isNaN(y)) || Math.abs(x - y) <= atol;
+      }
+      if (!ok) {
+        if (wrong++ == 0) {
+          first = i;
+        }
+      }
+    }
+    if (wrong == 0) {
+      return "";
+    }
+    return wrong + " wrong element(s) of " + actual.count() + ", first at " + first + ": got " + actual.get(first)
+        + ", expected " + expected.get(first);
+  }
+}
