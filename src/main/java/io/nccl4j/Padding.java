@@ -1,7 +1,6 @@
 package io.nccl4j;
 
 import io.nccl4j.memory.Allocator;
-import io.nccl4j.memory.NativeMemory;
 
 /**
  * Padding for tensors whose size does not divide by the world size: pad the tail with the
@@ -22,7 +21,7 @@ public final class Padding {
     Checks.reduceOp(op, input.dtype());
     Tensor padded = Tensor.empty(layout.paddedCount(), input.dtype(), allocator);
     try {
-      NativeMemory.copy(input.address(), padded.address(), input.nbytes());
+      padded.slice(0, input.count()).copyFrom(input);
       padded.slice(input.count(), layout.paddingCount()).fill(op.identity(input.dtype()));
     } catch (RuntimeException e) {
       padded.close();

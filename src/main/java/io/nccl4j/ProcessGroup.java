@@ -69,6 +69,14 @@ public final class ProcessGroup implements AutoCloseable {
     return backend.allocator();
   }
 
+  /**
+   * Number of collectives enqueued so far on this rank (PyTorch's sequence number of the last one;
+   * SEND/RECV are not counted). A call rejected by the checks does not advance it. Local.
+   */
+  public synchronized long sequenceNumber() {
+    return collectiveSeq;
+  }
+
   /** Timeout applied to every operation of this group. */
   public Duration timeout() {
     return backend.timeout();

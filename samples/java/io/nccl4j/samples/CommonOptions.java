@@ -1,0 +1,33 @@
+package io.nccl4j.samples;
+
+import java.time.Duration;
+import picocli.CommandLine.Option;
+
+/** Options every communicating command takes. */
+final class CommonOptions {
+  @Option(names = "--backend", defaultValue = "auto", paramLabel = "auto|cpu|nccl",
+      description = "Backend: auto (NCCL when usable with enough GPUs, else CPU), cpu or nccl. Default: ${DEFAULT-VALUE}.")
+  String backend;
+
+  @Option(names = "--world-size", defaultValue = "4", paramLabel = "N",
+      description = "Number of ranks (threads of this JVM). Default: ${DEFAULT-VALUE}.")
+  int worldSize;
+
+  @Option(names = "--timeout", defaultValue = "600", paramLabel = "SECONDS",
+      description = "Timeout of every collective, in seconds. Default: ${DEFAULT-VALUE}.")
+  long timeoutSeconds;
+
+  BackendChoice choose() {
+    if (worldSize < 1) {
+      throw new SampleException(2, "--world-size must be >= 1, got " + worldSize);
+    }
+    if (timeoutSeconds < 1) {
+      throw new SampleException(2, "--timeout must be >= 1 second, got " + timeoutSeconds);
+    }
+    return BackendChoice.resolve(backend, worldSize);
+  }
+
+  Duration timeout() {
+    return Duration.ofSeconds(timeoutSeconds);
+  }
+}
