@@ -155,14 +155,36 @@ public enum DType {
     }
   }
 
-  /** Writes an integer element (truncating to the type's width). Floating types convert. */
+  /**
+   * Writes an integer element (truncating to the type's width). Floating types round the integer
+   * once, to nearest-even, as C's conversion does.
+   */
   public void storeLong(long address, long v) {
     switch (this) {
       case INT8: case UINT8: NativeMemory.putByte(address, (byte) v); break;
       case INT32: case UINT32: NativeMemory.putInt(address, (int) v); break;
       case INT64: case UINT64: NativeMemory.putLong(address, v); break;
-      default: storeDouble(address, (double) v);
+      case FLOAT32: NativeMemory.putFloat(address, (float) v); break;
+      default: storeDouble(address, longToDoubleRoundToOdd(v));
     }
+  }
+
+  /**
+   * {@code v} as a double, rounded to odd when it does not fit in 53 bits: a later rounding to a
+   * narrower type (float16, bfloat16) then rounds exactly once, as if from the integer.
+   */
+  static double longToDoubleRoundToOdd(long v) {
+    if (v == Long.MIN_VALUE) {
+      return -0x1p63;
+    }
+    long a = Math.abs(v);
+    int shift = 64 - Long.numberOfLeadingZeros(a) - 53;
+    if (shift <= 0) {
+      return v;
+    }
+    long sticky = (a & ((1L << shift) - 1)) != 0 ? 1 : 0;
+    double d = Math.scalb((double) ((a >>> shift) | sticky), shift);
+    return v < 0 ? -d : d;
   }
 
   /** Reads an element as a double (uint64 above 2^63 is read as its unsigned value). */

@@ -1,5 +1,6 @@
 package io.nccl4j;
 
+import io.nccl4j.spi.Backend;
 import java.time.Duration;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
@@ -16,14 +17,16 @@ final class GroupWork implements Work {
   private final OpType op;
   private final long seq;
   private final Duration timeout;
+  private final Backend.StreamWaiter streamWaiter;
   private final CompletableFuture<Work> future = new CompletableFuture<>();
   private volatile CollectiveStats stats;
   private volatile Throwable failure;
 
-  GroupWork(OpType op, long seq, Duration timeout) {
+  GroupWork(OpType op, long seq, Duration timeout, Backend.StreamWaiter streamWaiter) {
     this.op = op;
     this.seq = seq;
     this.timeout = timeout;
+    this.streamWaiter = streamWaiter;
   }
 
   void finish(CollectiveStats s, Throwable error) {
@@ -109,6 +112,19 @@ final class GroupWork implements Work {
       return new BackendException(cause.getMessage(), cause);
     }
     return new BackendException(String.valueOf(cause), cause);
+  }
+
+  @Override
+  public void waitStream(DeviceStream consumer) {
+    if (streamWaiter == null) {
+      waitFor();
+      return;
+    }
+    Throwable f = failure;
+    if (f != null) {
+      throw rethrowable(f);
+    }
+    streamWaiter.waitOn(consumer);
   }
 
   @Override

@@ -1,8 +1,9 @@
 package io.nccl4j;
 
-import io.nccl4j.cpu.CpuBackend;
-import io.nccl4j.cpu.transport.LocalFabric;
+import io.nccl4j.cpu.CpuCluster;
 import io.nccl4j.memory.Allocator;
+import io.nccl4j.spi.Backend;
+import io.nccl4j.spi.ClusterBackend;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -13,8 +14,9 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Runs ranks as threads of this JVM, each with its own {@link ProcessGroup} on the CPU backend —
- * the analogue of {@code torch.multiprocessing.spawn}.
+ * Runs ranks as threads of this JVM, each with its own {@link ProcessGroup} — on the CPU backend by
+ * default, or on NCCL with one GPU per rank ({@link #backend}) — the analogue of
+ * {@code torch.multiprocessing.spawn}.
  *
  * <pre>{@code
  * LocalCluster.run(4, pg -> {
@@ -24,10 +26,11 @@ import org.slf4j.LoggerFactory;
  * });
  * }</pre>
  *
- * <p>Each rank gets its own allocator (a child of the host allocator named {@code rankN}), so its
- * memory statistics are its own. When a rank's task throws, the group is failed at once: every
- * other rank's pending and later operations fail with a {@link PeerFailureException} naming that
- * rank and its error, instead of waiting. The run then throws {@link RankFailedException}.
+ * <p>Each rank gets its own allocator (a child of its device's allocator named {@code rankN}), so
+ * its memory statistics are its own. When a rank's task throws, every other rank's backend is
+ * aborted at once: their pending and later operations fail with a {@link PeerFailureException}
+ * naming that rank and its error, instead of waiting. The run then throws
+ * {@link RankFailedException}.
  */
 public final class LocalCluster {
   private static final Logger LOG = LoggerFactory.getLogger(LocalCluster.class);
@@ -49,6 +52,7 @@ public final class LocalCluster {
   }
 
   private final int worldSize;
+  private ClusterBackend backend = CpuCluster.INSTANCE;
   private Duration timeout = DEFAULT_TIMEOUT;
   private boolean strictMemory;
 
@@ -83,6 +87,12 @@ public final class LocalCluster {
     return this;
   }
 
+  /** The backend of every rank (default: the CPU backend). */
+  public LocalCluster backend(ClusterBackend b) {
+    this.backend = Objects.requireNonNull(b, "backend");
+    return this;
+  }
+
   /**
    * When true, a rank whose task returns with tensors still allocated fails the run, listing them;
    * when false (default) it is logged.
@@ -107,7 +117,8 @@ public final class LocalCluster {
   public <T> List<T> call(RankCall<T> task) {
     Objects.requireNonNull(task, "task");
     long id = RUNS.incrementAndGet();
-    LocalFabric fabric = new LocalFabric(worldSize);
+    ClusterBackend.Run run = backend.start(worldSize, timeout, "run" + id);
+    Backend[] backends = new Backend[worldSize];
     Object[] results = new Object[worldSize];
     Throwable[] errors = new Throwable[worldSize];
     long[] failedAt = new long[worldSize];
@@ -115,17 +126,23 @@ public final class LocalCluster {
     for (int r = 0; r < worldSize; r++) {
       final int rank = r;
       threads[r] = new Thread(() -> {
-        Allocator alloc = Allocator.host().child("run" + id + "/rank" + rank);
-        ProcessGroup pg = ProcessGroup.create(new CpuBackend(fabric.endpoint(rank), alloc, timeout));
+        ProcessGroup pg = null;
         try {
+          Backend b = run.create(rank);
+          synchronized (backends) {
+            backends[rank] = b;
+          }
+          pg = ProcessGroup.create(b);
           results[rank] = task.call(pg);
           pg.close();
-          closeAllocator(alloc, rank);
+          closeAllocator(b.allocator(), rank);
         } catch (Throwable e) {
           failedAt[rank] = System.nanoTime();
           errors[rank] = e;
-          fabric.fail(rank, e);
-          pg.close();
+          abortOthers(backends, rank, e);
+          if (pg != null) {
+            pg.close();
+          }
         }
       }, "nccl4j-rank" + r);
       threads[r].start();
@@ -151,6 +168,24 @@ public final class LocalCluster {
     @SuppressWarnings("unchecked")
     List<T> out = (List<T>) new ArrayList<>(Arrays.asList(results));
     return out;
+  }
+
+  /** Fails every other rank's operations with an error naming {@code rank} (first failure wins). */
+  private static void abortOthers(Backend[] backends, int rank, Throwable e) {
+    PeerFailureException cause = e instanceof PeerFailureException ? (PeerFailureException) e
+        : new PeerFailureException(rank, "rank " + rank + " failed: " + describe(e), e);
+    synchronized (backends) {
+      for (Backend b : backends) {
+        if (b != null) {
+          b.abort(cause);
+        }
+      }
+    }
+  }
+
+  private static String describe(Throwable t) {
+    String m = t.getMessage();
+    return m == null ? t.getClass().getName() : t.getClass().getSimpleName() + ": " + m;
   }
 
   /** A rank's own error beats a peer-failure report; among equals, the earlier one wins. */

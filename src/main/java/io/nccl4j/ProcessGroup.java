@@ -8,7 +8,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
-import java.util.concurrent.CompletableFuture;
 
 /**
  * One rank's view of a group of ranks, with PyTorch ProcessGroup semantics, over any backend.
@@ -104,7 +103,8 @@ public final class ProcessGroup implements AutoCloseable {
     synchronized (this) {
       ensureOpen();
       checks.allReduce(output, input, op);
-      return submit(new Collective(OpType.ALLREDUCE, ++collectiveSeq, input, output, op, -1, null, null));
+      return submit(new Collective(OpType.ALLREDUCE, ++collectiveSeq, buf(input), buf(output), op, -1, null, null),
+          input, output);
     }
   }
 
@@ -134,7 +134,8 @@ public final class ProcessGroup implements AutoCloseable {
     synchronized (this) {
       ensureOpen();
       checks.reduceScatter(output, input, op);
-      return submit(new Collective(OpType.REDUCE_SCATTER, ++collectiveSeq, input, output, op, -1, null, null));
+      return submit(new Collective(OpType.REDUCE_SCATTER, ++collectiveSeq, buf(input), buf(output), op, -1, null, null),
+          input, output);
     }
   }
 
@@ -154,7 +155,8 @@ public final class ProcessGroup implements AutoCloseable {
     synchronized (this) {
       ensureOpen();
       checks.allGather(output, input);
-      return submit(new Collective(OpType.ALLGATHER, ++collectiveSeq, input, output, null, -1, null, null));
+      return submit(new Collective(OpType.ALLGATHER, ++collectiveSeq, buf(input), buf(output), null, -1, null, null),
+          input, output);
     }
   }
 
@@ -170,7 +172,8 @@ public final class ProcessGroup implements AutoCloseable {
     synchronized (this) {
       ensureOpen();
       checks.broadcast(tensor, root);
-      return submit(new Collective(OpType.BROADCAST, ++collectiveSeq, tensor, tensor, null, root, null, null));
+      return submit(new Collective(OpType.BROADCAST, ++collectiveSeq, buf(tensor), buf(tensor), null, root, null, null),
+          tensor);
     }
   }
 
@@ -187,7 +190,8 @@ public final class ProcessGroup implements AutoCloseable {
     synchronized (this) {
       ensureOpen();
       checks.reduce(tensor, root, op);
-      return submit(new Collective(OpType.REDUCE, ++collectiveSeq, tensor, tensor, op, root, null, null));
+      return submit(new Collective(OpType.REDUCE, ++collectiveSeq, buf(tensor), buf(tensor), op, root, null, null),
+          tensor);
     }
   }
 
@@ -208,8 +212,8 @@ public final class ProcessGroup implements AutoCloseable {
     synchronized (this) {
       ensureOpen();
       long[][] resolved = checks.allToAll(output, input, outputSplits, inputSplits);
-      return submit(new Collective(OpType.ALLTOALL, ++collectiveSeq, input, output, null, -1,
-          resolved[0], resolved[1]));
+      return submit(new Collective(OpType.ALLTOALL, ++collectiveSeq, buf(input), buf(output), null, -1,
+          resolved[0], resolved[1]), input, output);
     }
   }
 
@@ -234,7 +238,7 @@ public final class ProcessGroup implements AutoCloseable {
     synchronized (this) {
       ensureOpen();
       checks.send(tensor, dst);
-      return submit(new Collective(OpType.SEND, ++p2pSeq, tensor, null, null, dst, null, null));
+      return submit(new Collective(OpType.SEND, ++p2pSeq, buf(tensor), null, null, dst, null, null), tensor);
     }
   }
 
@@ -248,7 +252,7 @@ public final class ProcessGroup implements AutoCloseable {
     synchronized (this) {
       ensureOpen();
       checks.recv(tensor, src);
-      return submit(new Collective(OpType.RECV, ++p2pSeq, null, tensor, null, src, null, null));
+      return submit(new Collective(OpType.RECV, ++p2pSeq, null, buf(tensor), null, src, null, null), tensor);
     }
   }
 
@@ -306,21 +310,24 @@ public final class ProcessGroup implements AutoCloseable {
     }
   }
 
-  private Work submit(Collective c) {
+  private static Collective.Buffer buf(Tensor t) {
+    return Collective.Buffer.of(t);
+  }
+
+  private Work submit(Collective c, Tensor... tensors) {
     List<MemoryBlock> held = new ArrayList<>(2);
-    retain(c.input(), held);
-    if (c.output() != c.input()) {
-      retain(c.output(), held);
+    for (Tensor t : tensors) {
+      retain(t, held);
     }
-    GroupWork work = new GroupWork(c.op(), c.seq(), timeout());
-    CompletableFuture<CollectiveStats> f;
+    Backend.Submission s;
     try {
-      f = backend.submit(c);
+      s = backend.submit(c);
     } catch (RuntimeException e) {
       held.forEach(MemoryBlock::release);
       throw e;
     }
-    f.whenComplete((stats, error) -> {
+    GroupWork work = new GroupWork(c.op(), c.seq(), timeout(), s.streamWaiter());
+    s.done().whenComplete((stats, error) -> {
       // Release before completing so that a caller who waits and then measures memory sees it freed.
       held.forEach(MemoryBlock::release);
       work.finish(stats, error);

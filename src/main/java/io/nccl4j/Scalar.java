@@ -33,8 +33,11 @@ public final class Scalar {
    * integer types (uint64 takes the bit pattern), converted for floating types.
    */
   public static Scalar ofLong(DType dtype, long value) {
+    if (dtype == DType.FLOAT32) {
+      return new Scalar(dtype, Float.floatToRawIntBits((float) value) & 0xffffffffL);
+    }
     if (dtype.isFloatingPoint()) {
-      return of(dtype, (double) value);
+      return of(dtype, DType.longToDoubleRoundToOdd(value));
     }
     long mask = dtype.size() == 8 ? -1L : (1L << dtype.bits()) - 1;
     return new Scalar(dtype, value & mask);

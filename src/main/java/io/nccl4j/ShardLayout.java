@@ -13,6 +13,11 @@ public record ShardLayout(long logicalCount, int worldSize) {
     if (worldSize < 1) {
       throw new IllegalArgumentException("world size must be >= 1, got " + worldSize);
     }
+    long q = logicalCount / worldSize + (logicalCount % worldSize == 0 ? 0 : 1);
+    if (q > Long.MAX_VALUE / worldSize) {
+      throw new IllegalArgumentException("padding " + logicalCount + " elements to a multiple of " + worldSize
+          + " exceeds 64-bit counts");
+    }
   }
 
   /** q = ⌈M/p⌉. */

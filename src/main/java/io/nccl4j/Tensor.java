@@ -2,6 +2,7 @@ package io.nccl4j;
 
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.MemoryBlock;
+import io.nccl4j.memory.MemoryResource;
 import io.nccl4j.memory.NativeMemory;
 import java.util.Objects;
 
@@ -102,11 +103,7 @@ public final class Tensor implements AutoCloseable {
     long a = t.address();
     int size = dtype.size();
     for (long i = 0; i < t.count; i++) {
-      if (dtype.isFloatingPoint()) {
-        dtype.storeDouble(a + i * size, (double) (start + i));
-      } else {
-        dtype.storeLong(a + i * size, start + i);
-      }
+      dtype.storeLong(a + i * size, start + i);
     }
     return t;
   }
@@ -289,8 +286,9 @@ public final class Tensor implements AutoCloseable {
    */
   public Tensor truncate(long newCount) {
     ensureOpen();
-    if (isView()) {
-      throw new IllegalStateException("truncate moves ownership; " + describe() + " is a view");
+    if (isView() || !block.isOwned()) {
+      throw new IllegalStateException("truncate moves ownership; " + describe()
+          + (isView() ? " is a view" : " wraps memory nccl4j does not own"));
     }
     if (newCount < 0 || newCount > count) {
       throw new IndexOutOfBoundsException("truncate(" + newCount + ") is outside 0.." + count);
@@ -352,9 +350,16 @@ public final class Tensor implements AutoCloseable {
 
   /** Sets every element to {@code value}, which must have this tensor's dtype. */
   public void fill(Scalar value) {
-    requireHost("fill");
+    ensureOpen();
     if (value.dtype() != dtype) {
       throw new IllegalArgumentException("fill: value has dtype " + value.dtype() + " but tensor is " + dtype);
+    }
+    if (!device.isCpu()) {
+      // Device memory: fill a host copy and transfer it.
+      try (Tensor staging = full(count, value, Allocator.host())) {
+        copyFrom(staging);
+      }
+      return;
     }
     long a = address();
     int size = dtype.size();
@@ -376,15 +381,29 @@ public final class Tensor implements AutoCloseable {
   }
 
   /**
-   * Copies {@code src}'s elements into this tensor (same dtype and count; host tensors).
+   * Copies {@code src}'s elements into this tensor (same dtype and count), between any devices:
+   * host↔host directly, and to or from CUDA memory through the CUDA runtime (synchronously).
    */
   public void copyFrom(Tensor src) {
-    requireHost("copyFrom");
-    src.requireHost("copyFrom");
+    ensureOpen();
+    src.ensureOpen();
     if (src.dtype != dtype || src.count != count) {
       throw new IllegalArgumentException("copyFrom: expected " + describe() + ", got " + src.describe());
     }
-    NativeMemory.copy(src.address(), address(), nbytes());
+    copier(this, src).copy(address(), device, src.address(), src.device, nbytes());
+  }
+
+  /** Host copies use host memory; otherwise the resource of whichever side is device memory. */
+  private static MemoryResource copier(Tensor a, Tensor b) {
+    if (a.device.isCpu() && b.device.isCpu()) {
+      return MemoryResource.HOST;
+    }
+    for (Tensor t : new Tensor[] {a, b}) {
+      if (!t.device.isCpu() && t.block.resource() != null) {
+        return t.block.resource();
+      }
+    }
+    return MemoryResource.forExternal(a.device.isCpu() ? b.device.type() : a.device.type());
   }
 
   /** A new tensor with the same elements, owned and allocated from {@code allocator}. */
@@ -481,7 +500,10 @@ public final class Tensor implements AutoCloseable {
     for (long i = 0; i < count; i++) {
       boolean ok;
       if (dtype.isInteger()) {
-        ok = dtype.loadLong(a + i * size) == dtype.loadLong(b + i * size);
+        long x = dtype.loadLong(a + i * size);
+        long y = dtype.loadLong(b + i * size);
+        ok = x == y || (!exact && Math.abs(dtype.loadDouble(a + i * size) - dtype.loadDouble(b + i * size))
+            <= atol + rtol * Math.abs(dtype.loadDouble(b + i * size)));
       } else {
         double x = dtype.loadDouble(a + i * size);
         double y = dtype.loadDouble(b + i * size);
@@ -599,11 +621,7 @@ public final class Tensor implements AutoCloseable {
   }
 
   private void setLongUnchecked(long index, long value) {
-    if (dtype.isFloatingPoint()) {
-      dtype.storeDouble(elementAddress(index), (double) value);
-    } else {
-      dtype.storeLong(elementAddress(index), value);
-    }
+    dtype.storeLong(elementAddress(index), value);
   }
 
   private int arrayLength(String op) {

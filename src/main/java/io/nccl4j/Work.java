@@ -44,6 +44,15 @@ public interface Work {
   boolean waitFor(Duration timeout);
 
   /**
+   * Makes {@code consumer} wait for this operation without blocking the host — PyTorch's
+   * {@code work.wait()} on NCCL: work queued on {@code consumer} afterwards sees the results. On a
+   * backend without device streams (CPU) this waits on the host, as {@link #waitFor()} does.
+   *
+   * @throws BackendException if the operation already failed
+   */
+  void waitStream(DeviceStream consumer);
+
+  /**
    * A future completed with this Work when the operation finishes, or exceptionally with its
    * failure. Completing or cancelling the returned future does not affect the operation.
    */

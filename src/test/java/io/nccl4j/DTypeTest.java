@@ -5,7 +5,6 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.nccl4j.memory.NativeMemory;
 import java.util.EnumSet;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -237,7 +236,6 @@ class DTypeTest {
   }
 
   @Test
-  @Disabled("BUG: DType.storeLong on floating types converts long->double->dtype (double rounding) instead of rounding the integer once")
   void storeLongToFloatRoundsOnce() {
     // v = 2^60 + 2^36 + 1. float's ulp at 2^60 is 2^37, so v is just above the midpoint and
     // rounds up to 2^60 + 2^37 (as C's (float)v and Java's (float)v do). Going through double

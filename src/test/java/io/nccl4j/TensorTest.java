@@ -8,7 +8,6 @@ import io.nccl4j.memory.MemoryResource;
 import io.nccl4j.memory.NativeMemory;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
@@ -416,7 +415,6 @@ class TensorTest {
   }
 
   @Test
-  @Disabled("BUG: Tensor.truncate on a wrapped (non-owning) tensor does not throw IllegalStateException as its Javadoc promises")
   void truncateRejectsWrappedTensors() {
     long addr = NativeMemory.allocate(16);
     try {
@@ -530,7 +528,6 @@ class TensorTest {
   }
 
   @Test
-  @Disabled("BUG: Tensor.allClose/diff ignore rtol/atol for integer dtypes, contrary to their Javadoc (|a-b| <= atol + rtol*|b|, as torch.allclose)")
   void allCloseAppliesToleranceToIntegers() {
     try (Tensor a = Tensor.ofLongs(10, 20);
         Tensor b = Tensor.ofLongs(10, 21)) {

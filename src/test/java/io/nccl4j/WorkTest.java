@@ -9,7 +9,6 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -227,9 +226,6 @@ class WorkTest {
    * out-of-place AllReduce #2 and closes #2's input at once. #2 runs on the backend only after #1,
    * i.e. certainly after the close. The group promises to keep the memory alive, so #2 must succeed.
    */
-  @Disabled("BUG: CpuBackend.execute calls Tensor.address() on the Collective's tensors, which throws for a tensor"
-      + " closed while its collective is pending (memory is retained but unusable): the Work fails with"
-      + " 'internal error ... Tensor int64[64] on cpu is closed' and the group breaks")
   @Test
   void tensorClosedWhilePendingStaysAliveUntilCompletion() {
     long count = 64;
@@ -278,8 +274,6 @@ class WorkTest {
   }
 
   /** As above, for an in-place collective whose only tensor is closed while it is pending. */
-  @Disabled("BUG: same as tensorClosedWhilePendingStaysAliveUntilCompletion: CpuBackend.execute calls"
-      + " Tensor.address() on a tensor closed while pending and the collective fails")
   @Test
   void inPlaceTensorClosedWhilePendingCompletes() {
     long count = 32;

@@ -105,7 +105,7 @@ public final class CpuBackend implements Backend {
   }
 
   @Override
-  public CompletableFuture<CollectiveStats> submit(Collective c) {
+  public Submission submit(Collective c) {
     if (closed) {
       throw new IllegalStateException("CPU backend of rank " + rank() + " is closed");
     }
@@ -116,7 +116,7 @@ public final class CpuBackend implements Backend {
     } catch (RejectedExecutionException e) {
       throw new IllegalStateException("CPU backend of rank " + rank() + " is closed", e);
     }
-    return f;
+    return Submission.hostOnly(f);
   }
 
   private void run(Collective c, long enqueued, CompletableFuture<CollectiveStats> f) {
@@ -203,6 +203,15 @@ public final class CpuBackend implements Backend {
       default:
         throw new IllegalStateException("Unknown operation " + c.op());
     }
+  }
+
+  @Override
+  public void abort(BackendException cause) {
+    if (broken == null) {
+      broken = cause;
+    }
+    transport.fail(cause instanceof PeerFailureException ? ((PeerFailureException) cause).failedRank() : rank(),
+        cause);
   }
 
   /** True once an operation failed; every later operation fails with the same cause. */

@@ -46,6 +46,11 @@ public final class MemoryBlock {
     return description;
   }
 
+  /** The resource the memory came from, or null for external memory. */
+  public MemoryResource resource() {
+    return allocator == null ? null : allocator.resource();
+  }
+
   /** True when nccl4j owns (and will free) this memory. */
   public boolean isOwned() {
     return allocator != null;

@@ -19,6 +19,45 @@ public interface MemoryResource {
   /** Sets {@code bytes} bytes at {@code address} to zero. */
   void zero(long address, long bytes);
 
+  /**
+   * Copies {@code bytes} bytes between any two devices this resource can reach (host memory and its
+   * own device), synchronously with respect to the host.
+   *
+   * @throws IllegalStateException when it cannot reach one of the devices
+   */
+  default void copy(long dst, Device dstDevice, long src, Device srcDevice, long bytes) {
+    if (!dstDevice.isCpu() || !srcDevice.isCpu()) {
+      throw new IllegalStateException(this + " cannot copy from " + srcDevice + " to " + dstDevice);
+    }
+    NativeMemory.copy(src, dst, bytes);
+  }
+
+  /**
+   * The resource that copies to and from devices of {@code type} for memory nccl4j did not allocate
+   * (wrapped tensors); registered by the NCCL backend when the CUDA runtime loads.
+   */
+  static MemoryResource forExternal(Device.Type type) {
+    MemoryResource r = Registry.EXTERNAL.get(type);
+    if (r == null) {
+      throw new IllegalStateException("Copying " + type + " memory needs the CUDA runtime, which is not loaded"
+          + " (see ./nccl4j info)");
+    }
+    return r;
+  }
+
+  /** Registers the resource used for external memory of {@code type}. */
+  static void registerExternal(Device.Type type, MemoryResource r) {
+    Registry.EXTERNAL.put(type, r);
+  }
+
+  /** Holder of the external-memory registry. */
+  final class Registry {
+    private static final java.util.Map<Device.Type, MemoryResource> EXTERNAL =
+        new java.util.concurrent.ConcurrentHashMap<>();
+
+    private Registry() {}
+  }
+
   /** Host memory through malloc/free. */
   MemoryResource HOST = new MemoryResource() {
     @Override

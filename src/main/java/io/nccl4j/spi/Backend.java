@@ -36,7 +36,30 @@ public interface Backend extends AutoCloseable {
    * Enqueues one operation and returns at once. The future completes with the operation's
    * statistics (or null when the backend has none) or exceptionally with its failure.
    */
-  CompletableFuture<CollectiveStats> submit(Collective collective);
+  Submission submit(Collective collective);
+
+  /**
+   * What {@link #submit} returns: completion on the host, and how to make a device stream wait for
+   * the operation (null for backends without device streams).
+   */
+  record Submission(CompletableFuture<CollectiveStats> done, StreamWaiter streamWaiter) {
+    public static Submission hostOnly(CompletableFuture<CollectiveStats> done) {
+      return new Submission(done, null);
+    }
+  }
+
+  /** Makes a device stream wait for one submitted operation. */
+  @FunctionalInterface
+  interface StreamWaiter {
+    void waitOn(io.nccl4j.DeviceStream consumer);
+  }
+
+  /**
+   * Fails every pending and later operation with {@code cause} at once, without waiting for
+   * peers (NCCL's ncclCommAbort; for the CPU backend, failing the transport). Used when another
+   * rank failed, or on timeout. Idempotent; the first cause wins.
+   */
+  void abort(io.nccl4j.BackendException cause);
 
   /** Drains enqueued work (bounded by the timeout) and releases the backend's resources. Idempotent. */
   @Override
