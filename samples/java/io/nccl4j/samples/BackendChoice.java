@@ -29,7 +29,7 @@ record BackendChoice(String name, String reason) {
 
   /** Null when NCCL can run {@code worldSize} ranks here; else the reason it cannot. */
   static String ncclUnavailableReason(int worldSize) {
-    return "this build has no NCCL backend yet";
+    return io.nccl4j.nccl.Nccl.unavailableReason(worldSize);
   }
 
   /** {@code backend: cpu (auto: NCCL not usable (...))}. */

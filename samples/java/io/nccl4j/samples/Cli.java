@@ -8,7 +8,7 @@ import picocli.CommandLine.Command;
 @Command(name = "nccl4j", mixinStandardHelpOptions = true, version = "nccl4j 0.1.0",
     description = {"NCCL collectives for Java with PyTorch ProcessGroup semantics, and the chapter",
         "experiments on the best backend available (NCCL with GPUs, else the CPU reference)."},
-    subcommands = {DemoCommand.class, ContractsCommand.class, EquivalenceCommand.class,
+    subcommands = {DemoCommand.class, ContractsCommand.class, EquivalenceCommand.class, InfoCommand.class,
         CommandLine.HelpCommand.class})
 public final class Cli implements Runnable {
   @Override

@@ -1,6 +1,8 @@
 package io.nccl4j.samples;
 
 import io.nccl4j.LocalCluster;
+import io.nccl4j.nccl.Nccl;
+import io.nccl4j.nccl.NcclCluster;
 import java.time.Duration;
 import java.util.List;
 
@@ -9,9 +11,10 @@ final class Groups {
   private Groups() {}
 
   static <T> List<T> call(BackendChoice backend, int worldSize, Duration timeout, LocalCluster.RankCall<T> task) {
-    if (!backend.name().equals("cpu")) {
-      throw new SampleException(2, "backend " + backend.name() + " is not available in this build");
+    LocalCluster cluster = LocalCluster.of(worldSize).timeout(timeout);
+    if (backend.name().equals("nccl")) {
+      cluster.backend(NcclCluster.of(Nccl.load()));
     }
-    return LocalCluster.of(worldSize).timeout(timeout).call(task);
+    return cluster.call(task);
   }
 }

@@ -81,6 +81,20 @@ public final class ProcessGroup implements AutoCloseable {
     return backend.timeout();
   }
 
+  /**
+   * Local. The device stream that produces this rank's inputs and consumes its outputs (PyTorch's
+   * current stream): every later collective waits for the work already queued on it, without
+   * blocking the host. Null restores the default (the legacy default stream). NCCL backend only.
+   *
+   * @throws UnsupportedOperationException on backends without device streams
+   */
+  public void setCurrentStream(DeviceStream stream) {
+    synchronized (this) {
+      ensureOpen();
+      backend.setCurrentStream(stream);
+    }
+  }
+
   /** Uninitialised tensor on this rank's device, counted by {@link #allocator()}. Local. */
   public Tensor empty(long count, DType dtype) {
     return Tensor.empty(count, dtype, allocator());

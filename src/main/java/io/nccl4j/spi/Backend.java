@@ -55,6 +55,15 @@ public interface Backend extends AutoCloseable {
   }
 
   /**
+   * The stream that produces this rank's inputs and consumes its outputs (PyTorch's current
+   * stream); operations wait for work already queued on it. Null restores the default. Backends
+   * without device streams reject it.
+   */
+  default void setCurrentStream(io.nccl4j.DeviceStream stream) {
+    throw new UnsupportedOperationException("The " + name() + " backend has no device streams");
+  }
+
+  /**
    * Fails every pending and later operation with {@code cause} at once, without waiting for
    * peers (NCCL's ncclCommAbort; for the CPU backend, failing the transport). Used when another
    * rank failed, or on timeout. Idempotent; the first cause wins.

@@ -1,0 +1,101 @@
+package io.nccl4j.nccl;
+
+import io.nccl4j.Device;
+import io.nccl4j.nccl.bind.CudaApi;
+
+/**
+ * Owner of one CUDA event: completion marker and, when created with timing, a timestamp.
+ * {@link #close()} destroys it once; using it afterwards throws {@link IllegalStateException}.
+ */
+public final class CudaEvent implements AutoCloseable {
+  private final Nccl nccl;
+  private final Device device;
+  private final boolean timing;
+  private volatile long handle;
+
+  private CudaEvent(Nccl nccl, Device device, boolean timing, long handle) {
+    this.nccl = nccl;
+    this.device = device;
+    this.timing = timing;
+    this.handle = handle;
+  }
+
+  /** Creates an event on {@code device}; {@code timing} false makes it cheaper (no timestamp). */
+  public static CudaEvent create(Nccl nccl, int device, boolean timing) {
+    nccl.setDevice(device);
+    long[] out = new long[1];
+    CudaApi cuda = nccl.cuda();
+    CudaCall.check(cuda.eventCreateWithFlags(out, timing ? CudaApi.EVENT_DEFAULT : CudaApi.EVENT_DISABLE_TIMING),
+        cuda, "cudaEventCreateWithFlags", Device.cuda(device));
+    return new CudaEvent(nccl, Device.cuda(device), timing, out[0]);
+  }
+
+  public long handle() {
+    long h = handle;
+    if (h == 0) {
+      throw new IllegalStateException("CudaEvent on " + device + " is closed");
+    }
+    return h;
+  }
+
+  public Device device() {
+    return device;
+  }
+
+  /** Records the event at the current end of {@code stream}. */
+  public void record(CudaStream stream) {
+    record(stream.handle());
+  }
+
+  /** Records the event on a raw stream handle (0: the legacy default stream). */
+  public void record(long streamHandle) {
+    CudaApi cuda = nccl.cuda();
+    CudaCall.check(cuda.eventRecord(handle(), streamHandle), cuda, "cudaEventRecord", device);
+  }
+
+  /** True once everything before the record point has finished. Never blocks. */
+  public boolean isComplete() {
+    CudaApi cuda = nccl.cuda();
+    int rc = cuda.eventQuery(handle());
+    if (rc == CudaApi.ERROR_NOT_READY) {
+      return false;
+    }
+    CudaCall.check(rc, cuda, "cudaEventQuery", device);
+    return true;
+  }
+
+  /** Blocks the host until the event completes. */
+  public void synchronize() {
+    CudaApi cuda = nccl.cuda();
+    CudaCall.check(cuda.eventSynchronize(handle()), cuda, "cudaEventSynchronize", device);
+  }
+
+  /** Milliseconds between {@code start} and this event (both recorded, both with timing). */
+  public float elapsedMillisSince(CudaEvent start) {
+    if (!timing || !start.timing) {
+      throw new IllegalStateException("elapsed time needs two events created with timing");
+    }
+    float[] ms = new float[1];
+    CudaApi cuda = nccl.cuda();
+    CudaCall.check(cuda.eventElapsedTime(ms, start.handle(), handle()), cuda, "cudaEventElapsedTime", device);
+    return ms[0];
+  }
+
+  public boolean isClosed() {
+    return handle == 0;
+  }
+
+  /** Idempotent. */
+  @Override
+  public void close() {
+    long h;
+    synchronized (this) {
+      h = handle;
+      handle = 0;
+    }
+    if (h != 0) {
+      CudaApi cuda = nccl.cuda();
+      CudaCall.check(cuda.eventDestroy(h), cuda, "cudaEventDestroy", device);
+    }
+  }
+}

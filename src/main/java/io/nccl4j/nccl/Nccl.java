@@ -1,0 +1,140 @@
+package io.nccl4j.nccl;
+
+import io.nccl4j.Device;
+import io.nccl4j.memory.Allocator;
+import io.nccl4j.memory.MemoryResource;
+import io.nccl4j.nccl.bind.CudaApi;
+import io.nccl4j.nccl.bind.NativeRuntime;
+import io.nccl4j.nccl.bind.NcclApi;
+import io.nccl4j.nccl.bind.NvtxApi;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * The NCCL backend's entry point: the loaded NCCL and CUDA runtime (or test doubles of them), their
+ * versions, the devices, and one accounting allocator per device.
+ *
+ * <pre>{@code
+ * Nccl nccl = Nccl.load();          // throws NcclUnavailableException with the reason and remedy
+ * NcclVersion v = nccl.version();   // e.g. 2.23.4
+ * }</pre>
+ */
+public final class Nccl {
+  private static volatile Nccl system;
+
+  private final NcclApi api;
+  private final CudaApi cuda;
+  private final NvtxApi nvtx;
+  private final NcclVersion version;
+  private final Map<Integer, Allocator> allocators = new ConcurrentHashMap<>();
+
+  private Nccl(NcclApi api, CudaApi cuda, NvtxApi nvtx) {
+    this.api = Objects.requireNonNull(api, "api");
+    this.cuda = Objects.requireNonNull(cuda, "cuda");
+    this.nvtx = nvtx == null ? NvtxApi.NONE : nvtx;
+    int[] v = new int[1];
+    NcclCall.check(api.getVersion(v), api, new NcclCall.Context(-1, 0, null, null, 0), "ncclGetVersion");
+    this.version = NcclVersion.fromCode(v[0]);
+  }
+
+  /**
+   * The NCCL of this machine, loaded once.
+   *
+   * @throws NcclUnavailableException when the libraries cannot be found or loaded; the message says
+   *     which and what to do
+   */
+  public static Nccl load() {
+    Nccl n = system;
+    if (n == null) {
+      synchronized (Nccl.class) {
+        n = system;
+        if (n == null) {
+          NativeRuntime rt = NativeRuntime.get();
+          if (!rt.isLoaded()) {
+            throw new NcclUnavailableException(rt.failure());
+          }
+          n = new Nccl(rt.nccl(), rt.cuda(), rt.nvtx());
+          Nccl loaded = n;
+          MemoryResource.registerExternal(Device.Type.CUDA, new CudaMemory(loaded, -1));
+          Nvtx.install(rt.nvtx());
+          system = n;
+        }
+      }
+    }
+    return n;
+  }
+
+  /** Over explicit bindings: other native layers, or test doubles that inject faults. */
+  public static Nccl of(NcclApi api, CudaApi cuda, NvtxApi nvtx) {
+    return new Nccl(api, cuda, nvtx);
+  }
+
+  /**
+   * Null when NCCL is usable here with at least {@code ranks} GPUs; otherwise why not. Never throws.
+   */
+  public static String unavailableReason(int ranks) {
+    try {
+      Nccl n = load();
+      int count = n.deviceCount();
+      if (count < ranks) {
+        return count == 0 ? "no GPU: " + n.deviceCountProblem()
+            : ranks + " ranks need " + ranks + " GPUs, this machine has " + count
+                + " (NCCL runs one rank per GPU)";
+      }
+      return null;
+    } catch (RuntimeException e) {
+      return e.getMessage();
+    }
+  }
+
+  public NcclApi api() {
+    return api;
+  }
+
+  public CudaApi cuda() {
+    return cuda;
+  }
+
+  public NvtxApi nvtx() {
+    return nvtx;
+  }
+
+  /** The version of the loaded libnccl.so.2. */
+  public NcclVersion version() {
+    return version;
+  }
+
+  /** Number of visible CUDA devices; 0 when the runtime reports an error (no driver, stub driver). */
+  public int deviceCount() {
+    int[] n = new int[1];
+    return cuda.getDeviceCount(n) == CudaApi.SUCCESS ? n[0] : 0;
+  }
+
+  /** Why {@link #deviceCount()} is 0: CUDA's error, or "no CUDA devices". */
+  public String deviceCountProblem() {
+    int[] n = new int[1];
+    int rc = cuda.getDeviceCount(n);
+    if (rc != CudaApi.SUCCESS) {
+      return "cudaGetDeviceCount: " + cuda.getErrorName(rc) + " (" + cuda.getErrorString(rc) + ")";
+    }
+    return n[0] == 0 ? "no CUDA devices are visible" : null;
+  }
+
+  /** A fresh 128-byte NCCL unique id (rank 0 creates it and hands it to the others). */
+  public byte[] uniqueId() {
+    byte[] id = new byte[128];
+    NcclCall.check(api.getUniqueId(id), api, new NcclCall.Context(-1, 0, null, version, 0), "ncclGetUniqueId");
+    return id;
+  }
+
+  /** The accounting allocator of CUDA device {@code device} (one per device per Nccl). */
+  public Allocator allocator(int device) {
+    return allocators.computeIfAbsent(device, d -> Allocator.root("cuda:" + d, new CudaMemory(this, d)));
+  }
+
+  /** Makes {@code device} current for the calling thread. */
+  void setDevice(int device) {
+    CudaCall.check(cuda.setDevice(device), cuda, "cudaSetDevice", Device.cuda(device));
+  }
+}

@@ -1,0 +1,499 @@
+package io.nccl4j.nccl;
+
+import io.nccl4j.BackendException;
+import io.nccl4j.CollectiveMismatchException;
+import io.nccl4j.CollectiveStats;
+import io.nccl4j.CollectiveTimeoutException;
+import io.nccl4j.DType;
+import io.nccl4j.Device;
+import io.nccl4j.DeviceStream;
+import io.nccl4j.PeerFailureException;
+import io.nccl4j.ReduceOp;
+import io.nccl4j.Scalar;
+import io.nccl4j.memory.Allocator;
+import io.nccl4j.memory.NativeMemory;
+import io.nccl4j.nccl.bind.CudaApi;
+import io.nccl4j.nccl.bind.NcclApi;
+import io.nccl4j.spi.Backend;
+import io.nccl4j.spi.Collective;
+import io.nccl4j.spi.Collective.Buffer;
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedDeque;
+import java.util.concurrent.locks.LockSupport;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The NCCL backend for one rank: collectives on CUDA tensors of one device, through one
+ * communicator, on one non-blocking communication stream.
+ *
+ * <p>Every operation follows the same template: record an event on the current stream (the stream
+ * that produced the inputs; the legacy default stream unless {@link #setCurrentStream} says
+ * otherwise), make the communication stream wait for it, call NCCL on the communication stream,
+ * record a completion event. The host never blocks in {@link #submit}. A progress thread polls the
+ * completion events in order and completes the Works; it also enforces the timeout and polls
+ * {@code ncclCommGetAsyncError}. On a timeout or an asynchronous error the communicator is aborted
+ * (on a helper thread with its own deadline), every pending and later operation fails with the
+ * cause, and the process lives on.
+ */
+public final class NcclBackend implements Backend {
+  private static final Logger LOG = LoggerFactory.getLogger(NcclBackend.class);
+  private static final long ASYNC_ERROR_POLL_NANOS = 1_000_000;
+  /** How long to wait for ncclCommAbort, which can hang in some NCCL versions. */
+  public static final Duration DEFAULT_ABORT_DEADLINE = Duration.ofSeconds(30);
+
+  private final Nccl nccl;
+  private final NcclApi api;
+  private final CudaApi cuda;
+  private final Communicator comm;
+  private final Allocator allocator;
+  private final Duration timeout;
+  private final Duration abortDeadline;
+  private final int device;
+  private final CudaStream commStream;
+  private final CudaEvent ready;
+  private final ArrayDeque<CudaEvent> eventPool = new ArrayDeque<>();
+  /** Every event this backend created, so that close() destroys those of failed operations too. */
+  private final java.util.List<CudaEvent> allEvents = new java.util.ArrayList<>();
+  private final ConcurrentLinkedDeque<Pending> pending = new ConcurrentLinkedDeque<>();
+  private final Thread progress;
+  private final long scalarBuffer;
+  private final int[] intOut = new int[1];
+  private long barrierBuffer;
+  private volatile long currentStream;
+  private volatile BackendException broken;
+  private volatile boolean closing;
+  private volatile boolean closed;
+
+  private record Pending(Collective c, long enqueued, CudaEvent done, CompletableFuture<CollectiveStats> future) {}
+
+  /**
+   * @param comm this rank's communicator; the backend owns it and closes (or aborts) it
+   * @param allocator where this rank's tensors come from (memory of the communicator's device)
+   */
+  public NcclBackend(Communicator comm, Allocator allocator, Duration timeout) {
+    this(comm, allocator, timeout, DEFAULT_ABORT_DEADLINE);
+  }
+
+  /**
+   * @param abortDeadline how long a failure waits for {@code ncclCommAbort} before giving up on it
+   */
+  public NcclBackend(Communicator comm, Allocator allocator, Duration timeout, Duration abortDeadline) {
+    this.abortDeadline = abortDeadline;
+    this.comm = comm;
+    this.nccl = comm.nccl();
+    this.api = nccl.api();
+    this.cuda = nccl.cuda();
+    this.allocator = allocator;
+    this.timeout = timeout;
+    this.device = comm.deviceIndex();
+    if (!allocator.device().equals(Device.cuda(device))) {
+      throw new IllegalArgumentException("The allocator of rank " + comm.rank() + " must be on cuda:" + device
+          + ", got " + allocator.device());
+    }
+    this.commStream = CudaStream.create(nccl, device);
+    this.ready = CudaEvent.create(nccl, device, false);
+    this.scalarBuffer = NativeMemory.allocate(8);
+    this.progress = new Thread(this::progressLoop, "nccl4j-progress-rank" + comm.rank());
+    this.progress.setDaemon(true);
+    this.progress.start();
+  }
+
+  @Override
+  public String name() {
+    return "nccl";
+  }
+
+  @Override
+  public int rank() {
+    return comm.rank();
+  }
+
+  @Override
+  public int size() {
+    return comm.size();
+  }
+
+  @Override
+  public Device device() {
+    return Device.cuda(device);
+  }
+
+  @Override
+  public Allocator allocator() {
+    return allocator;
+  }
+
+  @Override
+  public Duration timeout() {
+    return timeout;
+  }
+
+  /** The communication stream (for interop and tests). */
+  public CudaStream communicationStream() {
+    return commStream;
+  }
+
+  /**
+   * The stream that produces inputs and consumes outputs (PyTorch's current stream). Collectives
+   * wait for work already queued on it; 0 is the legacy default stream (the default).
+   */
+  @Override
+  public void setCurrentStream(DeviceStream stream) {
+    if (stream != null && !stream.device().equals(device())) {
+      throw new IllegalArgumentException("current stream must be on " + device() + ", got " + stream.device());
+    }
+    currentStream = stream == null ? 0 : stream.handle();
+  }
+
+  // ------------------------------------------------------------------ submit
+
+  @Override
+  public Submission submit(Collective c) {
+    if (closed || closing) {
+      throw new IllegalStateException("NCCL backend of rank " + rank() + " is closed");
+    }
+    BackendException b = broken;
+    if (b != null) {
+      return Submission.hostOnly(CompletableFuture.failedFuture(stillBroken(b)));
+    }
+    long enqueued = System.nanoTime();
+    nccl.setDevice(device);
+    ready.record(currentStream);
+    commStream.waitEvent(ready);
+    int rc = enqueue(c);
+    if (rc != 0 && rc != NcclResult.IN_PROGRESS.code()) {
+      RuntimeException e = NcclCall.error(rc, api, comm.context(), ncclFunction(c));
+      if (e instanceof NcclUsageException && ((NcclUsageException) e).groupUsable()) {
+        throw e;
+      }
+      BackendException fatal = e instanceof BackendException ? (BackendException) e
+          : new BackendException(e.getMessage(), e);
+      fail(fatal);
+      if (e instanceof NcclUsageException) {
+        throw e;
+      }
+      return Submission.hostOnly(CompletableFuture.failedFuture(fatal));
+    }
+    CudaEvent done = takeEvent();
+    done.record(commStream);
+    Pending p = new Pending(c, enqueued, done, new CompletableFuture<>());
+    pending.add(p);
+    LockSupport.unpark(progress);
+    return new Submission(p.future(), consumer -> {
+      CudaCall.check(cuda.streamWaitEvent(consumer.handle(), done.handle()), cuda, "cudaStreamWaitEvent", device());
+    });
+  }
+
+  private static String ncclFunction(Collective c) {
+    switch (c.op()) {
+      case ALLREDUCE: return "ncclAllReduce";
+      case REDUCE_SCATTER: return "ncclReduceScatter";
+      case ALLGATHER: return "ncclAllGather";
+      case BROADCAST: return "ncclBroadcast";
+      case REDUCE: return "ncclReduce";
+      case ALLTOALL: return "ncclGroupEnd (all-to-all)";
+      case SEND: return "ncclSend";
+      case RECV: return "ncclRecv";
+      default: return "ncclAllReduce (barrier)";
+    }
+  }
+
+  /** Enqueues the NCCL call(s) for {@code c} on the communication stream; returns NCCL's result. */
+  private int enqueue(Collective c) {
+    long h = comm.handle();
+    long s = commStream.handle();
+    Buffer in = c.input();
+    Buffer out = c.output();
+    switch (c.op()) {
+      case ALLREDUCE:
+        return reducing(c.reduceOp(), in.dtype(), op -> api.allReduce(in.address(), out.address(), in.count(),
+            in.dtype().ncclCode(), op, h, s));
+      case REDUCE_SCATTER:
+        return reducing(c.reduceOp(), in.dtype(), op -> api.reduceScatter(in.address(), out.address(), out.count(),
+            in.dtype().ncclCode(), op, h, s));
+      case ALLGATHER:
+        return api.allGather(in.address(), out.address(), in.count(), in.dtype().ncclCode(), h, s);
+      case BROADCAST:
+        return api.broadcast(in.address(), in.address(), in.count(), in.dtype().ncclCode(), c.peer(), h, s);
+      case REDUCE:
+        return reducing(c.reduceOp(), in.dtype(), op -> api.reduce(in.address(), in.address(), in.count(),
+            in.dtype().ncclCode(), op, c.peer(), h, s));
+      case ALLTOALL:
+        return allToAll(c, h, s);
+      case SEND:
+        nccl.version().require(NcclVersion.V2_7, "ncclSend");
+        return api.send(in.address(), in.count(), in.dtype().ncclCode(), c.peer(), h, s);
+      case RECV:
+        nccl.version().require(NcclVersion.V2_7, "ncclRecv");
+        return api.recv(out.address(), out.count(), out.dtype().ncclCode(), c.peer(), h, s);
+      case BARRIER:
+        // NCCL has no barrier; like PyTorch, all-reduce one element.
+        if (barrierBuffer == 0) {
+          long[] ptr = new long[1];
+          CudaCall.check(cuda.malloc(ptr, 4), cuda, "cudaMalloc (barrier)", device());
+          barrierBuffer = ptr[0];
+        }
+        return api.allReduce(barrierBuffer, barrierBuffer, 1, DType.INT32.ncclCode(), 0, h, s);
+      default:
+        throw new IllegalStateException("Unknown operation " + c.op());
+    }
+  }
+
+  @FunctionalInterface
+  private interface OpCall {
+    int call(int ncclOp);
+  }
+
+  /** Maps the operator, creating (and afterwards destroying) a PreMulSum operator when needed. */
+  private int reducing(ReduceOp op, DType dtype, OpCall call) {
+    switch (op.kind()) {
+      case AVG:
+        nccl.version().require(NcclVersion.V2_10, "ncclAvg");
+        return call.call(op.ncclCode());
+      case PREMUL_SUM: {
+        nccl.version().require(NcclVersion.V2_11, "ncclRedOpCreatePreMulSum");
+        writeScalar(dtype, op.scalar());
+        int rc = api.redOpCreatePreMulSum(intOut, scalarBuffer, dtype.ncclCode(), comm.handle());
+        if (rc != 0) {
+          return rc;
+        }
+        int userOp = intOut[0];
+        int result = call.call(userOp);
+        // NCCL copies the operator into the enqueued work, so it can be destroyed right away.
+        int drc = api.redOpDestroy(userOp, comm.handle());
+        return result != 0 ? result : drc;
+      }
+      default:
+        return call.call(op.ncclCode());
+    }
+  }
+
+  /** The scalar in the element type, as NCCL reads a host-immediate scalar. */
+  private void writeScalar(DType dtype, double s) {
+    double v = dtype == DType.FLOAT64 ? s : dtype.round((float) s);
+    Scalar scalar = Scalar.of(dtype, v);
+    NativeMemory.putLong(scalarBuffer, scalar.bits());
+  }
+
+  /** Grouped send/recv, one pair per peer; the block for itself is a send/recv to itself. */
+  private int allToAll(Collective c, long h, long s) {
+    nccl.version().require(NcclVersion.V2_7, "ncclSend/ncclRecv");
+    Buffer in = c.input();
+    Buffer out = c.output();
+    int es = in.dtype().size();
+    int dt = in.dtype().ncclCode();
+    int rc = api.groupStart();
+    if (rc != 0) {
+      return rc;
+    }
+    long inOff = 0;
+    long outOff = 0;
+    int first = 0;
+    for (int j = 0; j < size() && first == 0; j++) {
+      long sc = c.inputSplits()[j];
+      long rcnt = c.outputSplits()[j];
+      if (sc > 0) {
+        first = api.send(in.address() + inOff * es, sc, dt, j, h, s);
+      }
+      if (first == 0 && rcnt > 0) {
+        first = api.recv(out.address() + outOff * es, rcnt, dt, j, h, s);
+      }
+      inOff += sc;
+      outOff += rcnt;
+    }
+    int end = api.groupEnd();
+    return first != 0 ? first : end;
+  }
+
+  // ------------------------------------------------------------------ progress
+
+  private void progressLoop() {
+    try {
+      nccl.setDevice(device);
+    } catch (RuntimeException e) {
+      fail(e instanceof BackendException ? (BackendException) e : new BackendException(e.getMessage(), e));
+    }
+    long lastAsyncCheck = System.nanoTime();
+    int idle = 0;
+    while (!(closed && pending.isEmpty())) {
+      Pending p = pending.peek();
+      if (p == null) {
+        LockSupport.parkNanos(1_000_000);
+        continue;
+      }
+      boolean complete;
+      try {
+        complete = p.done().isComplete();
+      } catch (RuntimeException e) {
+        fail(e instanceof BackendException ? (BackendException) e : new BackendException(e.getMessage(), e));
+        continue;
+      }
+      if (complete) {
+        pending.poll();
+        giveEvent(p.done());
+        p.future().complete(null);
+        idle = 0;
+        continue;
+      }
+      long now = System.nanoTime();
+      if (now - p.enqueued() > timeout.toNanos()) {
+        fail(new CollectiveTimeoutException("Watchdog caught collective operation timeout: WorkNCCL(SeqNum="
+            + p.c().seq() + ", OpType=" + p.c().op().torchName() + ", NumelIn=" + p.c().numelIn() + ", NumelOut="
+            + p.c().numelOut() + ", Timeout(ms)=" + timeout.toMillis() + ") ran for "
+            + (now - p.enqueued()) / 1_000_000 + " milliseconds before timing out. Rank " + rank() + " on "
+            + device() + "; the communicator was aborted."));
+        continue;
+      }
+      if (now - lastAsyncCheck > ASYNC_ERROR_POLL_NANOS && nccl.version().atLeast(NcclVersion.V2_4)) {
+        lastAsyncCheck = now;
+        try {
+          int ae = comm.asyncError();
+          if (ae != 0 && ae != NcclResult.IN_PROGRESS.code()) {
+            RuntimeException e = NcclCall.error(ae, api, comm.context(), "ncclCommGetAsyncError");
+            fail(e instanceof BackendException ? (BackendException) e : new BackendException(e.getMessage(), e));
+            continue;
+          }
+        } catch (RuntimeException e) {
+          fail(e instanceof BackendException ? (BackendException) e : new BackendException(e.getMessage(), e));
+          continue;
+        }
+      }
+      if (idle < 200) {
+        Thread.onSpinWait();
+      } else if (idle < 250) {
+        Thread.yield();
+      } else {
+        LockSupport.parkNanos(Math.min(1_000_000, 20_000L * (idle - 249)));
+      }
+      idle++;
+    }
+  }
+
+  /**
+   * Breaks the backend with {@code cause}: aborts the communicator (helper thread, deadline) and
+   * fails every pending operation. The first cause wins; later operations fail with it too.
+   */
+  private void fail(BackendException cause) {
+    synchronized (this) {
+      if (broken != null) {
+        drainPending(broken);
+        return;
+      }
+      broken = cause;
+    }
+    LOG.debug("rank {}: NCCL backend failed: {}", rank(), cause.getMessage());
+    comm.markBroken();
+    if (!comm.abort(abortDeadline)) {
+      LOG.warn("rank {}: communicator abort did not finish within {}", rank(), abortDeadline);
+    }
+    drainPending(cause);
+  }
+
+  private void drainPending(BackendException cause) {
+    Pending p;
+    boolean first = true;
+    while ((p = pending.poll()) != null) {
+      p.future().completeExceptionally(first ? cause : stillBroken(cause));
+      first = false;
+    }
+  }
+
+  @Override
+  public void abort(BackendException cause) {
+    fail(cause);
+  }
+
+  public boolean isBroken() {
+    return broken != null;
+  }
+
+  private static BackendException stillBroken(BackendException cause) {
+    String msg = "Process group is broken by an earlier failure: " + cause.getMessage();
+    if (cause instanceof PeerFailureException) {
+      return new PeerFailureException(((PeerFailureException) cause).failedRank(), msg, cause);
+    }
+    if (cause instanceof CollectiveTimeoutException) {
+      CollectiveTimeoutException t = new CollectiveTimeoutException(msg);
+      t.initCause(cause);
+      return t;
+    }
+    if (cause instanceof CollectiveMismatchException) {
+      CollectiveMismatchException m = new CollectiveMismatchException(msg);
+      m.initCause(cause);
+      return m;
+    }
+    if (cause instanceof NcclException) {
+      NcclException n = new NcclException(((NcclException) cause).result(), msg);
+      n.initCause(cause);
+      return n;
+    }
+    return new BackendException(msg, cause);
+  }
+
+  private CudaEvent takeEvent() {
+    synchronized (eventPool) {
+      CudaEvent e = eventPool.poll();
+      if (e != null) {
+        return e;
+      }
+    }
+    CudaEvent e = CudaEvent.create(nccl, device, false);
+    synchronized (eventPool) {
+      allEvents.add(e);
+    }
+    return e;
+  }
+
+  private void giveEvent(CudaEvent e) {
+    synchronized (eventPool) {
+      eventPool.push(e);
+    }
+  }
+
+  // ------------------------------------------------------------------ close
+
+  /**
+   * Waits for pending operations (each bounded by the timeout), stops the progress thread, then
+   * releases the stream, events and buffers and destroys the communicator (aborts it if broken).
+   * Idempotent.
+   */
+  @Override
+  public void close() {
+    synchronized (this) {
+      if (closing) {
+        return;
+      }
+      closing = true;
+    }
+    closed = true;
+    LockSupport.unpark(progress);
+    try {
+      progress.join(timeout.plusSeconds(5).toMillis());
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    if (progress.isAlive()) {
+      fail(new BackendException("rank " + rank() + ": operations still pending when the group closed"));
+    }
+    try {
+      nccl.setDevice(device);
+      synchronized (eventPool) {
+        allEvents.forEach(CudaEvent::close);
+        allEvents.clear();
+        eventPool.clear();
+      }
+      ready.close();
+      if (barrierBuffer != 0) {
+        cuda.free(barrierBuffer);
+        barrierBuffer = 0;
+      }
+      commStream.close();
+    } finally {
+      NativeMemory.free(scalarBuffer);
+      comm.close();
+    }
+  }
+}

@@ -1,0 +1,22 @@
+package io.nccl4j.nccl;
+
+import io.nccl4j.BackendException;
+
+/**
+ * An NCCL call failed fatally (CUDA, system, internal or remote error, or a code this version of
+ * nccl4j does not know). The communicator is broken and must be aborted on every rank.
+ */
+public class NcclException extends BackendException {
+  private static final long serialVersionUID = 1L;
+  private final int result;
+
+  public NcclException(int result, String message) {
+    super(message);
+    this.result = result;
+  }
+
+  /** The raw {@code ncclResult_t}. */
+  public int result() {
+    return result;
+  }
+}

@@ -1,0 +1,127 @@
+package io.nccl4j.nccl;
+
+import io.nccl4j.nccl.bind.CudaApi;
+import io.nccl4j.nccl.bind.NativeLibraries.Found;
+import io.nccl4j.nccl.bind.NativeLibraries.Library;
+import io.nccl4j.nccl.bind.NativeRuntime;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * What this machine offers nccl4j, one line per component, each with the reason and the remedy when
+ * something is missing (the {@code ./nccl4j info} report). Never throws.
+ */
+public final class NcclInfo {
+  private NcclInfo() {}
+
+  /** One component: name, whether it is usable, and the text. */
+  public record Line(String component, boolean ok, String text) {
+    @Override
+    public String toString() {
+      return component + ": " + text;
+    }
+  }
+
+  public static List<Line> collect() {
+    List<Line> lines = new ArrayList<>();
+    Runtime rt = Runtime.getRuntime();
+    lines.add(new Line("Java", true, System.getProperty("java.version") + " (" + System.getProperty("java.vm.name")
+        + ", " + System.getProperty("java.vendor") + "), " + rt.availableProcessors() + " cores, max heap "
+        + rt.maxMemory() / (1 << 20) + " MiB"));
+    lines.add(new Line("CPU backend", true, "available (ranks as threads of one JVM)"));
+    NativeRuntime nr;
+    try {
+      nr = NativeRuntime.get();
+    } catch (Throwable e) {
+      lines.add(new Line("NCCL", false, "cannot inspect the native libraries: " + e));
+      return lines;
+    }
+    Map<Library, Found> found = nr.found();
+    Map<Library, String> missing = nr.missing();
+    Nccl nccl = null;
+    if (nr.isLoaded()) {
+      try {
+        nccl = Nccl.load();
+      } catch (RuntimeException e) {
+        lines.add(new Line("NCCL", false, e.getMessage()));
+      }
+    }
+    CudaApi cuda = nccl == null ? null : nccl.cuda();
+    int[] v = new int[1];
+
+    // Driver.
+    if (found.containsKey(Library.CUDA_DRIVER)) {
+      String text = found.get(Library.CUDA_DRIVER).toString();
+      boolean ok = true;
+      if (cuda != null) {
+        int count = cuda.getDeviceCount(v);
+        if (count == CudaApi.ERROR_STUB_LIBRARY) {
+          ok = false;
+          text += " is a stub (cudaErrorStubLibrary: " + cuda.getErrorString(count) + "): no usable NVIDIA driver"
+              + " (remedy: install the NVIDIA driver)";
+        } else if (cuda.driverGetVersion(v) == CudaApi.SUCCESS && v[0] > 0) {
+          text += ", supports CUDA " + v[0] / 1000 + "." + (v[0] % 1000) / 10;
+        }
+      }
+      lines.add(new Line("CUDA driver", ok, text));
+    } else {
+      lines.add(new Line("CUDA driver", false, missing.getOrDefault(Library.CUDA_DRIVER, "not found")));
+    }
+
+    // Runtime.
+    if (found.containsKey(Library.CUDA_RUNTIME)) {
+      String text = found.get(Library.CUDA_RUNTIME).toString();
+      if (cuda != null && cuda.runtimeGetVersion(v) == CudaApi.SUCCESS) {
+        text += ", CUDA " + v[0] / 1000 + "." + (v[0] % 1000) / 10;
+      }
+      lines.add(new Line("CUDA runtime", cuda != null, text + (nr.isLoaded() ? "" : " (not loaded: " + nr.failure() + ")")));
+    } else {
+      lines.add(new Line("CUDA runtime", false, missing.getOrDefault(Library.CUDA_RUNTIME, "not found")));
+    }
+
+    // NCCL.
+    if (found.containsKey(Library.NCCL)) {
+      String text = found.get(Library.NCCL).toString();
+      if (nccl != null) {
+        text = "NCCL " + nccl.version() + ", " + text;
+      } else {
+        text += " (not loaded: " + nr.failure() + ")";
+      }
+      lines.add(new Line("NCCL", nccl != null, text));
+    } else {
+      lines.add(new Line("NCCL", false, missing.getOrDefault(Library.NCCL, "not found")));
+    }
+
+    // NVTX.
+    if (found.containsKey(Library.NVTX)) {
+      boolean active = nr.nvtx() != io.nccl4j.nccl.bind.NvtxApi.NONE;
+      lines.add(new Line("NVTX", active, found.get(Library.NVTX) + (active ? ", ranges reach NVTX tools such as Nsight"
+          : ", not loaded (ranges cost nothing)")));
+    } else {
+      lines.add(new Line("NVTX", false, missing.getOrDefault(Library.NVTX, "not found")));
+    }
+    nr.notes().forEach(n -> lines.add(new Line("note", true, n)));
+
+    // GPUs.
+    if (nccl == null) {
+      lines.add(new Line("GPUs", false, "unknown: the CUDA runtime is not loaded"));
+    } else {
+      int count = nccl.deviceCount();
+      if (count == 0) {
+        lines.add(new Line("GPUs", false, "none: " + nccl.deviceCountProblem()));
+      } else {
+        StringBuilder sb = new StringBuilder(count + " visible");
+        String[] name = new String[1];
+        for (int d = 0; d < count; d++) {
+          sb.append(d == 0 ? ": " : "; ").append("cuda:").append(d);
+          if (cuda.getDeviceName(d, name) == CudaApi.SUCCESS) {
+            sb.append(' ').append(name[0]);
+          }
+        }
+        lines.add(new Line("GPUs", true, sb.toString()));
+      }
+    }
+    return lines;
+  }
+}

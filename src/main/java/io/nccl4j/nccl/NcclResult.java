@@ -1,0 +1,64 @@
+package io.nccl4j.nccl;
+
+/**
+ * NCCL's {@code ncclResult_t} codes and what each means for a group. Codes this table does not
+ * know (added by a newer NCCL) are reported by number, and treated as fatal.
+ */
+public enum NcclResult {
+  SUCCESS(0, "ncclSuccess", Kind.OK),
+  UNHANDLED_CUDA_ERROR(1, "ncclUnhandledCudaError", Kind.FATAL),
+  SYSTEM_ERROR(2, "ncclSystemError", Kind.FATAL),
+  INTERNAL_ERROR(3, "ncclInternalError", Kind.FATAL),
+  /** The call had no effect; the communicator stays usable. */
+  INVALID_ARGUMENT(4, "ncclInvalidArgument", Kind.USAGE_USABLE),
+  /** A usage error NCCL detected; the communicator must be aborted. */
+  INVALID_USAGE(5, "ncclInvalidUsage", Kind.USAGE_BROKEN),
+  REMOTE_ERROR(6, "ncclRemoteError", Kind.FATAL),
+  /** A non-blocking communicator is still working; not an error. */
+  IN_PROGRESS(7, "ncclInProgress", Kind.IN_PROGRESS);
+
+  /** How a result affects the group. */
+  public enum Kind {
+    OK,
+    IN_PROGRESS,
+    /** UsageException; group usable. */
+    USAGE_USABLE,
+    /** UsageException; group broken. */
+    USAGE_BROKEN,
+    /** BackendException; group broken, must be aborted. */
+    FATAL
+  }
+
+  private final int code;
+  private final String cName;
+  private final Kind kind;
+
+  NcclResult(int code, String cName, Kind kind) {
+    this.code = code;
+    this.cName = cName;
+    this.kind = kind;
+  }
+
+  public int code() {
+    return code;
+  }
+
+  /** The C enumerator, e.g. {@code ncclInvalidArgument}. */
+  public String cName() {
+    return cName;
+  }
+
+  public Kind kind() {
+    return kind;
+  }
+
+  /** The known result with this code, or null for codes newer than this table. */
+  public static NcclResult of(int code) {
+    for (NcclResult r : values()) {
+      if (r.code == code) {
+        return r;
+      }
+    }
+    return null;
+  }
+}

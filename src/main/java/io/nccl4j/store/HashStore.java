@@ -1,0 +1,121 @@
+package io.nccl4j.store;
+
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.nio.charset.StandardCharsets;
+
+/** A {@link Store} in this JVM (PyTorch's HashStore), for ranks that are threads. */
+public final class HashStore implements Store {
+  private final Map<String, byte[]> map = new HashMap<>();
+  private final Duration timeout;
+  private boolean closed;
+
+  public HashStore(Duration timeout) {
+    this.timeout = Objects.requireNonNull(timeout, "timeout");
+  }
+
+  public HashStore() {
+    this(Duration.ofMinutes(5));
+  }
+
+  @Override
+  public synchronized void set(String key, byte[] value) {
+    ensureOpen();
+    map.put(Objects.requireNonNull(key, "key"), value.clone());
+    notifyAll();
+  }
+
+  @Override
+  public synchronized byte[] get(String key, Duration wait) {
+    waitFor(List.of(key), wait);
+    return map.get(key).clone();
+  }
+
+  @Override
+  public synchronized long add(String key, long delta) {
+    ensureOpen();
+    byte[] old = map.get(key);
+    long v = (old == null ? 0 : Long.parseLong(new String(old, StandardCharsets.UTF_8))) + delta;
+    map.put(key, Long.toString(v).getBytes(StandardCharsets.UTF_8));
+    notifyAll();
+    return v;
+  }
+
+  @Override
+  public synchronized byte[] compareSet(String key, byte[] expected, byte[] desired) {
+    ensureOpen();
+    byte[] cur = map.get(key);
+    boolean matches = cur == null ? expected.length == 0 : Arrays.equals(cur, expected);
+    if (matches) {
+      map.put(key, desired.clone());
+      notifyAll();
+      return desired.clone();
+    }
+    return cur == null ? expected.clone() : cur.clone();
+  }
+
+  @Override
+  public synchronized void wait(List<String> keys, Duration wait) {
+    waitFor(keys, wait);
+  }
+
+  private void waitFor(List<String> keys, Duration wait) {
+    long deadline = System.nanoTime() + wait.toNanos();
+    while (true) {
+      ensureOpen();
+      if (map.keySet().containsAll(keys)) {
+        return;
+      }
+      long left = deadline - System.nanoTime();
+      if (left <= 0) {
+        throw new StoreTimeoutException("HashStore: timed out after " + wait.toMillis() + " ms waiting for keys "
+            + keys + " (missing: " + keys.stream().filter(k -> !map.containsKey(k)).toList() + ")");
+      }
+      try {
+        wait(Math.max(1, left / 1_000_000));
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new StoreTimeoutException("HashStore: interrupted while waiting for keys " + keys);
+      }
+    }
+  }
+
+  @Override
+  public synchronized boolean check(List<String> keys) {
+    ensureOpen();
+    return map.keySet().containsAll(keys);
+  }
+
+  @Override
+  public synchronized boolean deleteKey(String key) {
+    ensureOpen();
+    return map.remove(key) != null;
+  }
+
+  @Override
+  public synchronized long numKeys() {
+    ensureOpen();
+    return map.size();
+  }
+
+  @Override
+  public Duration timeout() {
+    return timeout;
+  }
+
+  @Override
+  public synchronized void close() {
+    closed = true;
+    notifyAll();
+  }
+
+  private void ensureOpen() {
+    if (closed) {
+      throw new IllegalStateException("HashStore is closed");
+    }
+  }
+}

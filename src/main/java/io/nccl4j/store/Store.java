@@ -1,0 +1,55 @@
+package io.nccl4j.store;
+
+import java.time.Duration;
+import java.util.List;
+
+/**
+ * A key-value store the ranks of a group share for rendezvous (PyTorch's c10d Store): rank 0
+ * publishes NCCL's unique id, the others read it; ranks count arrivals with {@link #add}.
+ *
+ * <p>Every blocking call has a timeout and fails with {@link StoreTimeoutException} naming the keys
+ * and how long it waited. Implementations: {@link HashStore} (one JVM), TCP (processes), and
+ * {@link PrefixStore} (a namespace inside another store). Thread-safe.
+ */
+public interface Store extends AutoCloseable {
+  /** Sets {@code key} to {@code value}, waking readers waiting for it. */
+  void set(String key, byte[] value);
+
+  /** The value of {@code key}, waiting up to {@link #timeout()} for it to be set. */
+  default byte[] get(String key) {
+    return get(key, timeout());
+  }
+
+  /** The value of {@code key}, waiting up to {@code timeout} for it to be set. */
+  byte[] get(String key, Duration timeout);
+
+  /**
+   * Atomically adds {@code delta} to the counter at {@code key} (created at 0) and returns the new
+   * value. The value is stored as its decimal text, as PyTorch stores it.
+   */
+  long add(String key, long delta);
+
+  /**
+   * Sets {@code key} to {@code desired} if its current value equals {@code expected} (an empty
+   * {@code expected} means "absent"); returns the value after the call.
+   */
+  byte[] compareSet(String key, byte[] expected, byte[] desired);
+
+  /** Waits until every key exists, up to {@code timeout}. */
+  void wait(List<String> keys, Duration timeout);
+
+  /** True if every key exists now. */
+  boolean check(List<String> keys);
+
+  /** Removes {@code key}; true if it existed. */
+  boolean deleteKey(String key);
+
+  /** Number of keys. */
+  long numKeys();
+
+  /** Default timeout of {@link #get(String)}. */
+  Duration timeout();
+
+  @Override
+  void close();
+}
