@@ -17,7 +17,7 @@ final class GroupWork implements Work {
   private final OpType op;
   private final long seq;
   private final Duration timeout;
-  private final Backend.StreamWaiter streamWaiter;
+  private volatile Backend.StreamWaiter streamWaiter;
   private final CompletableFuture<Work> future = new CompletableFuture<>();
   private volatile CollectiveStats stats;
   private volatile Throwable failure;
@@ -27,6 +27,10 @@ final class GroupWork implements Work {
     this.seq = seq;
     this.timeout = timeout;
     this.streamWaiter = streamWaiter;
+  }
+
+  void setStreamWaiter(Backend.StreamWaiter w) {
+    streamWaiter = w;
   }
 
   void finish(CollectiveStats s, Throwable error) {

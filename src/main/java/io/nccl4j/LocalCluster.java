@@ -9,6 +9,8 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Objects;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -26,10 +28,14 @@ import org.slf4j.LoggerFactory;
  * });
  * }</pre>
  *
+ * <p>{@link #run}/{@link #call} create the groups, run one task on every rank and close the groups.
+ * {@link #open()} keeps the groups alive across several tasks (a {@link Session}), which matters
+ * when creating a group is expensive (an NCCL communicator).
+ *
  * <p>Each rank gets its own allocator (a child of its device's allocator named {@code rankN}), so
  * its memory statistics are its own. When a rank's task throws, every other rank's backend is
  * aborted at once: their pending and later operations fail with a {@link PeerFailureException}
- * naming that rank and its error, instead of waiting. The run then throws
+ * naming that rank and its error, instead of waiting. The call then throws
  * {@link RankFailedException}.
  */
 public final class LocalCluster {
@@ -63,7 +69,7 @@ public final class LocalCluster {
     this.worldSize = worldSize;
   }
 
-  /** A cluster of {@code worldSize} ranks, to configure before {@link #call}. */
+  /** A cluster of {@code worldSize} ranks, to configure before {@link #call} or {@link #open}. */
   public static LocalCluster of(int worldSize) {
     return new LocalCluster(worldSize);
   }
@@ -78,6 +84,12 @@ public final class LocalCluster {
     return of(worldSize).call(task);
   }
 
+  /** The backend of every rank (default: the CPU backend). */
+  public LocalCluster backend(ClusterBackend b) {
+    this.backend = Objects.requireNonNull(b, "backend");
+    return this;
+  }
+
   /** Operation timeout of every group (default 10 minutes). */
   public LocalCluster timeout(Duration t) {
     if (t.isNegative() || t.isZero()) {
@@ -87,15 +99,9 @@ public final class LocalCluster {
     return this;
   }
 
-  /** The backend of every rank (default: the CPU backend). */
-  public LocalCluster backend(ClusterBackend b) {
-    this.backend = Objects.requireNonNull(b, "backend");
-    return this;
-  }
-
   /**
-   * When true, a rank whose task returns with tensors still allocated fails the run, listing them;
-   * when false (default) it is logged.
+   * When true, a rank that ends with tensors still allocated fails the run, listing them; when
+   * false (default) it is logged.
    */
   public LocalCluster strictMemory(boolean strict) {
     this.strictMemory = strict;
@@ -114,60 +120,236 @@ public final class LocalCluster {
     });
   }
 
+  /** Creates the groups, runs {@code task} on every rank, closes the groups; results by rank. */
   public <T> List<T> call(RankCall<T> task) {
     Objects.requireNonNull(task, "task");
-    long id = RUNS.incrementAndGet();
-    ClusterBackend.Run run = backend.start(worldSize, timeout, "run" + id);
-    Backend[] backends = new Backend[worldSize];
-    Object[] results = new Object[worldSize];
-    Throwable[] errors = new Throwable[worldSize];
-    long[] failedAt = new long[worldSize];
-    Thread[] threads = new Thread[worldSize];
-    for (int r = 0; r < worldSize; r++) {
-      final int rank = r;
-      threads[r] = new Thread(() -> {
-        ProcessGroup pg = null;
-        try {
-          Backend b = run.create(rank);
-          synchronized (backends) {
-            backends[rank] = b;
-          }
-          pg = ProcessGroup.create(b);
-          results[rank] = task.call(pg);
-          pg.close();
-          closeAllocator(b.allocator(), rank);
-        } catch (Throwable e) {
-          failedAt[rank] = System.nanoTime();
-          errors[rank] = e;
-          abortOthers(backends, rank, e);
-          if (pg != null) {
-            pg.close();
-          }
-        }
-      }, "nccl4j-rank" + r);
-      threads[r].start();
-    }
-    for (Thread t : threads) {
-      joinUninterruptibly(t);
-    }
-    int first = -1;
-    for (int r = 0; r < worldSize; r++) {
-      if (errors[r] != null && (first < 0 || rootCauseFirst(errors, failedAt, r, first))) {
-        first = r;
-      }
-    }
-    if (first >= 0) {
-      RankFailedException e = new RankFailedException(first, errors[first]);
-      for (int r = 0; r < worldSize; r++) {
-        if (r != first && errors[r] != null) {
-          e.addSuppressed(errors[r]);
-        }
+    // One task: each rank closes its group as soon as its task returns, so that peers still waiting
+    // for it fail at once instead of timing out.
+    Session s = open(true);
+    List<T> out;
+    try {
+      out = s.call(task);
+    } catch (RuntimeException e) {
+      try {
+        s.close();
+      } catch (RuntimeException closeError) {
+        e.addSuppressed(closeError);
       }
       throw e;
     }
-    @SuppressWarnings("unchecked")
-    List<T> out = (List<T>) new ArrayList<>(Arrays.asList(results));
+    s.close();
     return out;
+  }
+
+  /**
+   * Starts one thread per rank and creates every rank's group; returns once all exist.
+   *
+   * @throws RankFailedException if a rank could not create its group (the others are stopped)
+   */
+  public Session open() {
+    return open(false);
+  }
+
+  private Session open(boolean oneTask) {
+    Session s = new Session(backend.start(worldSize, timeout, "run" + RUNS.incrementAndGet()), oneTask);
+    s.awaitStarted();
+    return s;
+  }
+
+  private static final Object STOP = new Object();
+
+  /** One unit of work for every rank. */
+  private static final class Job {
+    final RankCall<?> task;
+    final Object[] results;
+    final Throwable[] errors;
+    final long[] failedAt;
+    final CountDownLatch done;
+
+    Job(RankCall<?> task, int p) {
+      this.task = task;
+      this.results = new Object[p];
+      this.errors = new Throwable[p];
+      this.failedAt = new long[p];
+      this.done = new CountDownLatch(p);
+    }
+  }
+
+  /**
+   * Groups kept alive across tasks: each {@link #call} runs one task on every rank's thread. After
+   * a task fails the session is broken (the groups were aborted) and refuses further tasks.
+   * {@link #close()} closes every group and checks each rank's memory. Not for concurrent calls.
+   */
+  public final class Session implements AutoCloseable {
+    private final Backend[] backends = new Backend[worldSize];
+    private final Thread[] threads = new Thread[worldSize];
+    private final List<LinkedBlockingQueue<Object>> queues = new ArrayList<>();
+    private final Job startup = new Job(null, worldSize);
+    private final Throwable[] closeErrors = new Throwable[worldSize];
+    private final boolean oneTask;
+    private volatile RuntimeException brokenBy;
+    private boolean closed;
+
+    private Session(ClusterBackend.Run run, boolean oneTask) {
+      this.oneTask = oneTask;
+      for (int r = 0; r < worldSize; r++) {
+        queues.add(new LinkedBlockingQueue<>());
+      }
+      for (int r = 0; r < worldSize; r++) {
+        final int rank = r;
+        threads[r] = new Thread(() -> rankLoop(run, rank), "nccl4j-rank" + r);
+        threads[r].start();
+      }
+    }
+
+    public int worldSize() {
+      return worldSize;
+    }
+
+    private void rankLoop(ClusterBackend.Run run, int rank) {
+      ProcessGroup pg;
+      try {
+        Backend b = run.create(rank);
+        synchronized (backends) {
+          backends[rank] = b;
+        }
+        pg = ProcessGroup.create(b);
+      } catch (Throwable e) {
+        fail(startup, rank, e);
+        startup.done.countDown();
+        return;
+      }
+      startup.done.countDown();
+      try {
+        while (true) {
+          Object next = queues.get(rank).take();
+          if (next == STOP) {
+            break;
+          }
+          Job job = (Job) next;
+          try {
+            job.results[rank] = job.task.call(pg);
+          } catch (Throwable e) {
+            fail(job, rank, e);
+          } finally {
+            if (oneTask) {
+              closeGroup(pg, rank);
+            }
+            job.done.countDown();
+          }
+          if (oneTask) {
+            return;
+          }
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      } finally {
+        closeGroup(pg, rank);
+      }
+    }
+
+    /** Idempotent: closes the rank's group, then checks its memory. */
+    private void closeGroup(ProcessGroup pg, int rank) {
+      if (pg.isClosed()) {
+        return;
+      }
+      try {
+        pg.close();
+        closeAllocator(backends[rank].allocator(), rank);
+      } catch (Throwable e) {
+        closeErrors[rank] = e;
+      }
+    }
+
+    private void fail(Job job, int rank, Throwable e) {
+      job.failedAt[rank] = System.nanoTime();
+      job.errors[rank] = e;
+      abortOthers(backends, rank, e);
+    }
+
+    private void awaitStarted() {
+      awaitUninterruptibly(startup.done);
+      RankFailedException e = firstFailure(startup);
+      if (e != null) {
+        brokenBy = e;
+        close();
+        throw e;
+      }
+    }
+
+    /** Runs {@code task} on every rank and returns the results by rank. */
+    public <T> List<T> call(RankCall<T> task) {
+      Objects.requireNonNull(task, "task");
+      if (closed) {
+        throw new IllegalStateException("LocalCluster session is closed");
+      }
+      if (brokenBy != null) {
+        throw new IllegalStateException("LocalCluster session is broken by an earlier failure: "
+            + brokenBy.getMessage(), brokenBy);
+      }
+      Job job = new Job(task, worldSize);
+      queues.forEach(q -> q.add(job));
+      awaitUninterruptibly(job.done);
+      RankFailedException e = firstFailure(job);
+      if (e == null && oneTask) {
+        e = firstCloseFailure();
+      }
+      if (e != null) {
+        brokenBy = e;
+        throw e;
+      }
+      @SuppressWarnings("unchecked")
+      List<T> out = (List<T>) new ArrayList<>(Arrays.asList(job.results));
+      return out;
+    }
+
+    private RankFailedException firstCloseFailure() {
+      for (int r = 0; r < worldSize; r++) {
+        if (closeErrors[r] != null) {
+          return new RankFailedException(r, closeErrors[r]);
+        }
+      }
+      return null;
+    }
+
+    /** Closes every rank's group and waits for the rank threads. Idempotent. */
+    @Override
+    public void close() {
+      if (closed) {
+        return;
+      }
+      closed = true;
+      queues.forEach(q -> q.add(STOP));
+      for (Thread t : threads) {
+        joinUninterruptibly(t);
+      }
+      for (int r = 0; r < worldSize; r++) {
+        if (closeErrors[r] != null && brokenBy == null) {
+          Throwable err = closeErrors[r];
+          throw err instanceof RuntimeException ? (RuntimeException) err : new IllegalStateException(err);
+        }
+      }
+    }
+  }
+
+  /** The first rank's own error wins over peer-failure reports; null when no rank failed. */
+  private static RankFailedException firstFailure(Job job) {
+    int first = -1;
+    for (int r = 0; r < job.errors.length; r++) {
+      if (job.errors[r] != null && (first < 0 || rootCauseFirst(job.errors, job.failedAt, r, first))) {
+        first = r;
+      }
+    }
+    if (first < 0) {
+      return null;
+    }
+    RankFailedException e = new RankFailedException(first, job.errors[first]);
+    for (int r = 0; r < job.errors.length; r++) {
+      if (r != first && job.errors[r] != null) {
+        e.addSuppressed(job.errors[r]);
+      }
+    }
+    return e;
   }
 
   /** Fails every other rank's operations with an error naming {@code rank} (first failure wins). */
@@ -206,6 +388,21 @@ public final class LocalCluster {
         throw new IllegalStateException("rank " + rank + " returned without closing its tensors", leak);
       }
       LOG.warn("rank {} returned without closing its tensors: {}", rank, leak.getMessage());
+    }
+  }
+
+  private static void awaitUninterruptibly(CountDownLatch latch) {
+    boolean interrupted = false;
+    while (true) {
+      try {
+        latch.await();
+        break;
+      } catch (InterruptedException e) {
+        interrupted = true;
+      }
+    }
+    if (interrupted) {
+      Thread.currentThread().interrupt();
     }
   }
 

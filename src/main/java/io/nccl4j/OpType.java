@@ -10,7 +10,9 @@ public enum OpType {
   ALLTOALL("ALLTOALL_BASE"),
   SEND("SEND"),
   RECV("RECV"),
-  BARRIER("BARRIER");
+  BARRIER("BARRIER"),
+  /** Several operations enqueued together ({@link ProcessGroup#coalesce()}). */
+  COALESCED("COALESCED");
 
   private final String torchName;
 

@@ -31,6 +31,7 @@ public final class ProcessGroup implements AutoCloseable {
   private final Checks checks;
   private long collectiveSeq;
   private long p2pSeq;
+  private Coalesced coalescing;
   private volatile boolean closed;
 
   private ProcessGroup(Backend backend) {
@@ -290,6 +291,109 @@ public final class ProcessGroup implements AutoCloseable {
     barrierAsync().waitFor();
   }
 
+  // ------------------------------------------------------------ Groups
+
+  /**
+   * Local. Starts a group: operations issued on this group until the returned object is closed are
+   * checked and numbered as usual but enqueued together when it closes — NCCL's
+   * ncclGroupStart/ncclGroupEnd, PyTorch's {@code batch_isend_irecv} and coalescing manager. They may
+   * run concurrently (a rank can send to and receive from the same peer without deadlock) and
+   * complete together: every Work of the group completes when the group does.
+   *
+   * <pre>{@code
+   * try (ProcessGroup.Coalesced g = pg.coalesce()) {
+   *   pg.sendAsync(a, peer);
+   *   pg.recvAsync(b, peer);
+   * }
+   * }</pre>
+   *
+   * @throws IllegalStateException if a group is already open on this process group
+   */
+  public Coalesced coalesce() {
+    synchronized (this) {
+      ensureOpen();
+      if (coalescing != null) {
+        throw new IllegalStateException("A coalesced group is already open on " + this + "; groups do not nest");
+      }
+      coalescing = new Coalesced();
+      return coalescing;
+    }
+  }
+
+  /** An open group of operations; see {@link ProcessGroup#coalesce()}. */
+  public final class Coalesced implements AutoCloseable {
+    private final List<Collective> ops = new ArrayList<>();
+    private final List<Tensor> tensors = new ArrayList<>();
+    private final List<GroupWork> works = new ArrayList<>();
+    private GroupWork groupWork;
+    private boolean closed;
+
+    private Coalesced() {}
+
+    private GroupWork add(Collective c, Tensor... ts) {
+      GroupWork w = new GroupWork(c.op(), c.seq(), timeout(), null);
+      ops.add(c);
+      tensors.addAll(java.util.Arrays.asList(ts));
+      works.add(w);
+      return w;
+    }
+
+    /** The Work of the whole group, available after {@link #close()}. */
+    public Work work() {
+      if (groupWork == null) {
+        throw new IllegalStateException("The group is still open; its Work exists once it is closed");
+      }
+      return groupWork;
+    }
+
+    /** Number of operations in the group. */
+    public int size() {
+      return ops.size();
+    }
+
+    /** Enqueues every operation of the group together. Idempotent. */
+    @Override
+    public void close() {
+      synchronized (ProcessGroup.this) {
+        if (closed) {
+          return;
+        }
+        closed = true;
+        coalescing = null;
+        groupWork = submitCoalesced(this);
+      }
+    }
+  }
+
+  private GroupWork submitCoalesced(Coalesced g) {
+    long seq = g.ops.isEmpty() ? collectiveSeq : g.ops.get(g.ops.size() - 1).seq();
+    GroupWork group = new GroupWork(OpType.COALESCED, seq, timeout(), null);
+    if (g.ops.isEmpty()) {
+      group.finish(null, null);
+      return group;
+    }
+    List<MemoryBlock> held = new ArrayList<>();
+    for (Tensor t : g.tensors) {
+      retain(t, held);
+    }
+    Backend.Submission s;
+    try {
+      s = backend.submitGroup(List.copyOf(g.ops));
+    } catch (RuntimeException e) {
+      held.forEach(MemoryBlock::release);
+      g.works.forEach(w -> w.finish(null, e));
+      throw e;
+    }
+    GroupWork withStreams = new GroupWork(OpType.COALESCED, seq, timeout(), s.streamWaiter());
+    g.works.forEach(w -> w.setStreamWaiter(s.streamWaiter()));
+    s.done().whenComplete((stats, error) -> {
+      held.forEach(MemoryBlock::release);
+      g.works.forEach(w -> w.finish(stats, error));
+      withStreams.finish(stats, error);
+    });
+    return withStreams;
+  }
+
   // ------------------------------------------------------------ lifecycle
 
   public boolean isClosed() {
@@ -306,6 +410,12 @@ public final class ProcessGroup implements AutoCloseable {
     synchronized (this) {
       if (closed) {
         return;
+      }
+      if (coalescing != null) {
+        IllegalStateException e = new IllegalStateException(this + " was closed while a coalesced group was open;"
+            + " its " + coalescing.size() + " operation(s) were never enqueued");
+        coalescing.works.forEach(w -> w.finish(null, e));
+        coalescing = null;
       }
       closed = true;
     }
@@ -329,6 +439,9 @@ public final class ProcessGroup implements AutoCloseable {
   }
 
   private Work submit(Collective c, Tensor... tensors) {
+    if (coalescing != null) {
+      return coalescing.add(c, tensors);
+    }
     List<MemoryBlock> held = new ArrayList<>(2);
     for (Tensor t : tensors) {
       retain(t, held);

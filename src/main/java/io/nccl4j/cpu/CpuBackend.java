@@ -119,7 +119,78 @@ public final class CpuBackend implements Backend {
     return Submission.hostOnly(f);
   }
 
+  /**
+   * Runs a group as NCCL does: every send is posted first, then every receive is taken, then the
+   * collectives run in order, then the sends are awaited — so sends and receives between the same
+   * ranks cannot deadlock, whatever their order in the group.
+   */
+  @Override
+  public Submission submitGroup(java.util.List<Collective> ops) {
+    if (closed) {
+      throw new IllegalStateException("CPU backend of rank " + rank() + " is closed");
+    }
+    CompletableFuture<CollectiveStats> f = new CompletableFuture<>();
+    long enqueued = System.nanoTime();
+    Collective first = ops.get(0);
+    try {
+      stream.execute(() -> runGuarded(first, enqueued, f, deadline -> executeGroup(ops, deadline)));
+    } catch (RejectedExecutionException e) {
+      throw new IllegalStateException("CPU backend of rank " + rank() + " is closed", e);
+    }
+    return Submission.hostOnly(f);
+  }
+
+  private CollectiveStats executeGroup(java.util.List<Collective> ops, long deadline) {
+    java.util.List<Transport.PendingSend> sends = new java.util.ArrayList<>();
+    long sent = 0;
+    long received = 0;
+    int steps = 0;
+    boolean done = false;
+    try {
+      for (Collective c : ops) {
+        if (c.op() == OpType.SEND) {
+          Tag p2p = new Tag(Tag.Channel.P2P, OpType.SEND, ++p2pSent[c.peer()]);
+          sends.add(transport.post(p2p, deadline, c.peer(), c.input().address(), c.input().nbytes()));
+          sent += c.input().nbytes();
+        }
+      }
+      for (Collective c : ops) {
+        if (c.op() == OpType.RECV) {
+          Tag p2p = new Tag(Tag.Channel.P2P, OpType.SEND, ++p2pReceived[c.peer()]);
+          transport.receive(p2p, deadline, c.peer(), c.output().address(), c.output().nbytes(), null);
+          received += c.output().nbytes();
+        }
+      }
+      for (Collective c : ops) {
+        if (!c.op().isPointToPoint()) {
+          CollectiveStats s = execute(c, deadline);
+          sent += s.bytesSent();
+          received += s.bytesReceived();
+          steps += s.steps();
+        }
+      }
+      for (Transport.PendingSend s : sends) {
+        s.await();
+      }
+      done = true;
+    } finally {
+      if (!done) {
+        sends.forEach(Transport.PendingSend::cancel);
+      }
+    }
+    return new CollectiveStats("group", steps + (sends.isEmpty() && received == 0 ? 0 : 1), sent, received);
+  }
+
+  @FunctionalInterface
+  private interface Body {
+    CollectiveStats run(long deadline);
+  }
+
   private void run(Collective c, long enqueued, CompletableFuture<CollectiveStats> f) {
+    runGuarded(c, enqueued, f, deadline -> execute(c, deadline));
+  }
+
+  private void runGuarded(Collective c, long enqueued, CompletableFuture<CollectiveStats> f, Body body) {
     BackendException b = broken;
     if (b != null) {
       f.completeExceptionally(stillBroken(b));
@@ -127,7 +198,7 @@ public final class CpuBackend implements Backend {
     }
     long deadline = enqueued + timeout.toNanos();
     try {
-      f.complete(execute(c, deadline));
+      f.complete(body.run(deadline));
     } catch (TransportTimeoutException e) {
       long ranMs = (System.nanoTime() - enqueued) / 1_000_000;
       CollectiveTimeoutException t = new CollectiveTimeoutException(

@@ -83,6 +83,8 @@ public final class Nccl {
                 + " (NCCL runs one rank per GPU)";
       }
       return null;
+    } catch (NcclUnavailableException e) {
+      return e.reason();
     } catch (RuntimeException e) {
       return e.getMessage();
     }

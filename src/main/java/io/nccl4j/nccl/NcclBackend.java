@@ -152,6 +152,16 @@ public final class NcclBackend implements Backend {
 
   @Override
   public Submission submit(Collective c) {
+    return submitOps(java.util.List.of(c));
+  }
+
+  /** One NCCL group (ncclGroupStart/End) around every operation; one completion event for all. */
+  @Override
+  public Submission submitGroup(java.util.List<Collective> ops) {
+    return submitOps(ops);
+  }
+
+  private Submission submitOps(java.util.List<Collective> ops) {
     if (closed || closing) {
       throw new IllegalStateException("NCCL backend of rank " + rank() + " is closed");
     }
@@ -163,9 +173,21 @@ public final class NcclBackend implements Backend {
     nccl.setDevice(device);
     ready.record(currentStream);
     commStream.waitEvent(ready);
-    int rc = enqueue(c);
+    Collective first = ops.get(0);
+    String function = ops.size() == 1 ? ncclFunction(first) : "ncclGroupEnd (" + ops.size() + " operations)";
+    int rc;
+    if (ops.size() == 1) {
+      rc = enqueue(first);
+    } else {
+      rc = api.groupStart();
+      for (int i = 0; i < ops.size() && rc == 0; i++) {
+        rc = enqueue(ops.get(i));
+      }
+      int end = api.groupEnd();
+      rc = rc != 0 ? rc : end;
+    }
     if (rc != 0 && rc != NcclResult.IN_PROGRESS.code()) {
-      RuntimeException e = NcclCall.error(rc, api, comm.context(), ncclFunction(c));
+      RuntimeException e = NcclCall.error(rc, api, comm.context(), function);
       if (e instanceof NcclUsageException && ((NcclUsageException) e).groupUsable()) {
         throw e;
       }
@@ -179,7 +201,7 @@ public final class NcclBackend implements Backend {
     }
     CudaEvent done = takeEvent();
     done.record(commStream);
-    Pending p = new Pending(c, enqueued, done, new CompletableFuture<>());
+    Pending p = new Pending(first, enqueued, done, new CompletableFuture<>());
     pending.add(p);
     LockSupport.unpark(progress);
     return new Submission(p.future(), consumer -> {

@@ -30,22 +30,31 @@ public final class NcclCluster implements ClusterBackend {
     return "nccl";
   }
 
+  /**
+   * True when NCCL may put several ranks on one GPU: NCCL ≥ 2.30 with
+   * {@code NCCL_MULTI_RANK_GPU_ENABLE=1}. Older NCCL rejects it ("Duplicate GPU detected").
+   */
+  public boolean multiRankPerGpu() {
+    return "1".equals(System.getenv("NCCL_MULTI_RANK_GPU_ENABLE")) && nccl.version().atLeast(NcclVersion.V2_30);
+  }
+
   @Override
   public Run start(int worldSize, Duration timeout, String runName) {
     int gpus = nccl.deviceCount();
-    if (gpus < worldSize) {
+    if (gpus == 0 || (gpus < worldSize && !multiRankPerGpu())) {
       throw new NcclUnavailableException(worldSize + " ranks need " + worldSize + " GPUs (one per rank), this"
-          + " process sees " + gpus + (gpus == 0 ? " (" + nccl.deviceCountProblem() + ")" : ""));
+          + " process sees " + gpus + (gpus == 0 ? " (" + nccl.deviceCountProblem() + ")"
+          : "; NCCL >= 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1 allows several ranks per GPU"));
     }
     Store store = new HashStore(timeout);
-    return rank -> create(rank, worldSize, timeout, runName, store);
+    return rank -> create(rank, rank % gpus, worldSize, timeout, runName, store);
   }
 
-  private Backend create(int rank, int worldSize, Duration timeout, String runName, Store store) {
+  private Backend create(int rank, int device, int worldSize, Duration timeout, String runName, Store store) {
     byte[] id = exchangeUniqueId(nccl, store, rank, timeout);
-    Communicator comm = Communicator.initRank(nccl, rank, worldSize, rank, id);
+    Communicator comm = Communicator.initRank(nccl, device, worldSize, rank, id);
     try {
-      return new NcclBackend(comm, nccl.allocator(rank).child(runName + "/rank" + rank), timeout);
+      return new NcclBackend(comm, nccl.allocator(device).child(runName + "/rank" + rank), timeout);
     } catch (RuntimeException e) {
       comm.abort();
       throw e;

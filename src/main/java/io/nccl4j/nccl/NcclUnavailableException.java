@@ -4,7 +4,15 @@ package io.nccl4j.nccl;
 public class NcclUnavailableException extends IllegalStateException {
   private static final long serialVersionUID = 1L;
 
+  private final String reason;
+
   public NcclUnavailableException(String reason) {
     super("The NCCL backend is not available: " + reason);
+    this.reason = reason;
+  }
+
+  /** The reason alone, without the leading sentence. */
+  public String reason() {
+    return reason;
   }
 }

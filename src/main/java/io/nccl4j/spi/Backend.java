@@ -39,6 +39,22 @@ public interface Backend extends AutoCloseable {
   Submission submit(Collective collective);
 
   /**
+   * Enqueues several operations as one group (NCCL's ncclGroupStart/ncclGroupEnd): they may run
+   * concurrently — a rank can send to and receive from the same peer in one group without
+   * deadlock — and complete together. The default runs them one after another, which is only
+   * correct for groups without point-to-point cycles.
+   */
+  default Submission submitGroup(java.util.List<Collective> ops) {
+    java.util.List<CompletableFuture<CollectiveStats>> all = new java.util.ArrayList<>();
+    for (Collective c : ops) {
+      all.add(submit(c).done());
+    }
+    CompletableFuture<CollectiveStats> done = CompletableFuture.allOf(all.toArray(new CompletableFuture<?>[0]))
+        .thenApply(v -> null);
+    return Submission.hostOnly(done);
+  }
+
+  /**
    * What {@link #submit} returns: completion on the host, and how to make a device stream wait for
    * the operation (null for backends without device streams).
    */

@@ -104,7 +104,8 @@ class CliTest {
     assertThat(e.code()).isZero();
     assertThat(e.err()).isEmpty();
     List<String> lines = e.out().lines().toList();
-    assertThat(lines.get(0)).isEqualTo("backend: cpu (auto: NCCL not usable (this build has no NCCL backend yet))");
+    assertThat(lines.get(0)).isEqualTo("backend: cpu (auto: NCCL not usable ("
+        + BackendChoice.ncclUnavailableReason(4) + "))");
     assertThat(lines.get(lines.size() - 1)).isEqualTo("20 passed, 0 failed");
   }
 
@@ -190,7 +191,7 @@ class CliTest {
     Executed e = execute("contracts", "--backend", "nccl", "--timeout", "60");
     assertThat(e.code()).isEqualTo(2);
     assertThat(e.err().trim()).isEqualTo(
-        "nccl4j: --backend nccl: the NCCL backend is not usable: this build has no NCCL backend yet");
+        "nccl4j: --backend nccl: the NCCL backend is not usable: " + BackendChoice.ncclUnavailableReason(4));
   }
 
   @Test
@@ -318,7 +319,7 @@ class CliTest {
     assertThat(BackendChoice.resolve("CPU", 4)).isEqualTo(new BackendChoice("cpu", "requested with --backend cpu"));
     assertThat(BackendChoice.resolve(null, 2).name()).isEqualTo("cpu");
     assertThat(BackendChoice.resolve("auto", 2).describe())
-        .isEqualTo("backend: cpu (auto: NCCL not usable (this build has no NCCL backend yet))");
+        .isEqualTo("backend: cpu (auto: NCCL not usable (" + BackendChoice.ncclUnavailableReason(2) + "))");
   }
 
   @Test

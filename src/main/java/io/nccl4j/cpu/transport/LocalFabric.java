@@ -160,31 +160,30 @@ public final class LocalFabric {
     }
 
     @Override
-    public void exchange(Tag tag, long deadline, int to, long src, long srcBytes, int from, long dst,
-        long dstBytes, Combiner combiner) {
+    public PendingSend post(Tag tag, long deadline, int to, long src, long bytes) {
       checkFailed();
-      Message posted = null;
-      if (to >= 0) {
-        posted = new Message(tag, rank, src, srcBytes);
-        box(tag.channel(), rank, to).post(posted);
-      }
-      boolean done = false;
-      try {
-        if (from >= 0) {
-          receive(tag, deadline, from, dst, dstBytes, combiner);
+      Message m = new Message(tag, rank, src, bytes);
+      box(tag.channel(), rank, to).post(m);
+      return new PendingSend() {
+        @Override
+        public void await() {
+          awaitConsumed(m, deadline, to);
         }
-        if (posted != null) {
-          awaitConsumed(posted, deadline, to);
+
+        @Override
+        public void cancel() {
+          withdraw(m);
         }
-        done = true;
-      } finally {
-        if (!done && posted != null) {
-          withdraw(posted);
-        }
-      }
+      };
     }
 
-    private void receive(Tag tag, long deadline, int from, long dst, long dstBytes, Combiner combiner) {
+    @Override
+    public void receive(Tag tag, long deadline, int from, long dst, long dstBytes, Combiner combiner) {
+      checkFailed();
+      receiveFrom(tag, deadline, from, dst, dstBytes, combiner);
+    }
+
+    private void receiveFrom(Tag tag, long deadline, int from, long dst, long dstBytes, Combiner combiner) {
       Mailbox box = box(tag.channel(), from, rank);
       Message m;
       int round = 0;

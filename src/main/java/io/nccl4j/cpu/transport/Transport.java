@@ -15,20 +15,53 @@ public interface Transport extends AutoCloseable {
   int size();
 
   /**
-   * Sends {@code srcBytes} at {@code src} to rank {@code to} and receives {@code dstBytes} from rank
-   * {@code from} into {@code dst}, at the same time; returns when this rank's data has been taken
-   * by {@code to} and the incoming data has been written. Either side may be absent ({@code -1}).
-   * The source must not be modified, and the destination not read, until this returns.
+   * Offers {@code bytes} at {@code src} to rank {@code to} and returns at once. The source must stay
+   * unchanged until {@link PendingSend#await} returns; on failure call {@link PendingSend#cancel}.
+   */
+  PendingSend post(Tag tag, long deadlineNanos, int to, long src, long bytes);
+
+  /**
+   * Receives {@code bytes} from rank {@code from}: copied into {@code dst}, or handed to
+   * {@code combiner} (possibly several times, in order, for consecutive parts). Blocks.
    *
-   * @param combiner how incoming bytes are written: null copies them to {@code dst}; otherwise it is
-   *     called (possibly several times, in order, for consecutive parts) with the incoming bytes
-   * @param deadlineNanos {@link System#nanoTime()} value after which waiting fails
    * @throws io.nccl4j.PeerFailureException if a rank failed or left
    * @throws io.nccl4j.CollectiveMismatchException if the incoming tag or size differs
    * @throws TransportTimeoutException if the deadline passes
    */
-  void exchange(Tag tag, long deadlineNanos, int to, long src, long srcBytes, int from, long dst, long dstBytes,
-      Combiner combiner);
+  void receive(Tag tag, long deadlineNanos, int from, long dst, long bytes, Combiner combiner);
+
+  /** A posted send. */
+  interface PendingSend {
+    /** Blocks until the receiver has taken the data (same exceptions as {@link #receive}). */
+    void await();
+
+    /** Makes sure the receiver will not read the data any more; call when giving up. Idempotent. */
+    void cancel();
+  }
+
+  /**
+   * One step of most algorithms: sends to {@code to} while receiving from {@code from}; returns when
+   * this rank's data has been taken and the incoming data written. Either side may be absent
+   * ({@code -1}).
+   */
+  default void exchange(Tag tag, long deadlineNanos, int to, long src, long srcBytes, int from, long dst,
+      long dstBytes, Combiner combiner) {
+    PendingSend sent = to >= 0 ? post(tag, deadlineNanos, to, src, srcBytes) : null;
+    boolean done = false;
+    try {
+      if (from >= 0) {
+        receive(tag, deadlineNanos, from, dst, dstBytes, combiner);
+      }
+      if (sent != null) {
+        sent.await();
+      }
+      done = true;
+    } finally {
+      if (!done && sent != null) {
+        sent.cancel();
+      }
+    }
+  }
 
   /**
    * Marks the whole group failed because of {@code rank}: every pending and later exchange, on

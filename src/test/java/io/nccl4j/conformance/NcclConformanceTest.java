@@ -1,0 +1,77 @@
+package io.nccl4j.conformance;
+
+import io.nccl4j.LocalCluster;
+import io.nccl4j.nccl.Nccl;
+import io.nccl4j.nccl.NcclCluster;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.stream.IntStream;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
+
+/**
+ * The same conformance suite, unchanged, on the NCCL backend: one rank per visible GPU (several per
+ * GPU where NCCL ≥ 2.30 allows it). Skipped, saying why, where NCCL or a GPU is missing. Groups are
+ * kept alive across cases (creating a communicator is expensive).
+ */
+@Tag("gpu")
+class NcclConformanceTest extends ConformanceSuite {
+  private static final Map<Integer, LocalCluster.Session> SESSIONS = new TreeMap<>();
+
+  @BeforeAll
+  static void requireGpu() {
+    String reason = Nccl.unavailableReason(1);
+    if (reason != null) {
+      System.out.println("NcclConformanceTest skipped: " + reason);
+    }
+    Assumptions.assumeTrue(reason == null, reason);
+  }
+
+  @AfterAll
+  static void closeSessions() {
+    synchronized (SESSIONS) {
+      SESSIONS.values().forEach(LocalCluster.Session::close);
+      SESSIONS.clear();
+    }
+  }
+
+  @Override
+  protected Runner runner() {
+    return new Runner() {
+      @Override
+      public <T> List<T> call(int worldSize, LocalCluster.RankCall<T> task) {
+        LocalCluster.Session s;
+        synchronized (SESSIONS) {
+          s = SESSIONS.get(worldSize);
+          if (s == null) {
+            s = LocalCluster.of(worldSize).timeout(Duration.ofSeconds(120)).strictMemory(true)
+                .backend(NcclCluster.of(Nccl.load())).open();
+            SESSIONS.put(worldSize, s);
+          }
+        }
+        try {
+          return s.call(task);
+        } catch (RuntimeException e) {
+          synchronized (SESSIONS) {
+            SESSIONS.remove(worldSize);
+          }
+          s.close();
+          throw e;
+        }
+      }
+    };
+  }
+
+  /** One rank per GPU, up to 8; with multi-rank GPUs (NCCL ≥ 2.30) also 2 and 4 ranks on one GPU. */
+  @Override
+  protected int[] worldSizes() {
+    Nccl nccl = Nccl.load();
+    int gpus = nccl.deviceCount();
+    int max = NcclCluster.of(nccl).multiRankPerGpu() ? Math.max(gpus, 4) : gpus;
+    return IntStream.of(1, 2, 3, 4, 5, 8).filter(p -> p <= max).toArray();
+  }
+}
