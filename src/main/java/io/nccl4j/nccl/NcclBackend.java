@@ -67,7 +67,21 @@ public final class NcclBackend implements Backend {
   private volatile boolean closing;
   private volatile boolean closed;
 
-  private record Pending(Collective c, long enqueued, CudaEvent done, CompletableFuture<CollectiveStats> future) {}
+  /** An enqueued operation: its completion event belongs to it until the progress thread recycles it. */
+  private static final class Pending {
+    final Collective c;
+    final long enqueued;
+    final CudaEvent done;
+    final CompletableFuture<CollectiveStats> future = new CompletableFuture<>();
+    /** Set (under the object's lock) when the event went back to the pool: the work has finished. */
+    boolean recycled;
+
+    Pending(Collective c, long enqueued, CudaEvent done) {
+      this.c = c;
+      this.enqueued = enqueued;
+      this.done = done;
+    }
+  }
 
   /**
    * @param comm this rank's communicator; the backend owns it and closes (or aborts) it
@@ -93,8 +107,14 @@ public final class NcclBackend implements Backend {
       throw new IllegalArgumentException("The allocator of rank " + comm.rank() + " must be on cuda:" + device
           + ", got " + allocator.device());
     }
-    this.commStream = CudaStream.create(nccl, device);
-    this.ready = CudaEvent.create(nccl, device, false);
+    CudaStream stream = CudaStream.create(nccl, device);
+    try {
+      this.ready = CudaEvent.create(nccl, device, false);
+    } catch (RuntimeException e) {
+      stream.close();
+      throw e;
+    }
+    this.commStream = stream;
     this.scalarBuffer = NativeMemory.allocate(8);
     this.progress = new Thread(this::progressLoop, "nccl4j-progress-rank" + comm.rank());
     this.progress.setDaemon(true);
@@ -165,48 +185,90 @@ public final class NcclBackend implements Backend {
     if (closed || closing) {
       throw new IllegalStateException("NCCL backend of rank " + rank() + " is closed");
     }
-    BackendException b = broken;
-    if (b != null) {
-      return Submission.hostOnly(CompletableFuture.failedFuture(stillBroken(b)));
+    for (Collective c : ops) {
+      requireSupported(c);
     }
-    long enqueued = System.nanoTime();
-    nccl.setDevice(device);
-    ready.record(currentStream);
-    commStream.waitEvent(ready);
-    Collective first = ops.get(0);
-    String function = ops.size() == 1 ? ncclFunction(first) : "ncclGroupEnd (" + ops.size() + " operations)";
-    int rc;
-    if (ops.size() == 1) {
-      rc = enqueue(first);
-    } else {
-      rc = api.groupStart();
-      for (int i = 0; i < ops.size() && rc == 0; i++) {
-        rc = enqueue(ops.get(i));
+    // fail() takes the same lock, so an abort never frees the communicator under an enqueue, and
+    // an operation enqueued before the abort is in the pending queue the abort drains.
+    synchronized (this) {
+      BackendException b = broken;
+      if (b != null) {
+        return Submission.hostOnly(CompletableFuture.failedFuture(stillBroken(b)));
       }
-      int end = api.groupEnd();
-      rc = rc != 0 ? rc : end;
+      long enqueued = System.nanoTime();
+      nccl.setDevice(device);
+      ready.record(currentStream);
+      commStream.waitEvent(ready);
+      Collective first = ops.get(0);
+      try {
+        if (ops.size() == 1) {
+          check(enqueue(first), ncclFunction(first));
+        } else {
+          check(api.groupStart(), "ncclGroupStart");
+          RuntimeException inside = null;
+          try {
+            for (Collective c : ops) {
+              check(enqueue(c), ncclFunction(c));
+            }
+          } catch (RuntimeException e) {
+            inside = e;
+          }
+          int end = api.groupEnd();
+          if (inside != null) {
+            throw inside;
+          }
+          check(end, "ncclGroupEnd (" + ops.size() + " operations)");
+        }
+      } catch (NcclUsageException e) {
+        if (!e.groupUsable()) {
+          fail(new BackendException(e.getMessage(), e));
+        }
+        throw e;
+      } catch (BackendException e) {
+        fail(e);
+        return Submission.hostOnly(CompletableFuture.failedFuture(e));
+      }
+      CudaEvent done = takeEvent();
+      done.record(commStream);
+      Pending p = new Pending(first, enqueued, done);
+      pending.add(p);
+      LockSupport.unpark(progress);
+      return new Submission(p.future, consumer -> {
+        synchronized (p) {
+          // Once recycled the work has finished on the device: nothing to wait for.
+          if (!p.recycled) {
+            CudaCall.check(cuda.streamWaitEvent(consumer.handle(), done.handle()), cuda, "cudaStreamWaitEvent",
+                device());
+          }
+        }
+      });
     }
+  }
+
+  /** Turns a failed NCCL result into its exception (ncclInProgress is fine). */
+  private void check(int rc, String function) {
     if (rc != 0 && rc != NcclResult.IN_PROGRESS.code()) {
-      RuntimeException e = NcclCall.error(rc, api, comm.context(), function);
-      if (e instanceof NcclUsageException && ((NcclUsageException) e).groupUsable()) {
-        throw e;
-      }
-      BackendException fatal = e instanceof BackendException ? (BackendException) e
-          : new BackendException(e.getMessage(), e);
-      fail(fatal);
-      if (e instanceof NcclUsageException) {
-        throw e;
-      }
-      return Submission.hostOnly(CompletableFuture.failedFuture(fatal));
+      throw NcclCall.error(rc, api, comm.context(), function);
     }
-    CudaEvent done = takeEvent();
-    done.record(commStream);
-    Pending p = new Pending(first, enqueued, done, new CompletableFuture<>());
-    pending.add(p);
-    LockSupport.unpark(progress);
-    return new Submission(p.future(), consumer -> {
-      CudaCall.check(cuda.streamWaitEvent(consumer.handle(), done.handle()), cuda, "cudaStreamWaitEvent", device());
-    });
+  }
+
+  /** Version gates, before anything is enqueued: a refused operation has no effect at all. */
+  private void requireSupported(Collective c) {
+    NcclVersion v = nccl.version();
+    switch (c.op()) {
+      case SEND: case RECV: case ALLTOALL:
+        v.require(NcclVersion.V2_7, "ncclSend/ncclRecv");
+        break;
+      default:
+        break;
+    }
+    if (c.reduceOp() != null) {
+      if (c.reduceOp().kind() == ReduceOp.Kind.AVG) {
+        v.require(NcclVersion.V2_10, "ncclAvg");
+      } else if (c.reduceOp().kind() == ReduceOp.Kind.PREMUL_SUM) {
+        v.require(NcclVersion.V2_11, "ncclRedOpCreatePreMulSum");
+      }
+    }
   }
 
   private static String ncclFunction(Collective c) {
@@ -246,10 +308,8 @@ public final class NcclBackend implements Backend {
       case ALLTOALL:
         return allToAll(c, h, s);
       case SEND:
-        nccl.version().require(NcclVersion.V2_7, "ncclSend");
         return api.send(in.address(), in.count(), in.dtype().ncclCode(), c.peer(), h, s);
       case RECV:
-        nccl.version().require(NcclVersion.V2_7, "ncclRecv");
         return api.recv(out.address(), out.count(), out.dtype().ncclCode(), c.peer(), h, s);
       case BARRIER:
         // NCCL has no barrier; like PyTorch, all-reduce one element.
@@ -273,15 +333,11 @@ public final class NcclBackend implements Backend {
   private int reducing(ReduceOp op, DType dtype, OpCall call) {
     switch (op.kind()) {
       case AVG:
-        nccl.version().require(NcclVersion.V2_10, "ncclAvg");
         return call.call(op.ncclCode());
       case PREMUL_SUM: {
-        nccl.version().require(NcclVersion.V2_11, "ncclRedOpCreatePreMulSum");
         writeScalar(dtype, op.scalar());
-        int rc = api.redOpCreatePreMulSum(intOut, scalarBuffer, dtype.ncclCode(), comm.handle());
-        if (rc != 0) {
-          return rc;
-        }
+        check(api.redOpCreatePreMulSum(intOut, scalarBuffer, dtype.ncclCode(), comm.handle()),
+            "ncclRedOpCreatePreMulSum");
         int userOp = intOut[0];
         int result = call.call(userOp);
         // NCCL copies the operator into the enqueued work, so it can be destroyed right away.
@@ -302,7 +358,6 @@ public final class NcclBackend implements Backend {
 
   /** Grouped send/recv, one pair per peer; the block for itself is a send/recv to itself. */
   private int allToAll(Collective c, long h, long s) {
-    nccl.version().require(NcclVersion.V2_7, "ncclSend/ncclRecv");
     Buffer in = c.input();
     Buffer out = c.output();
     int es = in.dtype().size();
@@ -348,24 +403,27 @@ public final class NcclBackend implements Backend {
       }
       boolean complete;
       try {
-        complete = p.done().isComplete();
+        complete = p.done.isComplete();
       } catch (RuntimeException e) {
         fail(e instanceof BackendException ? (BackendException) e : new BackendException(e.getMessage(), e));
         continue;
       }
       if (complete) {
         pending.poll();
-        giveEvent(p.done());
-        p.future().complete(null);
+        synchronized (p) {
+          p.recycled = true;
+          giveEvent(p.done);
+        }
+        p.future.complete(null);
         idle = 0;
         continue;
       }
       long now = System.nanoTime();
-      if (now - p.enqueued() > timeout.toNanos()) {
+      if (now - p.enqueued > timeout.toNanos()) {
         fail(new CollectiveTimeoutException("Watchdog caught collective operation timeout: WorkNCCL(SeqNum="
-            + p.c().seq() + ", OpType=" + p.c().op().torchName() + ", NumelIn=" + p.c().numelIn() + ", NumelOut="
-            + p.c().numelOut() + ", Timeout(ms)=" + timeout.toMillis() + ") ran for "
-            + (now - p.enqueued()) / 1_000_000 + " milliseconds before timing out. Rank " + rank() + " on "
+            + p.c.seq() + ", OpType=" + p.c.op().torchName() + ", NumelIn=" + p.c.numelIn() + ", NumelOut="
+            + p.c.numelOut() + ", Timeout(ms)=" + timeout.toMillis() + ") ran for "
+            + (now - p.enqueued) / 1_000_000 + " milliseconds before timing out. Rank " + rank() + " on "
             + device() + "; the communicator was aborted."));
         continue;
       }
@@ -398,14 +456,12 @@ public final class NcclBackend implements Backend {
    * Breaks the backend with {@code cause}: aborts the communicator (helper thread, deadline) and
    * fails every pending operation. The first cause wins; later operations fail with it too.
    */
-  private void fail(BackendException cause) {
-    synchronized (this) {
-      if (broken != null) {
-        drainPending(broken);
-        return;
-      }
-      broken = cause;
+  private synchronized void fail(BackendException cause) {
+    if (broken != null) {
+      drainPending(broken);
+      return;
     }
+    broken = cause;
     LOG.debug("rank {}: NCCL backend failed: {}", rank(), cause.getMessage());
     comm.markBroken();
     if (!comm.abort(abortDeadline)) {
@@ -418,7 +474,7 @@ public final class NcclBackend implements Backend {
     Pending p;
     boolean first = true;
     while ((p = pending.poll()) != null) {
-      p.future().completeExceptionally(first ? cause : stillBroken(cause));
+      p.future.completeExceptionally(first ? cause : stillBroken(cause));
       first = false;
     }
   }
@@ -509,8 +565,11 @@ public final class NcclBackend implements Backend {
       }
       ready.close();
       if (barrierBuffer != 0) {
-        cuda.free(barrierBuffer);
+        int rc = cuda.free(barrierBuffer);
         barrierBuffer = 0;
+        if (rc != CudaApi.SUCCESS) {
+          LOG.warn("rank {}: cudaFree of the barrier buffer failed: {}", rank(), cuda.getErrorName(rc));
+        }
       }
       commStream.close();
     } finally {

@@ -28,7 +28,6 @@ import java.util.concurrent.CountDownLatch;
 import java.util.function.Supplier;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
@@ -778,7 +777,7 @@ class NcclBackendFaultInjectionTest {
     assertThat(log.relevant()).contains("ncclCommDestroy(c1)");
   }
 
-  // ------------------------------------------------------------------ bugs found (disabled until fixed)
+  // ------------------------------------------------------------------ regressions (bugs found and fixed)
 
   /**
    * A completed Work's done event goes back to the pool while the Work still refers to it; the next
@@ -786,7 +785,6 @@ class NcclBackendFaultInjectionTest {
    * collective (and, if that one hangs, forever). PyTorch's WorkNCCL keeps its own end event.
    */
   @Test
-  @Disabled("BUG: Work.waitStream after completion waits on a pooled done event that a later collective re-recorded")
   void waitStreamOfACompletedWorkDoesNotWaitForALaterCollective() {
     ProcessGroup pg = group();
     CudaStream consumer = closeLater(CudaStream.create(nccl, 0)); // s2
@@ -813,13 +811,14 @@ class NcclBackendFaultInjectionTest {
    * although the group was aborted.
    */
   @Test
-  @Disabled("BUG: a collective submitted while another thread aborts the backend runs on the aborted communicator and succeeds")
   void aCollectiveSubmittedWhileTheBackendIsAbortedFails() throws Exception {
     Communicator comm = Communicator.initRank(nccl, 0, 1, 0, nccl.uniqueId());
     NcclBackend backend = new NcclBackend(comm, nccl.allocator(0).child("t"), LONG, Duration.ofSeconds(5));
     ProcessGroup pg = closeLater(ProcessGroup.create(backend));
-    cuda.autoComplete(true);
     Tensor t = device(pg, 1);
+    // The collective's completion event stays pending, so it is still in flight when the abort lands
+    // (the abort waits for the enqueue to finish; an operation that completed first may succeed).
+    cuda.autoComplete(false);
     // Another thread (as LocalCluster does when a peer rank fails) aborts while this rank is in ncclAllReduce.
     fake.beforeNext("ncclAllReduce", () -> {
       Thread aborter = new Thread(() -> backend.abort(new PeerFailureException(1, "rank 1 failed: boom", null)));
@@ -844,7 +843,6 @@ class NcclBackendFaultInjectionTest {
   }
 
   @Test
-  @Disabled("BUG: NcclBackend's constructor leaks the communication stream when creating the ready event fails")
   void aFailingConstructorReleasesWhatItCreated() {
     Communicator comm = closeLater(Communicator.initRank(nccl, 0, 1, 0, nccl.uniqueId()));
     cuda.failNext("eventCreateWithFlags", CudaApi.ERROR_MEMORY_ALLOCATION);
@@ -856,7 +854,6 @@ class NcclBackendFaultInjectionTest {
   }
 
   @Test
-  @Disabled("BUG: a failing ncclRedOpCreatePreMulSum is reported as a failure of ncclAllReduce")
   void aFailingPreMulSumCreationIsReportedAsSuch() {
     ProcessGroup pg = group();
     Tensor t = device(pg, 1);
