@@ -24,7 +24,20 @@ final class CommonOptions {
     if (timeoutSeconds < 1) {
       throw new SampleException(2, "--timeout must be >= 1 second, got " + timeoutSeconds);
     }
-    return BackendChoice.resolve(backend, worldSize);
+    try {
+      return BackendChoice.resolve(backend, Groups.gpusNeeded(effectiveWorldSize()));
+    } catch (IllegalArgumentException e) {
+      throw new SampleException(2, e.getMessage());
+    }
+  }
+
+  /** Under a launcher the world size is the launcher's (WORLD_SIZE); otherwise --world-size. */
+  int effectiveWorldSize() {
+    try {
+      return Groups.worldSize(worldSize);
+    } catch (IllegalArgumentException e) {
+      throw new SampleException(2, "the launcher's environment is incomplete: " + e.getMessage());
+    }
   }
 
   Duration timeout() {

@@ -1,5 +1,6 @@
 package io.nccl4j.samples;
 
+import com.fasterxml.jackson.core.type.TypeReference;
 import io.nccl4j.samples.Contracts.Row;
 import io.nccl4j.samples.Contracts.Status;
 import java.io.PrintStream;
@@ -44,10 +45,16 @@ final class ContractsCommand implements Callable<Integer> {
       throw new SampleException(2, "--count and --nondivisible-count must be >= 1");
     }
     BackendChoice backend = common.choose();
+    int p = common.effectiveWorldSize();
+    Groups.Gathered<List<Row>> g = Groups.call(backend, p, common.timeout(),
+        pg -> Contracts.run(pg, count, nondivisible), new TypeReference<List<Row>>() { });
+    if (!g.reporter()) {
+      // A launched rank other than 0: rank 0 reports for everyone; exit status from this rank's rows.
+      return g.mine().stream().flatMap(List::stream).noneMatch(r -> r.status() == Status.FAIL);
+    }
+    List<List<Row>> perRank = g.all();
     out.println(backend.describe());
-    out.printf("world size %d, int64, count %d, non-divisible count %d%n%n", common.worldSize, count, nondivisible);
-    List<List<Row>> perRank = Groups.call(backend, common.worldSize, common.timeout(),
-        pg -> Contracts.run(pg, count, nondivisible));
+    out.printf("world size %d, int64, count %d, non-divisible count %d%n%n", p, count, nondivisible);
     Summary s = summarize(perRank);
     s.table.print(out);
     for (String d : s.notes) {
@@ -57,7 +64,7 @@ final class ContractsCommand implements Callable<Integer> {
     if (json != null) {
       Map<String, Object> doc = new LinkedHashMap<>();
       doc.put("backend", backend.name());
-      doc.put("worldSize", common.worldSize);
+      doc.put("worldSize", p);
       doc.put("count", count);
       doc.put("nondivisibleCount", nondivisible);
       doc.put("rows", perRank.stream().flatMap(List::stream).toList());

@@ -21,9 +21,14 @@ final class DemoCommand implements Callable<Integer> {
   }
 
   boolean run(PrintStream out) {
+    if (Groups.launched() && io.nccl4j.launch.DistEnv.fromEnvironment().rank() != 0) {
+      // Under a launcher rank 0 reports for everyone.
+      out = new PrintStream(java.io.OutputStream.nullOutputStream());
+    }
     long start = System.nanoTime();
     BackendChoice backend = common.choose();
-    out.println("nccl4j demo — " + backend.describe() + ", world size " + common.worldSize);
+    int p = common.effectiveWorldSize();
+    out.println("nccl4j demo — " + backend.describe() + ", world size " + p);
     List<String> results = new ArrayList<>();
     boolean ok = true;
 
@@ -48,7 +53,7 @@ final class DemoCommand implements Callable<Integer> {
     double seconds = (System.nanoTime() - start) / 1e9;
     out.println();
     out.printf("demo %s: %s (backend %s, world size %d, %.1f s)%n", ok ? "passed" : "FAILED",
-        String.join(", ", results), backend.name(), common.worldSize, seconds);
+        String.join(", ", results), backend.name(), p, seconds);
     return ok;
   }
 }

@@ -1,5 +1,6 @@
 package io.nccl4j.samples;
 
+import com.fasterxml.jackson.core.type.TypeReference;
 import io.nccl4j.DType;
 import io.nccl4j.ProcessGroup;
 import io.nccl4j.ReduceOp;
@@ -29,14 +30,19 @@ final class EquivalenceCommand implements Callable<Integer> {
 
   boolean run(PrintStream out) {
     BackendChoice backend = common.choose();
-    int p = common.worldSize;
+    int p = common.effectiveWorldSize();
+    int size = 4 * p;
+    Groups.Gathered<RankResult> g = Groups.call(backend, p, common.timeout(), pg -> rank(pg, size),
+        new TypeReference<RankResult>() { });
+    if (!g.reporter()) {
+      return g.mine().stream().allMatch(r -> r.equal() && r.matchesFormula());
+    }
+    List<RankResult> results = g.all();
     boolean illustrated = illustrate(out, p);
     out.println();
     out.println(RULE);
     out.println("Distributed check (" + p + " ranks, " + backend.describe() + ")");
     out.println(RULE);
-    int size = 4 * p;
-    List<RankResult> results = Groups.call(backend, p, common.timeout(), pg -> rank(pg, size));
     boolean all = illustrated;
     for (RankResult r : results) {
       out.println("[Rank " + r.rank + "] input: " + Arrays.toString(r.input));

@@ -1,0 +1,70 @@
+package io.nccl4j.samples;
+
+import io.nccl4j.launch.Launcher;
+import java.io.File;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+
+/** {@code ./nccl4j run}: starts the ranks of this node as processes, like torchrun. */
+@Command(name = "run", mixinStandardHelpOptions = true,
+    description = {"Starts N ranks of this node as processes (like torchrun) and runs a command in each.",
+        "The command is an nccl4j subcommand (run -- contracts --backend cpu) or, with --class, a",
+        "Java main class on --classpath. Each output line is prefixed with its rank; if a rank fails,",
+        "the others are stopped and the exit status names the first failing rank."})
+final class RunCommand implements Callable<Integer> {
+  @Option(names = "--nproc-per-node", required = true, paramLabel = "N", description = "Ranks on this node.")
+  int nprocPerNode;
+
+  @Option(names = "--nnodes", defaultValue = "1", paramLabel = "M", description = "Nodes. Default: ${DEFAULT-VALUE}.")
+  int nnodes;
+
+  @Option(names = "--node-rank", defaultValue = "0", paramLabel = "K", description = "This node. Default: ${DEFAULT-VALUE}.")
+  int nodeRank;
+
+  @Option(names = "--master-addr", defaultValue = "127.0.0.1", paramLabel = "ADDR",
+      description = "Rank 0's address. Default: ${DEFAULT-VALUE}.")
+  String masterAddr;
+
+  @Option(names = "--master-port", defaultValue = "0", paramLabel = "PORT",
+      description = "Rank 0's store port; 0 picks a free one (single node). Default: ${DEFAULT-VALUE}.")
+  int masterPort;
+
+  @Option(names = "--class", paramLabel = "MAIN", description = "Run this Java main class instead of an nccl4j subcommand.")
+  String mainClass;
+
+  @Option(names = "--classpath", paramLabel = "CP", description = "Extra classpath for --class (nccl4j's is appended).")
+  String classpath;
+
+  @Parameters(paramLabel = "COMMAND", arity = "1..*", description = "After --: the subcommand (or main's arguments) and its arguments.")
+  List<String> args = new ArrayList<>();
+
+  @Override
+  public Integer call() {
+    List<String> cmd = new ArrayList<>();
+    cmd.add(Paths.get(System.getProperty("java.home"), "bin", "java").toString());
+    String opts = System.getenv("NCCL4J_JAVA_OPTS");
+    if (opts != null && !opts.isBlank()) {
+      cmd.addAll(List.of(opts.trim().split("\\s+")));
+    }
+    String ours = System.getProperty("java.class.path");
+    cmd.add("-cp");
+    if (mainClass != null) {
+      cmd.add(classpath == null || classpath.isBlank() ? ours : classpath + File.pathSeparator + ours);
+      cmd.add(mainClass);
+    } else {
+      cmd.add(ours);
+      cmd.add(Cli.class.getName());
+    }
+    cmd.addAll(args);
+    try {
+      return new Launcher(cmd).nprocPerNode(nprocPerNode).nodes(nnodes, nodeRank).master(masterAddr, masterPort).run();
+    } catch (IllegalArgumentException e) {
+      throw new SampleException(2, e.getMessage());
+    }
+  }
+}

@@ -1,0 +1,255 @@
+package io.nccl4j.launch;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.net.ServerSocket;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Starts the ranks of one node as processes (torchrun's role): {@code nprocPerNode} processes, each
+ * with MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE set, each output
+ * line prefixed with its rank. If a rank exits non-zero or dies, the others are stopped (SIGTERM,
+ * then SIGKILL after a grace period) and {@link #run()} returns non-zero, naming the first failing
+ * rank and its status. A shutdown of the launcher (Ctrl-C, SIGTERM) reaches every rank.
+ */
+public final class Launcher {
+  private final List<String> command;
+  private int nprocPerNode = 1;
+  private int nnodes = 1;
+  private int nodeRank;
+  private String masterAddr = "127.0.0.1";
+  private int masterPort;
+  private Duration grace = Duration.ofSeconds(5);
+  private PrintStream out = System.out;
+  private PrintStream err = System.err;
+  private Map<String, String> extraEnv = Map.of();
+
+  /** @param command the program every rank runs (executable and arguments) */
+  public Launcher(List<String> command) {
+    if (command == null || command.isEmpty()) {
+      throw new IllegalArgumentException("the launcher needs a command to run");
+    }
+    this.command = List.copyOf(command);
+  }
+
+  public Launcher nprocPerNode(int n) {
+    if (n < 1) {
+      throw new IllegalArgumentException("--nproc-per-node must be >= 1, got " + n);
+    }
+    this.nprocPerNode = n;
+    return this;
+  }
+
+  public Launcher nodes(int nnodes, int nodeRank) {
+    if (nnodes < 1 || nodeRank < 0 || nodeRank >= nnodes) {
+      throw new IllegalArgumentException("--node-rank must be in 0.." + (nnodes - 1) + " for --nnodes " + nnodes
+          + ", got " + nodeRank);
+    }
+    this.nnodes = nnodes;
+    this.nodeRank = nodeRank;
+    return this;
+  }
+
+  /** Rank 0's address (default 127.0.0.1) and store port (0: a free port, single node only). */
+  public Launcher master(String addr, int port) {
+    this.masterAddr = Objects.requireNonNull(addr, "master address");
+    if (port < 0 || port > 65535) {
+      throw new IllegalArgumentException("--master-port must be in 0..65535, got " + port);
+    }
+    this.masterPort = port;
+    return this;
+  }
+
+  /** How long stopped ranks get between SIGTERM and SIGKILL (default 5 s). */
+  public Launcher grace(Duration g) {
+    this.grace = g;
+    return this;
+  }
+
+  public Launcher output(PrintStream stdout, PrintStream stderr) {
+    this.out = stdout;
+    this.err = stderr;
+    return this;
+  }
+
+  public Launcher environment(Map<String, String> extra) {
+    this.extraEnv = Map.copyOf(extra);
+    return this;
+  }
+
+  /** Picks a free TCP port on this machine (for rank 0's store). */
+  public static int freePort() {
+    try (ServerSocket s = new ServerSocket(0)) {
+      s.setReuseAddress(true);
+      return s.getLocalPort();
+    } catch (IOException e) {
+      throw new IllegalStateException("no free TCP port: " + e.getMessage(), e);
+    }
+  }
+
+  /** Runs every local rank to completion; returns 0 when all succeeded, else the first failure's status. */
+  public int run() {
+    if (masterPort == 0) {
+      if (nnodes > 1) {
+        throw new IllegalArgumentException("with --nnodes > 1 every node must be given the same --master-port");
+      }
+      masterPort = freePort();
+    }
+    int world = nnodes * nprocPerNode;
+    List<Process> procs = new ArrayList<>();
+    List<Thread> pumps = new ArrayList<>();
+    Thread hook = new Thread(() -> stopAll(procs), "nccl4j-launcher-shutdown");
+    Runtime.getRuntime().addShutdownHook(hook);
+    try {
+      for (int local = 0; local < nprocPerNode; local++) {
+        int rank = nodeRank * nprocPerNode + local;
+        ProcessBuilder pb = new ProcessBuilder(command);
+        Map<String, String> env = pb.environment();
+        env.putAll(extraEnv);
+        env.put("MASTER_ADDR", masterAddr);
+        env.put("MASTER_PORT", Integer.toString(masterPort));
+        env.put("RANK", Integer.toString(rank));
+        env.put("WORLD_SIZE", Integer.toString(world));
+        env.put("LOCAL_RANK", Integer.toString(local));
+        env.put("LOCAL_WORLD_SIZE", Integer.toString(nprocPerNode));
+        env.put("GROUP_RANK", Integer.toString(nodeRank));
+        Process p;
+        try {
+          p = pb.start();
+        } catch (IOException e) {
+          stopAll(procs);
+          throw new IllegalStateException("cannot start rank " + rank + " (" + command.get(0) + "): " + e.getMessage(), e);
+        }
+        synchronized (procs) {
+          procs.add(p);
+        }
+        pumps.add(pump(p.getInputStream(), out, rank));
+        pumps.add(pump(p.getErrorStream(), err, rank));
+      }
+      int firstRank = -1;
+      int firstStatus = 0;
+      boolean[] exited = new boolean[procs.size()];
+      int remaining = procs.size();
+      while (remaining > 0) {
+        for (int i = 0; i < procs.size(); i++) {
+          Process p = procs.get(i);
+          if (!exited[i] && !p.isAlive()) {
+            exited[i] = true;
+            remaining--;
+            int status = p.exitValue();
+            if (status != 0 && firstRank < 0) {
+              firstRank = nodeRank * nprocPerNode + i;
+              firstStatus = status;
+              err.println("nccl4j run: rank " + firstRank + " " + describe(status) + "; stopping the other ranks");
+              stopAll(procs);
+            }
+          }
+        }
+        if (remaining > 0) {
+          sleep(20);
+        }
+      }
+      for (Thread t : pumps) {
+        join(t);
+      }
+      if (firstRank >= 0) {
+        err.println("nccl4j run: failed: rank " + firstRank + " " + describe(firstStatus));
+        return firstStatus > 0 && firstStatus < 256 ? firstStatus : 1;
+      }
+      return 0;
+    } finally {
+      try {
+        Runtime.getRuntime().removeShutdownHook(hook);
+      } catch (IllegalStateException e) {
+        // already shutting down: the hook runs
+      }
+    }
+  }
+
+  /** "exited with status 3" or "was killed by signal 9 (SIGKILL)". */
+  static String describe(int status) {
+    if (status > 128 && status < 160) {
+      int sig = status - 128;
+      String name = switch (sig) {
+        case 1 -> "SIGHUP";
+        case 2 -> "SIGINT";
+        case 6 -> "SIGABRT";
+        case 9 -> "SIGKILL";
+        case 11 -> "SIGSEGV";
+        case 15 -> "SIGTERM";
+        default -> "signal " + sig;
+      };
+      return "was killed by signal " + sig + " (" + name + ")";
+    }
+    return "exited with status " + status;
+  }
+
+  /** SIGTERM to every live rank, then SIGKILL to those still alive after the grace period. */
+  private void stopAll(List<Process> procs) {
+    List<Process> live;
+    synchronized (procs) {
+      live = new ArrayList<>(procs);
+    }
+    for (Process p : live) {
+      if (p.isAlive()) {
+        p.destroy();
+      }
+    }
+    long until = System.nanoTime() + grace.toNanos();
+    for (Process p : live) {
+      long left = until - System.nanoTime();
+      try {
+        if (left <= 0 || !p.waitFor(left, TimeUnit.NANOSECONDS)) {
+          p.destroyForcibly();
+        }
+      } catch (InterruptedException e) {
+        p.destroyForcibly();
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  private static Thread pump(InputStream in, PrintStream to, int rank) {
+    Thread t = new Thread(() -> {
+      try (BufferedReader r = new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8))) {
+        String line;
+        String prefix = "[rank " + rank + "] ";
+        while ((line = r.readLine()) != null) {
+          synchronized (to) {
+            to.println(prefix + line);
+          }
+        }
+      } catch (IOException e) {
+        // the process went away
+      }
+    }, "nccl4j-launcher-pump-" + rank);
+    t.setDaemon(true);
+    t.start();
+    return t;
+  }
+
+  private static void sleep(long ms) {
+    try {
+      Thread.sleep(ms);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  private static void join(Thread t) {
+    try {
+      t.join(5000);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+}
