@@ -32,6 +32,8 @@ public final class ProcessGroup implements AutoCloseable {
   private long collectiveSeq;
   private long p2pSeq;
   private Coalesced coalescing;
+  private final java.util.List<io.nccl4j.trace.CollectiveObserver> observers =
+      new java.util.concurrent.CopyOnWriteArrayList<>();
   private volatile boolean closed;
 
   private ProcessGroup(Backend backend) {
@@ -93,6 +95,37 @@ public final class ProcessGroup implements AutoCloseable {
     synchronized (this) {
       ensureOpen();
       backend.setCurrentStream(stream);
+    }
+  }
+
+  /**
+   * Local. {@code observer} sees every operation this group enqueues and its completion (for launch
+   * counts, traces, flight recording).
+   */
+  public void addObserver(io.nccl4j.trace.CollectiveObserver observer) {
+    observers.add(java.util.Objects.requireNonNull(observer, "observer"));
+  }
+
+  public void removeObserver(io.nccl4j.trace.CollectiveObserver observer) {
+    observers.remove(observer);
+  }
+
+  private void notifyEnqueued(Collective c) {
+    if (!observers.isEmpty()) {
+      String path = io.nccl4j.trace.Range.currentPath();
+      long now = System.nanoTime();
+      for (io.nccl4j.trace.CollectiveObserver o : observers) {
+        o.enqueued(rank(), c, path, now);
+      }
+    }
+  }
+
+  private void notifyCompleted(Collective c, CollectiveStats stats, Throwable error) {
+    if (!observers.isEmpty()) {
+      long now = System.nanoTime();
+      for (io.nccl4j.trace.CollectiveObserver o : observers) {
+        o.completed(rank(), c, stats, error, now);
+      }
     }
   }
 
@@ -386,8 +419,10 @@ public final class ProcessGroup implements AutoCloseable {
     }
     GroupWork withStreams = new GroupWork(OpType.COALESCED, seq, timeout(), s.streamWaiter());
     g.works.forEach(w -> w.setStreamWaiter(s.streamWaiter()));
+    g.ops.forEach(this::notifyEnqueued);
     s.done().whenComplete((stats, error) -> {
       held.forEach(MemoryBlock::release);
+      g.ops.forEach(c -> notifyCompleted(c, stats, error));
       g.works.forEach(w -> w.finish(stats, error));
       withStreams.finish(stats, error);
     });
@@ -453,10 +488,12 @@ public final class ProcessGroup implements AutoCloseable {
       held.forEach(MemoryBlock::release);
       throw e;
     }
+    notifyEnqueued(c);
     GroupWork work = new GroupWork(c.op(), c.seq(), timeout(), s.streamWaiter());
     s.done().whenComplete((stats, error) -> {
       // Release before completing so that a caller who waits and then measures memory sees it freed.
       held.forEach(MemoryBlock::release);
+      notifyCompleted(c, stats, error);
       work.finish(stats, error);
     });
     return work;

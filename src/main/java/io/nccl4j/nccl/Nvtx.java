@@ -1,20 +1,42 @@
 package io.nccl4j.nccl;
 
 import io.nccl4j.nccl.bind.NvtxApi;
+import io.nccl4j.trace.Range;
 
 /**
- * NVTX ranges for Nsight Systems and Nsight Compute:
- * <pre>{@code try (Nvtx.Range r = Nvtx.range("direct")) { ... } }</pre>
- * Real when an NVTX library was loaded with NCCL ({@link Nccl#load()}); otherwise they cost nothing.
+ * NVTX for Nsight Systems and Nsight Compute: every {@link Range} (the trace package's named ranges,
+ * {@code try (Range r = Range.push("direct")) { ... }}) is also pushed to NVTX once an NVTX library
+ * is installed — by {@link Nccl#load()} when one was found. Without one, ranges cost nothing beyond
+ * the trace bookkeeping.
  */
 public final class Nvtx {
   private static volatile NvtxApi api = NvtxApi.NONE;
+  private static volatile boolean listening;
+
+  private static final Range.Listener FORWARD = new Range.Listener() {
+    @Override
+    public void pushed(String name) {
+      api.rangePush(name);
+    }
+
+    @Override
+    public void popped(String name) {
+      api.rangePop();
+    }
+  };
 
   private Nvtx() {}
 
-  /** Uses {@code nvtx} for every later range (set when NCCL loads; tests may install a recorder). */
-  public static void install(NvtxApi nvtx) {
+  /** Sends every later range to {@code nvtx} (null: to nothing). */
+  public static synchronized void install(NvtxApi nvtx) {
     api = nvtx == null ? NvtxApi.NONE : nvtx;
+    if (api != NvtxApi.NONE && !listening) {
+      Range.addListener(FORWARD);
+      listening = true;
+    } else if (api == NvtxApi.NONE && listening) {
+      Range.removeListener(FORWARD);
+      listening = false;
+    }
   }
 
   /** True when ranges reach an NVTX library. */
@@ -22,33 +44,13 @@ public final class Nvtx {
     return api != NvtxApi.NONE;
   }
 
-  /** Pushes a named range; closing the returned object pops it (once). */
+  /** Opens a range (recorded, and pushed to NVTX when active). */
   public static Range range(String name) {
-    NvtxApi a = api;
-    a.rangePush(name);
-    return new Range(a);
+    return Range.push(name);
   }
 
-  /** Marks an instant. */
+  /** Marks an instant in NVTX. */
   public static void mark(String name) {
     api.mark(name);
-  }
-
-  /** An open range. */
-  public static final class Range implements AutoCloseable {
-    private final NvtxApi api;
-    private boolean closed;
-
-    private Range(NvtxApi api) {
-      this.api = api;
-    }
-
-    @Override
-    public void close() {
-      if (!closed) {
-        closed = true;
-        api.rangePop();
-      }
-    }
   }
 }

@@ -1,0 +1,22 @@
+package io.nccl4j.trace;
+
+import io.nccl4j.CollectiveStats;
+import io.nccl4j.spi.Collective;
+
+/**
+ * Sees every operation a {@link io.nccl4j.ProcessGroup} enqueues ("launches") and its completion;
+ * attached with {@code ProcessGroup.addObserver}. Called on the enqueueing thread and on the
+ * completing thread respectively; must be quick and thread-safe.
+ */
+public interface CollectiveObserver {
+  /**
+   * @param rank the group's rank
+   * @param c the operation (validated)
+   * @param rangePath the enqueueing thread's open ranges ({@link Range#currentPath()})
+   * @param nanos {@link System#nanoTime()} at enqueue
+   */
+  void enqueued(int rank, Collective c, String rangePath, long nanos);
+
+  /** @param error null on success */
+  void completed(int rank, Collective c, CollectiveStats stats, Throwable error, long nanos);
+}
