@@ -1,0 +1,411 @@
+package io.nccl4j.samples;
+
+import com.fasterxml.jackson.core.type.TypeReference;
+import io.nccl4j.DType;
+import io.nccl4j.ProcessGroup;
+import io.nccl4j.ReduceOp;
+import io.nccl4j.Tensor;
+import io.nccl4j.Work;
+import java.io.PrintStream;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
+
+/**
+ * {@code ./nccl4j sweep}: an nccl-tests-style benchmark. One small descriptor per collective (byte
+ * counts, bus-bandwidth factor, data, expected result, the call) feeds one shared engine.
+ */
+@Command(name = "sweep", mixinStandardHelpOptions = true,
+    description = {"nccl-tests-style sweep over sizes: time per call, algbw, busbw and #wrong, out of place",
+        "and in place. algbw = S / time; busbw = algbw x factor (AllReduce 2(p-1)/p; ReduceScatter,",
+        "AllGather, AllToAll (p-1)/p; Broadcast, Reduce, SendRecv 1). Data is built so results are exact",
+        "(AVG within 2 ulp); exit 1 when any #wrong > 0."})
+final class SweepCommand implements Callable<Integer> {
+  @Mixin
+  CommonOptions common = new CommonOptions();
+
+  @Option(names = "--op", defaultValue = "allreduce",
+      description = "allreduce, reducescatter, allgather, broadcast, reduce, alltoall, sendrecv. Default: ${DEFAULT-VALUE}.")
+  String op;
+
+  @Option(names = {"-b", "--minbytes"}, defaultValue = "1K", description = "Smallest size S. Default: ${DEFAULT-VALUE}.")
+  String minBytes;
+
+  @Option(names = {"-e", "--maxbytes"}, defaultValue = "16M", description = "Largest size S. Default: ${DEFAULT-VALUE}.")
+  String maxBytes;
+
+  @Option(names = {"-f", "--stepfactor"}, defaultValue = "2", description = "Size multiplier. Default: ${DEFAULT-VALUE}.")
+  int factor;
+
+  @Option(names = {"-n", "--iters"}, defaultValue = "20", description = "Timed iterations. Default: ${DEFAULT-VALUE}.")
+  int iters;
+
+  @Option(names = {"-w", "--warmup_iters"}, defaultValue = "5", description = "Warm-up iterations. Default: ${DEFAULT-VALUE}.")
+  int warmups;
+
+  @Option(names = {"-c", "--check"}, defaultValue = "1", description = "Checked iterations. Default: ${DEFAULT-VALUE}.")
+  int checks;
+
+  @Option(names = {"-d", "--dtype"}, defaultValue = "float32", description = "Default: ${DEFAULT-VALUE}.")
+  String dtype;
+
+  @Option(names = {"-o", "--redop"}, defaultValue = "sum", description = "sum, prod, min, max, avg. Default: ${DEFAULT-VALUE}.")
+  String redop;
+
+  @Option(names = {"-r", "--root"}, defaultValue = "0", description = "Root of broadcast and reduce. Default: ${DEFAULT-VALUE}.")
+  int root;
+
+  @Option(names = "--out", paramLabel = "DIR", description = "Write sweep.json, sweep.csv, sweep.png, sweep.svg here.")
+  Path out;
+
+  /** One row: size S, element count, and for out of place (index 0) and in place (1): µs, #wrong. */
+  record Row(long bytes, long count, double[] micros, long[] wrong, boolean[] measured) {}
+
+  @Override
+  public Integer call() {
+    return run(System.out) ? 0 : 1;
+  }
+
+  boolean run(PrintStream o) {
+    Coll coll = Coll.parse(op);
+    DType t = DType.parse(dtype);
+    ReduceOp rop = ReduceOp.parse(redop);
+    if (coll.reduces()) {
+      io.nccl4j.Checks.reduceOp(rop, t);
+    }
+    long lo = Sizes.parse(minBytes);
+    long hi = Sizes.parse(maxBytes);
+    if (lo < 1 || hi < lo || factor < 2 || iters < 1 || warmups < 0 || checks < 0) {
+      throw new SampleException(2, "need 1 <= -b <= -e, -f >= 2, -n >= 1, -w >= 0, -c >= 0");
+    }
+    BackendChoice backend = common.choose();
+    int p = common.effectiveWorldSize();
+    if (root < 0 || root >= p) {
+      throw new SampleException(2, "--root must be in 0.." + (p - 1) + ", got " + root);
+    }
+    List<Long> sizes = new ArrayList<>();
+    for (long s = lo; s <= hi; s = s * factor) {
+      sizes.add(s);
+      if (s > Long.MAX_VALUE / factor) {
+        break;
+      }
+    }
+    Groups.Gathered<List<Row>> g = Groups.call(backend, p, common.timeout(),
+        pg -> runRank(pg, coll, t, rop, root, sizes, warmups, iters, checks), new TypeReference<List<Row>>() { });
+    if (!g.reporter()) {
+      return g.mine().get(0).stream().allMatch(r -> r.wrong()[0] == 0 && r.wrong()[1] == 0);
+    }
+    return report(o, backend, p, coll, t, rop, g.all().get(0));
+  }
+
+  /** The collectives, each with its counts, bus factor, data and result. */
+  enum Coll {
+    ALLREDUCE(true), REDUCESCATTER(true), ALLGATHER(false), BROADCAST(false), REDUCE(true), ALLTOALL(false),
+    SENDRECV(false);
+
+    private final boolean reduces;
+
+    Coll(boolean reduces) {
+      this.reduces = reduces;
+    }
+
+    boolean reduces() {
+      return reduces;
+    }
+
+    static Coll parse(String s) {
+      try {
+        return valueOf(s.trim().toUpperCase(Locale.ROOT).replace("_", "").replace("-", ""));
+      } catch (IllegalArgumentException e) {
+        throw new SampleException(2, "--op must be one of allreduce, reducescatter, allgather, broadcast, reduce,"
+            + " alltoall, sendrecv; got '" + s + "'");
+      }
+    }
+
+    /** busbw / algbw, as nccl-tests. */
+    double busFactor(int p) {
+      switch (this) {
+        case ALLREDUCE: return 2.0 * (p - 1) / p;
+        case REDUCESCATTER: case ALLGATHER: case ALLTOALL: return (double) (p - 1) / p;
+        default: return 1.0;
+      }
+    }
+
+    /** Elements of the full buffer S (a multiple of p where blocks are per rank). */
+    long count(long bytes, int es, int p) {
+      long n = Math.max(1, bytes / es);
+      switch (this) {
+        case REDUCESCATTER: case ALLGATHER: case ALLTOALL: return Math.max(p, n / p * p);
+        default: return n;
+      }
+    }
+
+    long inCount(long n, int p) {
+      return this == ALLGATHER ? n / p : n;
+    }
+
+    long outCount(long n, int p) {
+      return this == REDUCESCATTER ? n / p : n;
+    }
+
+    boolean hasInPlace() {
+      return this != ALLTOALL && this != SENDRECV;
+    }
+
+    boolean hasOutOfPlace() {
+      return this != BROADCAST && this != REDUCE;
+    }
+  }
+
+  // ------------------------------------------------------------------ data (exact by construction)
+
+  /** Rank r's input element i (of its input buffer). */
+  static double value(DType t, ReduceOp op, int p, int r, long i) {
+    ReduceOp.Kind k = op == null ? null : op.kind();
+    if (k == ReduceOp.Kind.PRODUCT) {
+      double v = Math.floorMod(i + r, 4) == 0 ? 2 : 1;
+      return Math.floorMod(i + 2L * r, 5) == 0 ? -v : v;
+    }
+    if (k == ReduceOp.Kind.MIN || k == ReduceOp.Kind.MAX) {
+      return Math.floorMod(i * 31 + r * 17L, 1000) - 500;
+    }
+    long bound = t.isInteger() ? 125 : Math.min(1024, (1L << (mantissa(t) + 1)) / p);
+    return Math.floorMod(i * 7 + r * 13L, 2 * bound + 1) - bound;
+  }
+
+  private static int mantissa(DType t) {
+    switch (t) {
+      case FLOAT16: return 10;
+      case BFLOAT16: return 7;
+      case FLOAT32: return 23;
+      default: return 52;
+    }
+  }
+
+  /** op over every rank's element i, computed the way the element type does (integers wrap). */
+  static double reduced(DType t, ReduceOp op, int p, long i) {
+    if (t.isInteger()) {
+      long acc = t.wrap((long) value(t, op, p, 0, i));
+      for (int r = 1; r < p; r++) {
+        long v = t.wrap((long) value(t, op, p, r, i));
+        switch (op.kind()) {
+          case PRODUCT: acc = t.wrap(acc * v); break;
+          case MIN: acc = t.isSigned() ? Math.min(acc, v) : (Long.compareUnsigned(acc, v) <= 0 ? acc : v); break;
+          case MAX: acc = t.isSigned() ? Math.max(acc, v) : (Long.compareUnsigned(acc, v) >= 0 ? acc : v); break;
+          default: acc = t.wrap(acc + v);
+        }
+      }
+      if (op.kind() == ReduceOp.Kind.AVG) {
+        acc = t.isSigned() ? acc / p : Long.divideUnsigned(acc, p);
+      }
+      return t == DType.UINT64 ? acc : (double) acc;
+    }
+    double acc = 0;
+    for (int r = 0; r < p; r++) {
+      double v = value(t, op, p, r, i);
+      switch (op.kind()) {
+        case PRODUCT: acc = r == 0 ? v : acc * v; break;
+        case MIN: acc = r == 0 ? v : Math.min(acc, v); break;
+        case MAX: acc = r == 0 ? v : Math.max(acc, v); break;
+        default: acc += v;
+      }
+    }
+    return op.kind() == ReduceOp.Kind.AVG ? acc / p : acc;
+  }
+
+  private static void fillInput(ProcessGroup pg, Tensor in, Coll c, DType t, ReduceOp op) {
+    int p = pg.size();
+    int r = pg.rank();
+    try (Tensor host = Tensor.empty(in.count(), t)) {
+      for (long i = 0; i < in.count(); i++) {
+        host.setDouble(i, value(t, c.reduces() ? op : null, p, r, i));
+      }
+      in.copyFrom(host);
+    }
+  }
+
+  /** Expected output of this rank. */
+  private static Tensor expected(ProcessGroup pg, Coll c, DType t, ReduceOp op, int root, long n) {
+    int p = pg.size();
+    int r = pg.rank();
+    long outN = c.outCount(n, p);
+    Tensor e = Tensor.empty(outN, t);
+    long q = n / p;
+    for (long i = 0; i < outN; i++) {
+      double v;
+      switch (c) {
+        case ALLREDUCE: v = reduced(t, op, p, i); break;
+        case REDUCESCATTER: v = reduced(t, op, p, r * q + i); break;
+        case REDUCE: v = r == root ? reduced(t, op, p, i) : value(t, op, p, r, i); break;
+        case ALLGATHER: v = value(t, null, p, (int) (i / q), i % q); break;
+        case BROADCAST: v = value(t, null, p, root, i); break;
+        case ALLTOALL: v = value(t, null, p, (int) (i / q), r * q + i % q); break;
+        default: v = value(t, null, p, Math.floorMod(r - 1, p), i);
+      }
+      e.setDouble(i, v);
+    }
+    return e;
+  }
+
+  private static long countWrong(Tensor got, Tensor expected, DType t, ReduceOp op, int p) {
+    boolean tolerant = op != null && op.kind() == ReduceOp.Kind.AVG && t.isFloatingPoint() && Integer.bitCount(p) != 1;
+    double eps = t == DType.FLOAT16 ? 0x1p-10 : t == DType.BFLOAT16 ? 0x1p-7 : t == DType.FLOAT32 ? 0x1p-23 : 0x1p-52;
+    try (Tensor host = got.copy()) {
+      long wrong = 0;
+      for (long i = 0; i < host.count(); i++) {
+        double x = host.getDouble(i);
+        double y = expected.getDouble(i);
+        boolean ok = t.isInteger() ? host.getLong(i) == expected.getLong(i)
+            : x == y || (tolerant && Math.abs(x - y) <= 2 * eps * Math.max(1, Math.abs(y)) * p);
+        if (!ok) {
+          wrong++;
+        }
+      }
+      return wrong;
+    }
+  }
+
+  // ------------------------------------------------------------------ engine
+
+  static List<Row> runRank(ProcessGroup pg, Coll c, DType t, ReduceOp op, int root, List<Long> sizes, int warmups,
+      int iters, int checks) {
+    int p = pg.size();
+    List<Row> rows = new ArrayList<>();
+    for (long bytes : sizes) {
+      long n = c.count(bytes, t.size(), p);
+      double[] micros = new double[2];
+      long[] wrong = new long[2];
+      boolean[] measured = new boolean[2];
+      try (Tensor expected = expected(pg, c, t, op, root, n);
+           Tensor in = pg.empty(c.inCount(n, p), t);
+           Tensor out = pg.empty(c.outCount(n, p), t);
+           Tensor inPlaceBuf = pg.empty(Math.max(c.inCount(n, p), c.outCount(n, p)), t);
+           RankTimer timer = RankTimer.of(pg)) {
+        for (int mode = 0; mode < 2; mode++) {
+          boolean inPlace = mode == 1;
+          if (inPlace ? !c.hasInPlace() : !c.hasOutOfPlace()) {
+            continue;
+          }
+          measured[mode] = true;
+          Tensor input = inPlace ? inPlaceInput(c, inPlaceBuf, n, p, pg.rank()) : in;
+          Tensor output = inPlace ? inPlaceOutput(c, inPlaceBuf, n, p, pg.rank()) : out;
+          fillInput(pg, input, c, t, op);
+          for (int i = 0; i < warmups; i++) {
+            call(pg, c, op, root, input, output).waitFor();
+          }
+          pg.barrier();
+          timer.start();
+          Work last = null;
+          for (int i = 0; i < iters; i++) {
+            last = call(pg, c, op, root, input, output);
+          }
+          micros[mode] = timer.stopMicros(last) / iters;
+          for (int i = 0; i < checks; i++) {
+            fillInput(pg, input, c, t, op);
+            call(pg, c, op, root, input, output).waitFor();
+            wrong[mode] += countWrong(output, expected, t, op, p);
+          }
+        }
+      }
+      double[] max = BenchCommand.maxOverRanks(pg, new double[][] {micros, new double[2]});
+      long wOop = BenchCommand.sumOverRanks(pg, wrong[0]);
+      long wIp = BenchCommand.sumOverRanks(pg, wrong[1]);
+      rows.add(new Row(n * t.size(), n, new double[] {max[0], max[1]}, new long[] {wOop, wIp}, measured));
+    }
+    return rows;
+  }
+
+  private static Tensor inPlaceInput(Coll c, Tensor buf, long n, int p, int rank) {
+    return c == Coll.ALLGATHER ? buf.slice(0, n).chunk(p, rank) : buf.slice(0, n);
+  }
+
+  private static Tensor inPlaceOutput(Coll c, Tensor buf, long n, int p, int rank) {
+    return c == Coll.REDUCESCATTER ? buf.slice(0, n).chunk(p, rank) : buf.slice(0, n);
+  }
+
+  private static Work call(ProcessGroup pg, Coll c, ReduceOp op, int root, Tensor in, Tensor out) {
+    switch (c) {
+      case ALLREDUCE: return pg.allReduceAsync(out, in, op);
+      case REDUCESCATTER: return pg.reduceScatterTensorAsync(out, in, op);
+      case ALLGATHER: return pg.allGatherIntoTensorAsync(out, in);
+      case BROADCAST: return pg.broadcastAsync(in, root);
+      case REDUCE: return pg.reduceAsync(in, root, op);
+      case ALLTOALL: return pg.allToAllSingleAsync(out, in, null, null);
+      default: {
+        int p = pg.size();
+        ProcessGroup.Coalesced g = pg.coalesce();
+        try (g) {
+          pg.sendAsync(in, (pg.rank() + 1) % p);
+          pg.recvAsync(out, Math.floorMod(pg.rank() - 1, p));
+        }
+        return g.work();
+      }
+    }
+  }
+
+  private boolean report(PrintStream o, BackendChoice backend, int p, Coll c, DType t, ReduceOp rop, List<Row> rows) {
+    o.println(backend.describe());
+    o.printf("# %s, %d ranks, %s, redop %s, root %d, %d warm-up + %d timed iterations, %d checked%n",
+        c.name().toLowerCase(Locale.ROOT), p, t, c.reduces() ? rop : "none", root, warmups, iters, checks);
+    Table table = new Table("size", "count", "type", "redop", "root", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
+        "#wrong", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+    table.row("", "", "", "", "", "out-of-place", "", "", "", "in-place", "", "", "");
+    List<String> csv = new ArrayList<>(List.of("size,count,type,redop,root,oop_time_us,oop_algbw,oop_busbw,oop_wrong,"
+        + "ip_time_us,ip_algbw,ip_busbw,ip_wrong"));
+    List<Double> xs = new ArrayList<>();
+    List<Double> bus = new ArrayList<>();
+    long totalWrong = 0;
+    double factor = c.busFactor(p);
+    for (Row r : rows) {
+      String[] cols = new String[8];
+      for (int m = 0; m < 2; m++) {
+        if (!r.measured()[m]) {
+          cols[m * 4] = "N/A";
+          cols[m * 4 + 1] = "N/A";
+          cols[m * 4 + 2] = "N/A";
+          cols[m * 4 + 3] = "N/A";
+          continue;
+        }
+        double algbw = BenchCommand.gbps(r.bytes(), r.micros()[m]);
+        cols[m * 4] = String.format(Locale.ROOT, "%.2f", r.micros()[m]);
+        cols[m * 4 + 1] = String.format(Locale.ROOT, "%.3f", algbw);
+        cols[m * 4 + 2] = String.format(Locale.ROOT, "%.3f", algbw * factor);
+        cols[m * 4 + 3] = Long.toString(r.wrong()[m]);
+        totalWrong += r.wrong()[m];
+      }
+      int best = r.measured()[0] ? 0 : 1;
+      xs.add((double) r.bytes());
+      bus.add(BenchCommand.gbps(r.bytes(), r.micros()[best]) * factor);
+      String redopText = c.reduces() ? rop.toString().toLowerCase(Locale.ROOT) : "none";
+      String rootText = c == Coll.BROADCAST || c == Coll.REDUCE ? Integer.toString(root) : "-1";
+      table.row(r.bytes(), r.count(), t, redopText, rootText, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5],
+          cols[6], cols[7]);
+      csv.add(r.bytes() + "," + r.count() + "," + t + "," + redopText + "," + rootText + "," + String.join(",", cols));
+    }
+    table.print(o);
+    o.println("# out-of-bounds values: " + totalWrong + (totalWrong == 0 ? " OK" : " FAILED"));
+    if (out != null) {
+      Map<String, Object> doc = new LinkedHashMap<>();
+      doc.put("backend", backend.name());
+      doc.put("op", c.name().toLowerCase(Locale.ROOT));
+      doc.put("worldSize", p);
+      doc.put("dtype", t.torchName());
+      doc.put("busFactor", factor);
+      doc.put("rows", rows);
+      Json.write(out.resolve("sweep.json"), doc);
+      BenchCommand.writeLines(out.resolve("sweep.csv"), csv);
+      Charts.save(Charts.chart(c.name().toLowerCase(Locale.ROOT) + " bus bandwidth (" + backend.name() + ", " + p
+          + " ranks, " + t + ")", "size S (bytes)", "busbw (GB/s)", true, false,
+          List.of(new Charts.Line("busbw", xs, bus, null))), out.resolve("sweep"));
+      o.println("wrote " + out.resolve("sweep.json") + ", sweep.csv, sweep.png, sweep.svg");
+    }
+    return totalWrong == 0;
+  }
+}
