@@ -50,6 +50,55 @@ final class DemoCommand implements Callable<Integer> {
     results.add("contracts " + (cOk ? "PASS" : "FAIL"));
     ok &= cOk;
 
+    out.println();
+    out.println("### 3. bench (small sizes)");
+    BenchCommand bench = new BenchCommand();
+    bench.common = common;
+    bench.sizes = "1K,64K,1M";
+    bench.warmups = 1;
+    bench.cycles = 5;
+    boolean bOk = bench.run(out);
+    results.add("bench " + (bOk ? "PASS" : "FAIL"));
+    ok &= bOk;
+
+    out.println();
+    out.println("### 4. memory (16 MiB per rank)");
+    MemoryCommand memory = new MemoryCommand();
+    memory.common = common;
+    memory.size = "16M";
+    boolean mOk = memory.run(out);
+    results.add("memory " + (mOk ? "PASS" : "FAIL"));
+    ok &= mOk;
+
+    out.println();
+    out.println("### 5. probe (4 MiB per rank)");
+    ProbeCommand probe = new ProbeCommand();
+    probe.common = common;
+    probe.size = "4M";
+    probe.warmups = 2;
+    probe.iterations = 5;
+    boolean pOk = probe.run(out);
+    results.add("probe " + (pOk ? "PASS" : "FAIL"));
+    ok &= pOk;
+
+    out.println();
+    out.println("### 6. sweep (allreduce, 1 KiB to 1 MiB)");
+    SweepCommand sweep = new SweepCommand();
+    sweep.common = common;
+    sweep.op = "allreduce";
+    sweep.minBytes = "1K";
+    sweep.maxBytes = "1M";
+    sweep.factor = 4;
+    sweep.iters = 5;
+    sweep.warmups = 1;
+    sweep.checks = 1;
+    sweep.dtype = "float32";
+    sweep.redop = "sum";
+    sweep.root = 0;
+    boolean sOk = sweep.run(out);
+    results.add("sweep " + (sOk ? "PASS" : "FAIL"));
+    ok &= sOk;
+
     double seconds = (System.nanoTime() - start) / 1e9;
     out.println();
     out.printf("demo %s: %s (backend %s, world size %d, %.1f s)%n", ok ? "passed" : "FAILED",
