@@ -51,6 +51,8 @@ final class ProbeCommand implements Callable<Integer> {
   @Option(names = "--out", paramLabel = "DIR", description = "Write probe.json here.")
   Path out;
 
+  private String nvtx = "not loaded";
+
   /** One range or launch of one rank, relative to the rank's start. */
   record Span(String name, String category, long startNanos, long endNanos, Map<String, Object> args) {}
 
@@ -69,6 +71,7 @@ final class ProbeCommand implements Callable<Integer> {
     long bytes = Sizes.parse(size);
     BackendChoice backend = common.choose();
     int p = common.effectiveWorldSize();
+    nvtx = Nvtx.ensureLoaded();
     Groups.Gathered<RankResult> g = Groups.call(backend, p, common.timeout(),
         pg -> runRank(pg, bytes, warmups, iterations), new TypeReference<RankResult>() { });
     if (!g.reporter()) {
@@ -136,8 +139,8 @@ final class ProbeCommand implements Callable<Integer> {
     o.println(backend.describe());
     o.printf("world size %d, %s float32 per rank, %d warm-ups outside the ranges, %d measured iterations per range%n",
         p, Sizes.format(MemoryCommand.countFor(Sizes.parse(size), p) * 4), warmups, iterations);
-    o.println("NVTX: " + (Nvtx.isActive() ? "active — the ranges appear in Nsight Systems and Nsight Compute"
-        : "not loaded — ranges are recorded by nccl4j only"));
+    o.println("NVTX: " + (Nvtx.isActive() ? nvtx + " — the ranges appear in Nsight Systems and Nsight Compute"
+        : nvtx + " — ranges are recorded by nccl4j only"));
     o.println();
     Table t = new Table("range", "AllReduce", "ReduceScatter", "AllGather", "total", "expected");
     t.row("direct", direct.getOrDefault(ar, 0), direct.getOrDefault(rs, 0), direct.getOrDefault(ag, 0),

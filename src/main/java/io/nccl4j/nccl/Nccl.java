@@ -57,7 +57,7 @@ public final class Nccl {
           n = new Nccl(rt.nccl(), rt.cuda(), rt.nvtx());
           Nccl loaded = n;
           MemoryResource.registerExternal(Device.Type.CUDA, new CudaMemory(loaded, -1));
-          Nvtx.install(rt.nvtx());
+          Nvtx.install(rt.nvtx(), rt.nvtxDescription());
           system = n;
         }
       }

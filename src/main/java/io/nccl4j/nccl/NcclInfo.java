@@ -94,12 +94,17 @@ public final class NcclInfo {
     }
 
     // NVTX.
-    if (found.containsKey(Library.NVTX)) {
-      boolean active = nr.nvtx() != io.nccl4j.nccl.bind.NvtxApi.NONE;
-      lines.add(new Line("NVTX", active, found.get(Library.NVTX) + (active ? ", ranges reach NVTX tools such as Nsight"
-          : ", not loaded (ranges cost nothing)")));
+    if (nr.isLoaded() && nr.nvtx() != io.nccl4j.nccl.bind.NvtxApi.NONE) {
+      lines.add(new Line("NVTX", true, nr.nvtxDescription() + "; ranges reach NVTX tools such as Nsight"));
     } else {
-      lines.add(new Line("NVTX", false, missing.getOrDefault(Library.NVTX, "not found")));
+      io.nccl4j.nccl.bind.NvtxApi standalone = NativeRuntime.standaloneNvtx();
+      if (standalone != null) {
+        lines.add(new Line("NVTX", true, NativeRuntime.standaloneNvtxDescription()
+            + "; ranges reach NVTX tools such as Nsight"));
+      } else {
+        lines.add(new Line("NVTX", false, missing.getOrDefault(Library.NVTX, "libnvToolsExt.so.1 not found")
+            + "; " + NativeRuntime.standaloneNvtxDescription() + " — ranges cost nothing"));
+      }
     }
     nr.notes().forEach(n -> lines.add(new Line("note", true, n)));
 

@@ -27,6 +27,12 @@ public final class Nvtx {
 
   private Nvtx() {}
 
+  /** Sends every later range to {@code nvtx} (null: to nothing), described as {@code how}. */
+  public static synchronized void install(NvtxApi nvtx, String how) {
+    install(nvtx);
+    description = nvtx == null || nvtx == NvtxApi.NONE ? "not loaded" : how;
+  }
+
   /** Sends every later range to {@code nvtx} (null: to nothing). */
   public static synchronized void install(NvtxApi nvtx) {
     api = nvtx == null ? NvtxApi.NONE : nvtx;
@@ -38,6 +44,34 @@ public final class Nvtx {
       listening = false;
     }
   }
+
+  /**
+   * Makes ranges reach NVTX if any NVTX library is loadable: the one loaded with NCCL, else
+   * libnvtx3interop.so.1 through nccl4j's preset (no CUDA runtime needed). Returns how, or why not.
+   * Never throws.
+   */
+  public static synchronized String ensureLoaded() {
+    if (isActive()) {
+      return description;
+    }
+    try {
+      io.nccl4j.nccl.bind.NativeRuntime rt = io.nccl4j.nccl.bind.NativeRuntime.get();
+      if (rt.isLoaded() && rt.nvtx() != NvtxApi.NONE) {
+        install(rt.nvtx(), rt.nvtxDescription());
+        return description;
+      }
+      NvtxApi standalone = io.nccl4j.nccl.bind.NativeRuntime.standaloneNvtx();
+      if (standalone != null) {
+        install(standalone, io.nccl4j.nccl.bind.NativeRuntime.standaloneNvtxDescription());
+        return description;
+      }
+      return "not loaded: " + io.nccl4j.nccl.bind.NativeRuntime.standaloneNvtxDescription();
+    } catch (Throwable e) {
+      return "not loaded: " + e;
+    }
+  }
+
+  private static volatile String description = "not loaded";
 
   /** True when ranges reach an NVTX library. */
   public static boolean isActive() {

@@ -46,21 +46,23 @@ public final class NativeLibraries {
 
   /** A library nccl4j looks for. */
   public enum Library {
-    CUDA_DRIVER("libcuda.so.1", "nccl4j.cuda.driver.path", "NCCL4J_CUDA_DRIVER_PATH", null),
+    CUDA_DRIVER("libcuda.so.1", "nccl4j.cuda.driver.path", "NCCL4J_CUDA_DRIVER_PATH"),
     CUDA_RUNTIME("libcudart.so.12", "nccl4j.cudart.path", "NCCL4J_CUDART_PATH", "nvidia/cuda_runtime/lib"),
     NCCL("libnccl.so.2", "nccl4j.nccl.path", "NCCL4J_NCCL_PATH", "nvidia/nccl/lib"),
-    NVTX("libnvToolsExt.so.1", "nccl4j.nvtx.path", "NCCL4J_NVTX_PATH", "nvidia/nvtx/lib");
+    NVTX("libnvToolsExt.so.1", "nccl4j.nvtx.path", "NCCL4J_NVTX_PATH", "nvidia/nvtx/lib"),
+    /** NVTX of CUDA >= 12.9 and the pip package nvidia-nvtx, through nccl4j's own preset. */
+    NVTX3("libnvtx3interop.so.1", "nccl4j.nvtx3.path", "NCCL4J_NVTX3_PATH", "nvidia/cu13/lib", "nvidia/nvtx/lib");
 
     private final String fileName;
     private final String property;
     private final String env;
-    private final String pipDir;
+    private final String[] pipDirs;
 
-    Library(String fileName, String property, String env, String pipDir) {
+    Library(String fileName, String property, String env, String... pipDirs) {
       this.fileName = fileName;
       this.property = property;
       this.env = env;
-      this.pipDir = pipDir;
+      this.pipDirs = pipDirs;
     }
 
     public String fileName() {
@@ -78,7 +80,7 @@ public final class NativeLibraries {
     }
 
     String bundledResource() {
-      return this == CUDA_DRIVER ? null : "org/bytedeco/cuda/linux-x86_64/" + fileName;
+      return this == CUDA_DRIVER || this == NVTX3 ? null : "org/bytedeco/cuda/linux-x86_64/" + fileName;
     }
   }
 
@@ -118,9 +120,9 @@ public final class NativeLibraries {
     if (fromLdconfig != null && Files.isRegularFile(fromLdconfig)) {
       return Optional.of(new Found(lib, fromLdconfig, Source.SYSTEM));
     }
-    if (lib.pipDir != null) {
+    for (String pipDir : lib.pipDirs) {
       for (Path site : pythonSitePackages()) {
-        Path p = site.resolve(lib.pipDir).resolve(lib.fileName());
+        Path p = site.resolve(pipDir).resolve(lib.fileName());
         if (Files.isRegularFile(p)) {
           return Optional.of(new Found(lib, p, Source.PIP));
         }

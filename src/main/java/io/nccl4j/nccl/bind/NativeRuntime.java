@@ -31,7 +31,10 @@ public final class NativeRuntime {
   private NcclApi nccl;
   private CudaApi cuda;
   private NvtxApi nvtx = NvtxApi.NONE;
+  private String nvtxDescription = "not loaded";
   private String failure;
+  private static volatile NvtxApi standaloneNvtx;
+  private static volatile String standaloneNvtxDescription;
 
   private NativeRuntime() {}
 
@@ -146,10 +149,48 @@ public final class NativeRuntime {
         preload(nvtxLib.get());
         Loader.load(nvToolsExt.class);
         nvtx = new BytedecoNvtx();
+        nvtxDescription = nvtxLib.get() + " through bytedeco's nvToolsExt";
+        missing.remove(Library.NVTX3);
+        return;
       } catch (Throwable e) {
-        notes.add("NVTX library found but not loadable (" + describe(e) + "); ranges cost nothing");
+        notes.add("NVTX library found but not loadable (" + describe(e) + ")");
       }
     }
+    Nvtx3Api.Result r = standalone();
+    if (r.api() != null) {
+      nvtx = r.api();
+      nvtxDescription = r.description();
+      missing.remove(Library.NVTX);
+    } else {
+      missing.put(Library.NVTX3, r.description());
+    }
+  }
+
+  /** How NVTX is reached ("… through bytedeco's nvToolsExt", "… through nccl4j's preset"), or why not. */
+  public String nvtxDescription() {
+    return nvtxDescription;
+  }
+
+  /**
+   * NVTX without the CUDA runtime (libnvtx3interop.so.1 through nccl4j's preset), for processes that
+   * do not load NCCL; loaded once.
+   */
+  public static synchronized NvtxApi standaloneNvtx() {
+    return standalone().api();
+  }
+
+  /** Why {@link #standaloneNvtx()} is unavailable, or how it is reached. */
+  public static synchronized String standaloneNvtxDescription() {
+    return standalone().description();
+  }
+
+  private static synchronized Nvtx3Api.Result standalone() {
+    if (standaloneNvtxDescription == null) {
+      Nvtx3Api.Result r = Nvtx3Api.load();
+      standaloneNvtx = r.api();
+      standaloneNvtxDescription = r.description();
+    }
+    return new Nvtx3Api.Result(standaloneNvtx, standaloneNvtxDescription);
   }
 
   private Optional<Found> locate(Library lib, String reason, String remedy) {
