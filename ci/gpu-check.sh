@@ -48,6 +48,7 @@ prepare() {
     esac
   done
   cp "$root/target/junit-console/junit-platform-console-standalone.jar" "$bundle/"
+  cp "$root/target/native/nccl_probe" "$bundle/"
   unzip -q -o -j "$redist" 'org/bytedeco/cuda/linux-x86_64/libcudart.so.12' \
     'org/bytedeco/cuda/linux-x86_64/libnvToolsExt.so.1' -d "$bundle/lib"
   local size
@@ -104,6 +105,12 @@ run() {
   grep -E "passed, .* failed" "$out/contracts-ws1.log" | sed 's/^/    /' | tee -a "$report" || true
   check equivalence-ws1 "${cli[@]}" equivalence --backend nccl --world-size 1
   check demo "${cli[@]}" demo --backend nccl --world-size 1
+  check probe-java "${cli[@]}" probe --backend nccl --world-size 1 --trace "$out/probe-trace.json"
+  check probe-native "$bundle/nccl_probe"
+  sed 's/^/    java:   /' "$out/probe-java.log" | grep -E "direct|decomposed|correctness" | tee -a "$report" || true
+  sed 's/^/    native: /' "$out/probe-native.log" | grep -E "direct|decomposed|correctness" | tee -a "$report" || true
+  check bench "${cli[@]}" bench --backend nccl --world-size 1
+  check memory "${cli[@]}" memory --backend nccl --world-size 1
 
   local gpus
   gpus=$(grep -oE "GPUs: [0-9]+" "$out/info.log" | grep -oE "[0-9]+" || echo 0)
