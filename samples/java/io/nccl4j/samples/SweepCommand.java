@@ -90,6 +90,9 @@ final class SweepCommand implements Callable<Integer> {
     if (root < 0 || root >= p) {
       throw new SampleException(2, "--root must be in 0.." + (p - 1) + ", got " + root);
     }
+    if (coll == Coll.SENDRECV && p < 2) {
+      throw new SampleException(2, "--op sendrecv needs at least 2 ranks (a rank cannot send to itself), got " + p);
+    }
     List<Long> sizes = new ArrayList<>();
     for (long s = lo; s <= hi; s = s * factor) {
       sizes.add(s);

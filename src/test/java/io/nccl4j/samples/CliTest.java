@@ -287,7 +287,8 @@ class CliTest {
     assertThat(lines).contains("### 1. equivalence", "### 2. contracts", "20 passed, 0 failed",
         "AllReduce = ReduceScatter + AllGather: true");
     String last = lines.get(lines.size() - 1);
-    assertThat(last).startsWith("demo passed: equivalence PASS, contracts PASS (backend cpu, world size 4, ");
+    assertThat(last).startsWith("demo passed: equivalence PASS, contracts PASS, bench PASS, memory PASS, probe PASS,"
+        + " sweep PASS (backend cpu, world size 4, ");
   }
 
   @Test

@@ -1,0 +1,201 @@
+package io.nccl4j.samples;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.nccl4j.DType;
+import io.nccl4j.ReduceOp;
+import io.nccl4j.samples.SweepCommand.Coll;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
+
+/**
+ * {@code ./nccl4j sweep} on the CPU backend: every collective at world sizes 2 and 3 for four
+ * (dtype, redop) combinations; every result element checked (#wrong 0) and busbw = algbw × factor in
+ * the printed table.
+ */
+@Tag("multirank")
+class SweepCommandTest {
+  private static final String[][] COMBOS = {{"float32", "sum"}, {"int64", "max"}, {"float16", "avg"},
+      {"bfloat16", "prod"}};
+
+  static Stream<Arguments> cases() {
+    List<Arguments> out = new ArrayList<>();
+    for (Coll c : Coll.values()) {
+      for (int p : new int[] {2, 3}) {
+        for (String[] combo : COMBOS) {
+          out.add(Arguments.of(c, p, combo[0], combo[1]));
+        }
+      }
+    }
+    return out.stream();
+  }
+
+  private static SampleRunner.Output sweep(String... args) {
+    return SampleRunner.run(new SweepCommand(), SweepCommand::run, args);
+  }
+
+  /** Data rows of the printed table (they start with the size in bytes). */
+  private static List<List<String>> dataRows(SampleRunner.Output o) {
+    return o.lines().stream().filter(l -> l.matches("^\\d+ +\\|.*")).map(SampleRunner::cells).toList();
+  }
+
+  @ParameterizedTest(name = "{0} p={1} {2} {3}")
+  @MethodSource("cases")
+  void everyCollectiveIsExactAndBusbwIsAlgbwTimesFactor(Coll c, int p, String dtype, String redop) {
+    SampleRunner.Output o = sweep("--backend", "cpu", "--world-size", Integer.toString(p), "--op",
+        c.name().toLowerCase(Locale.ROOT), "-b", "1K", "-e", "16K", "-f", "4", "-n", "2", "-w", "1", "-c", "1",
+        "-d", dtype, "-o", redop);
+    assertThat(o.ok()).as(o.text()).isTrue();
+    assertThat(o.lines().get(0)).isEqualTo("backend: cpu (requested with --backend cpu)");
+    DType t = DType.parse(dtype);
+    ReduceOp rop = ReduceOp.parse(redop);
+    assertThat(o.lines().get(1)).isEqualTo(String.format(Locale.ROOT,
+        "# %s, %d ranks, %s, redop %s, root 0, 1 warm-up + 2 timed iterations, 1 checked",
+        c.name().toLowerCase(Locale.ROOT), p, dtype, c.reduces() ? rop : "none"));
+    assertThat(SampleRunner.cells(o.lines().get(2))).containsExactly("size", "count", "type", "redop", "root",
+        "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+    assertThat(o.last()).isEqualTo("# out-of-bounds values: 0 OK");
+
+    List<List<String>> rows = dataRows(o);
+    assertThat(rows).hasSize(3);
+    double factor = c.busFactor(p);
+    long[] sizes = {1024, 4096, 16384};
+    for (int k = 0; k < 3; k++) {
+      List<String> r = rows.get(k);
+      assertThat(r).hasSize(13);
+      long n = c.count(sizes[k], t.size(), p);
+      long bytes = n * t.size();
+      assertThat(r.get(0)).isEqualTo(Long.toString(bytes));
+      assertThat(r.get(1)).isEqualTo(Long.toString(n));
+      assertThat(r.get(2)).isEqualTo(dtype);
+      assertThat(r.get(3)).isEqualTo(c.reduces() ? rop.toString().toLowerCase(Locale.ROOT) : "none");
+      assertThat(r.get(4)).isEqualTo(c == Coll.BROADCAST || c == Coll.REDUCE ? "0" : "-1");
+      checkMode(r, 5, c.hasOutOfPlace(), bytes, factor);
+      checkMode(r, 9, c.hasInPlace(), bytes, factor);
+    }
+  }
+
+  /** Columns time, algbw, busbw, #wrong starting at {@code at}. */
+  private static void checkMode(List<String> r, int at, boolean measured, long bytes, double factor) {
+    if (!measured) {
+      assertThat(r.subList(at, at + 4)).containsOnly("N/A");
+      return;
+    }
+    assertThat(r.get(at + 3)).as("#wrong in %s", r).isEqualTo("0");
+    double time = Double.parseDouble(r.get(at));
+    double algbw = Double.parseDouble(r.get(at + 1));
+    double busbw = Double.parseDouble(r.get(at + 2));
+    assertThat(r.get(at)).matches("\\d+\\.\\d{2}");
+    assertThat(r.get(at + 1)).matches("\\d+\\.\\d{3}");
+    assertThat(r.get(at + 2)).matches("\\d+\\.\\d{3}");
+    assertThat(time).isGreaterThanOrEqualTo(0);
+    // each printed number is rounded to 3 decimals: |busbw - algbw·factor| <= 0.0005·(1 + factor)
+    assertThat(Math.abs(busbw - algbw * factor)).as("busbw %s vs algbw %s x %s", busbw, algbw, factor)
+        .isLessThanOrEqualTo(0.0005 * (1 + factor) + 1e-9);
+    // algbw = S / time (GB/s = bytes / (us·1e3)), with time rounded to 2 decimals
+    if (time > 0.01) {
+      double hi = bytes / ((time - 0.005) * 1e3) + 0.0005;
+      double lo = bytes / ((time + 0.005) * 1e3) - 0.0005;
+      assertThat(algbw).as("algbw of %d bytes in %s us", bytes, time).isBetween(lo, hi);
+    }
+  }
+
+  static Stream<Arguments> moreCases() {
+    List<Arguments> out = new ArrayList<>();
+    String[][] combos = {{"int8", "sum"}, {"uint8", "prod"}, {"int32", "min"}, {"uint32", "avg"}, {"uint64", "max"},
+        {"float64", "avg"}, {"float32", "prod"}, {"int64", "sum"}};
+    for (Coll c : Coll.values()) {
+      for (int p : new int[] {1, 4}) {
+        if (c == Coll.SENDRECV && p == 1) {
+          continue; // see sendRecvOnOneRankRunsOrIsAUsageError
+        }
+        for (String[] combo : combos) {
+          out.add(Arguments.of(c, p, combo[0], combo[1]));
+        }
+      }
+    }
+    return out.stream();
+  }
+
+  @ParameterizedTest(name = "{0} p={1} {2} {3}")
+  @MethodSource("moreCases")
+  void otherTypesAndWorldSizesAreExact(Coll c, int p, String dtype, String redop) {
+    SampleRunner.Output o = sweep("--backend", "cpu", "--world-size", Integer.toString(p), "--op",
+        c.name().toLowerCase(Locale.ROOT), "-b", "64", "-e", "4K", "-f", "8", "-n", "1", "-w", "0", "-c", "2",
+        "-d", dtype, "-o", redop);
+    assertThat(o.ok()).as(o.text()).isTrue();
+    assertThat(o.last()).isEqualTo("# out-of-bounds values: 0 OK");
+    List<List<String>> rows = dataRows(o);
+    assertThat(rows).hasSize(3);
+    for (List<String> r : rows) {
+      for (int at : new int[] {5, 9}) {
+        if (!r.get(at).equals("N/A")) {
+          assertThat(r.get(at + 3)).isEqualTo("0");
+        }
+      }
+    }
+  }
+
+  @Test
+  void sendRecvOnOneRankRunsOrIsAUsageError() {
+    try {
+      SampleRunner.Output o = sweep("--backend", "cpu", "--world-size", "1", "--op", "sendrecv", "-b", "1K", "-e",
+          "1K", "-n", "1", "-w", "0");
+      assertThat(o.ok()).as(o.text()).isTrue();
+      assertThat(o.last()).isEqualTo("# out-of-bounds values: 0 OK");
+    } catch (SampleException e) {
+      assertThat(e.exitCode()).isEqualTo(2);
+    }
+  }
+
+  @Test
+  void broadcastAndReduceFromAnotherRoot() {
+    for (String op : new String[] {"broadcast", "reduce"}) {
+      SampleRunner.Output o = sweep("--backend", "cpu", "--world-size", "3", "--op", op, "-b", "1K", "-e", "4K",
+          "-f", "2", "-n", "1", "-w", "0", "-c", "2", "-d", "int32", "-o", "min", "-r", "2");
+      assertThat(o.ok()).as(o.text()).isTrue();
+      List<List<String>> rows = dataRows(o);
+      assertThat(rows).hasSize(3);
+      for (List<String> r : rows) {
+        assertThat(r.get(4)).isEqualTo("2");
+        assertThat(r.get(12)).isEqualTo("0");
+        assertThat(r.subList(5, 9)).containsOnly("N/A");
+      }
+    }
+  }
+
+  @Test
+  void singleRankSweepHasZeroBusFactorForAllReduce() {
+    SampleRunner.Output o = sweep("--backend", "cpu", "--world-size", "1", "-b", "1K", "-e", "1K", "-n", "1", "-w",
+        "0");
+    assertThat(o.ok()).as(o.text()).isTrue();
+    List<List<String>> rows = dataRows(o);
+    assertThat(rows).hasSize(1);
+    assertThat(rows.get(0).get(7)).isEqualTo("0.000");
+    assertThat(rows.get(0).get(11)).isEqualTo("0.000");
+    assertThat(rows.get(0).get(8)).isEqualTo("0");
+  }
+
+  @Test
+  void badArgumentsExitTwo() {
+    assertThatThrownBy(() -> sweep("--backend", "cpu", "--world-size", "2", "-r", "2"))
+        .isInstanceOfSatisfying(SampleException.class, e -> {
+          assertThat(e.exitCode()).isEqualTo(2);
+          assertThat(e.getMessage()).isEqualTo("--root must be in 0..1, got 2");
+        });
+    assertThatThrownBy(() -> sweep("--backend", "cpu", "-b", "16K", "-e", "1K"))
+        .isInstanceOfSatisfying(SampleException.class, e -> assertThat(e.exitCode()).isEqualTo(2));
+    assertThatThrownBy(() -> sweep("--backend", "cpu", "-f", "1"))
+        .isInstanceOfSatisfying(SampleException.class, e -> assertThat(e.exitCode()).isEqualTo(2));
+    assertThatThrownBy(() -> sweep("--backend", "cpu", "--op", "scan"))
+        .isInstanceOfSatisfying(SampleException.class, e -> assertThat(e.exitCode()).isEqualTo(2));
+  }
+}
