@@ -80,10 +80,14 @@ public final class TcpStore implements Store {
         s.setTcpNoDelay(true);
         s.setKeepAlive(true);
         TcpStore store = new TcpStore(host, port, timeout, s, server);
-        store.handshake();
+        store.handshake(Math.max(1, (deadline - System.nanoTime()) / 1_000_000));
         return store;
       } catch (IOException e) {
-        last = e;
+        // Keep the most informative error: a timeout of the last, shortest attempt says less than
+        // what an earlier attempt learned (refused, not a store, ...).
+        if (last == null || !(e instanceof SocketTimeoutException) || last instanceof SocketTimeoutException) {
+          last = e;
+        }
         try {
           s.close();
         } catch (IOException ignored) {
@@ -91,17 +95,22 @@ public final class TcpStore implements Store {
         }
       }
       long left = deadline - System.nanoTime();
-      if (left <= 0) {
+      long pause = Math.min(backoff, left / 1_000_000);
+      if (pause <= 0) {
         throw new StoreTimeoutException("TCP store: could not connect to " + host + ":" + port + " within "
-            + timeout.toMillis() + " ms (" + attempts + " attempts; last error: " + last.getMessage() + ")");
+            + timeout.toMillis() + " ms (" + attempts + " attempts; last error: " + describe(last) + ")");
       }
-      sleep(Math.min(backoff, left / 1_000_000 + 1));
+      sleep(pause);
       backoff = Math.min(2000, backoff * 2);
     }
   }
 
-  private void handshake() throws IOException {
-    socket.setSoTimeout((int) Math.min(Integer.MAX_VALUE, timeout.toMillis()));
+  private static String describe(IOException e) {
+    return e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName();
+  }
+
+  private void handshake(long leftMillis) throws IOException {
+    socket.setSoTimeout((int) Math.min(Integer.MAX_VALUE, leftMillis));
     out.writeInt(Wire.MAGIC);
     out.writeShort(Wire.VERSION);
     out.flush();

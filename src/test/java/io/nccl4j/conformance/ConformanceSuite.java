@@ -44,6 +44,11 @@ public abstract class ConformanceSuite {
     return new long[] {0, 1, 7, 1003, LARGE};
   }
 
+  /** The dtypes every case runs with (default: all of them). */
+  protected List<DType> dtypes() {
+    return Arrays.asList(DType.values());
+  }
+
   /** Copies a host tensor to the group's device. */
   protected Tensor upload(ProcessGroup pg, Tensor host) {
     return host.copy(pg.allocator());
@@ -88,7 +93,7 @@ public abstract class ConformanceSuite {
         continue;
       }
       List<DynamicNode> byType = new ArrayList<>();
-      for (DType t : DType.values()) {
+      for (DType t : dtypes()) {
         List<DynamicNode> tests = new ArrayList<>();
         for (long n : counts()) {
           for (ReduceOp op : reduces ? ops(t) : java.util.Collections.<ReduceOp>singletonList(null)) {

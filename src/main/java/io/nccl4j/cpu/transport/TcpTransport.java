@@ -240,7 +240,8 @@ public final class TcpTransport implements Transport {
         continue;
       } catch (IOException e) {
         checkFailed();
-        throw c.lost(e.getMessage());
+        // A peer that died with our data unread answers with a reset rather than a clean close.
+        throw c.lost("connection closed by peer (" + e.getMessage() + ")");
       }
       if (r < 0) {
         checkFailed();

@@ -1,0 +1,66 @@
+package io.nccl4j.bench;
+
+import io.nccl4j.DType;
+import io.nccl4j.ReduceOp;
+import io.nccl4j.cpu.Reduction;
+import io.nccl4j.memory.NativeMemory;
+import java.util.concurrent.TimeUnit;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Fork;
+import org.openjdk.jmh.annotations.Measurement;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Param;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.annotations.TearDown;
+import org.openjdk.jmh.annotations.Warmup;
+
+/** The CPU backend's element-wise kernels against a plain memory copy of the same size. */
+@State(Scope.Thread)
+@BenchmarkMode(Mode.AverageTime)
+@OutputTimeUnit(TimeUnit.MICROSECONDS)
+@Warmup(iterations = 3, time = 1)
+@Measurement(iterations = 5, time = 1)
+@Fork(1)
+public class HostReduceKernels {
+  @Param({"4194304"})
+  public int elements;
+
+  private long a;
+  private long b;
+  private long dst;
+  private Reduction sum;
+
+  @Setup
+  public void setUp() {
+    long bytes = 4L * elements;
+    a = NativeMemory.allocate(bytes);
+    b = NativeMemory.allocate(bytes);
+    dst = NativeMemory.allocate(bytes);
+    for (long i = 0; i < elements; i++) {
+      NativeMemory.putFloat(a + 4 * i, i);
+      NativeMemory.putFloat(b + 4 * i, 2 * i);
+    }
+    sum = new Reduction(DType.FLOAT32, ReduceOp.SUM, 4);
+  }
+
+  @Benchmark
+  public void sumFloat32() {
+    sum.combine(dst, a, false, b, false, elements);
+  }
+
+  @Benchmark
+  public void copy() {
+    NativeMemory.copy(a, dst, 4L * elements);
+  }
+
+  @TearDown
+  public void tearDown() {
+    NativeMemory.free(a);
+    NativeMemory.free(b);
+    NativeMemory.free(dst);
+  }
+}

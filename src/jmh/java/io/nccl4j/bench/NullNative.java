@@ -1,0 +1,76 @@
+package io.nccl4j.bench;
+
+import io.nccl4j.nccl.bind.CudaApi;
+import io.nccl4j.nccl.bind.NcclApi;
+import io.nccl4j.memory.NativeMemory;
+
+/**
+ * A native layer that does nothing and succeeds at once, so that benchmarks measure only the Java
+ * side of the NCCL path: checks, Work, stream and event bookkeeping. Device memory is host memory;
+ * events are complete as soon as they are recorded.
+ */
+final class NullNative {
+  private NullNative() {}
+
+  static final class Nccl implements NcclApi {
+    private long next = 0x1000;
+
+    @Override public int getVersion(int[] out) { out[0] = 22304; return 0; }
+    @Override public int getUniqueId(byte[] out) { out[0] = 1; return 0; }
+    @Override public int commInitRank(long[] o, int n, byte[] id, int r) { o[0] = next++; return 0; }
+    @Override public int commInitRankConfig(long[] o, int n, byte[] id, int r, boolean b) { o[0] = next++; return 0; }
+    @Override public int commInitAll(long[] o, int[] d) { for (int i = 0; i < d.length; i++) { o[i] = next++; } return 0; }
+    @Override public int commFinalize(long c) { return 0; }
+    @Override public int commDestroy(long c) { return 0; }
+    @Override public int commAbort(long c) { return 0; }
+    @Override public int commGetAsyncError(long c, int[] o) { o[0] = 0; return 0; }
+    @Override public int commCount(long c, int[] o) { o[0] = 1; return 0; }
+    @Override public int commCuDevice(long c, int[] o) { o[0] = 0; return 0; }
+    @Override public int commUserRank(long c, int[] o) { o[0] = 0; return 0; }
+    @Override public String getErrorString(int r) { return "null"; }
+    @Override public String getLastError(long c) { return ""; }
+    @Override public int redOpCreatePreMulSum(int[] o, long s, int d, long c) { o[0] = 5; return 0; }
+    @Override public int redOpDestroy(int op, long c) { return 0; }
+    @Override public int allReduce(long s, long r, long n, int d, int op, long c, long st) { return 0; }
+    @Override public int reduceScatter(long s, long r, long n, int d, int op, long c, long st) { return 0; }
+    @Override public int allGather(long s, long r, long n, int d, long c, long st) { return 0; }
+    @Override public int broadcast(long s, long r, long n, int d, int root, long c, long st) { return 0; }
+    @Override public int reduce(long s, long r, long n, int d, int op, int root, long c, long st) { return 0; }
+    @Override public int send(long b, long n, int d, int peer, long c, long st) { return 0; }
+    @Override public int recv(long b, long n, int d, int peer, long c, long st) { return 0; }
+    @Override public int groupStart() { return 0; }
+    @Override public int groupEnd() { return 0; }
+  }
+
+  static final class Cuda implements CudaApi {
+    private long next = 0x2000;
+
+    @Override public int getDeviceCount(int[] o) { o[0] = 1; return 0; }
+    @Override public int setDevice(int d) { return 0; }
+    @Override public int getDevice(int[] o) { o[0] = 0; return 0; }
+    @Override public int driverGetVersion(int[] o) { o[0] = 13000; return 0; }
+    @Override public int runtimeGetVersion(int[] o) { o[0] = 12060; return 0; }
+    @Override public int getDeviceName(int d, String[] o) { o[0] = "null device"; return 0; }
+    @Override public int memGetInfo(long[] o) { o[0] = 1L << 34; o[1] = 1L << 34; return 0; }
+    @Override public int malloc(long[] o, long bytes) { o[0] = NativeMemory.allocate(bytes); return 0; }
+    @Override public int free(long p) { NativeMemory.free(p); return 0; }
+    @Override public int memcpy(long d, long s, long n) { NativeMemory.copy(s, d, n); return 0; }
+    @Override public int memcpyAsync(long d, long s, long n, long st) { NativeMemory.copy(s, d, n); return 0; }
+    @Override public int memsetAsync(long p, int v, long n, long st) { NativeMemory.fill(p, n, (byte) v); return 0; }
+    @Override public int deviceSynchronize() { return 0; }
+    @Override public int streamCreateWithFlags(long[] o, int f) { o[0] = next++; return 0; }
+    @Override public int streamDestroy(long s) { return 0; }
+    @Override public int streamSynchronize(long s) { return 0; }
+    @Override public int streamQuery(long s) { return 0; }
+    @Override public int streamWaitEvent(long s, long e) { return 0; }
+    @Override public int eventCreateWithFlags(long[] o, int f) { o[0] = next++; return 0; }
+    @Override public int eventDestroy(long e) { return 0; }
+    @Override public int eventRecord(long e, long s) { return 0; }
+    @Override public int eventQuery(long e) { return 0; }
+    @Override public int eventSynchronize(long e) { return 0; }
+    @Override public int eventElapsedTime(float[] o, long a, long b) { o[0] = 0; return 0; }
+    @Override public String getErrorName(int e) { return "cudaSuccess"; }
+    @Override public String getErrorString(int e) { return "no error"; }
+    @Override public int getLastError() { return 0; }
+  }
+}

@@ -1,0 +1,443 @@
+package io.nccl4j.launch;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.io.BufferedReader;
+import java.io.ByteArrayOutputStream;
+import java.io.File;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Collectors;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * Real JVMs as ranks: the {@link Launcher} (in this JVM, or the {@code run} command in a child JVM)
+ * and processes started here directly. The rank programs are {@link RankMains}. Bounds such as
+ * "within 30 s" only prove that nothing waited for the 60 s group timeout; every process started
+ * here, and every descendant the launcher started, is killed after each test.
+ */
+@Tag("multiprocess")
+class MultiProcessTest {
+  private static final Duration GUARD = Duration.ofSeconds(240);
+  private static final String[] CONTRACT_NAMES = {"exact-sum-equivalence", "wrong-shard-order-rejected",
+      "wrong-reduction-op-rejected", "padding-and-trim-equivalence", "nondivisible-without-padding-rejected"};
+
+  @TempDir
+  Path tmp;
+
+  private Set<Long> before;
+  private final List<Process> started = new ArrayList<>();
+
+  @BeforeEach
+  void rememberChildren() {
+    before = ProcessHandle.current().descendants().map(ProcessHandle::pid).collect(Collectors.toSet());
+  }
+
+  @AfterEach
+  void killEverythingStartedHere() {
+    for (Process p : started) {
+      p.descendants().forEach(ProcessHandle::destroyForcibly);
+      p.destroyForcibly();
+    }
+    ProcessHandle.current().descendants().filter(h -> !before.contains(h.pid()))
+        .forEach(ProcessHandle::destroyForcibly);
+  }
+
+  // ------------------------------------------------------------------ helpers
+
+  private static String java() {
+    return Paths.get(System.getProperty("java.home"), "bin", "java").toString();
+  }
+
+  /** Light JVMs: eight may share two cores. */
+  private static List<String> jvm(String classpath) {
+    return new ArrayList<>(List.of(java(), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+        "-Djava.awt.headless=true", "-cp", classpath));
+  }
+
+  private static List<String> javaCommand(Class<?> main, String... args) {
+    List<String> cmd = jvm(System.getProperty("java.class.path"));
+    cmd.add(main.getName());
+    cmd.addAll(List.of(args));
+    return cmd;
+  }
+
+  /** The directory this class was loaded from (target/test-classes). */
+  private static String testClassesDir() throws Exception {
+    return Paths.get(RankMains.class.getProtectionDomain().getCodeSource().getLocation().toURI()).toString();
+  }
+
+  /** Output of one launcher run in this JVM. */
+  private record Launched(int status, List<String> out, List<String> err, Duration took) {}
+
+  private static Launched launch(Launcher launcher) throws Exception {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
+    PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8);
+    launcher.output(o, e);
+    long start = System.nanoTime();
+    int status = CompletableFuture.supplyAsync(launcher::run).get(GUARD.toSeconds(), TimeUnit.SECONDS);
+    Duration took = Duration.ofNanos(System.nanoTime() - start);
+    o.flush();
+    e.flush();
+    return new Launched(status, out.toString(StandardCharsets.UTF_8).lines().toList(),
+        err.toString(StandardCharsets.UTF_8).lines().toList(), took);
+  }
+
+  private Process start(ProcessBuilder pb) throws IOException {
+    Process p = pb.start();
+    started.add(p);
+    return p;
+  }
+
+  /** Reads a process's merged output into a queue of lines, on a daemon thread. */
+  private static BlockingQueue<String> lines(Process p) {
+    BlockingQueue<String> q = new LinkedBlockingQueue<>();
+    Thread t = new Thread(() -> {
+      try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
+        String line;
+        while ((line = r.readLine()) != null) {
+          q.add(line);
+        }
+      } catch (IOException e) {
+        // the process went away
+      }
+    }, "test-output-reader");
+    t.setDaemon(true);
+    t.start();
+    return q;
+  }
+
+  /** True while the process exists and is not a zombie. */
+  private static boolean alive(long pid) {
+    return ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false) && !RankMains.isZombie(pid);
+  }
+
+  private static boolean awaitGone(List<Long> pids, Duration within) throws InterruptedException {
+    long until = System.nanoTime() + within.toNanos();
+    while (System.nanoTime() < until) {
+      if (pids.stream().noneMatch(MultiProcessTest::alive)) {
+        return true;
+      }
+      Thread.sleep(50);
+    }
+    return false;
+  }
+
+  private static String tableRow(String contract, int rows, String result) {
+    return String.format("%-37s | %-9s | %s", contract, rows, result);
+  }
+
+  // ------------------------------------------------------------------ the launcher
+
+  @Test
+  void launcherSetsTheVariablesAndPrefixesEveryLine() throws Exception {
+    int port = Launcher.freePort();
+    Launched l = launch(new Launcher(javaCommand(RankMains.PrintEnv.class, "a", "b c")).nprocPerNode(3)
+        .master("127.0.0.1", port));
+    assertThat(l.status()).isZero();
+    for (int r = 0; r < 3; r++) {
+      assertThat(l.out()).contains("[rank " + r + "] env MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " RANK=" + r
+          + " WORLD_SIZE=3 LOCAL_RANK=" + r + " LOCAL_WORLD_SIZE=3 GROUP_RANK=0 EXTRA=null args=[a, b c]");
+      assertThat(l.err()).contains("[rank " + r + "] to stderr from " + r);
+    }
+    assertThat(l.out()).hasSize(3);
+  }
+
+  @Test
+  void secondNodeOfTwoGetsTheUpperRanks() throws Exception {
+    int port = Launcher.freePort();
+    Launched l = launch(new Launcher(javaCommand(RankMains.PrintEnv.class)).nprocPerNode(2).nodes(2, 1)
+        .master("10.9.8.7", port).environment(Map.of("NCCL4J_TEST_EXTRA", "yes")));
+    assertThat(l.status()).isZero();
+    assertThat(l.out()).containsExactlyInAnyOrder(
+        "[rank 2] env MASTER_ADDR=10.9.8.7 MASTER_PORT=" + port
+            + " RANK=2 WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 EXTRA=yes args=[]",
+        "[rank 3] env MASTER_ADDR=10.9.8.7 MASTER_PORT=" + port
+            + " RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 EXTRA=yes args=[]");
+  }
+
+  @Test
+  void contractsOnFourProcessesReportedOnceByRankZero() throws Exception {
+    Launched l = launch(new Launcher(javaCommand(io.nccl4j.samples.Cli.class, "contracts", "--backend", "cpu",
+        "--timeout", "60")).nprocPerNode(4));
+    assertThat(l.status()).as("stderr: %s", l.err()).isZero();
+    List<String> out = l.out();
+    assertThat(out).contains("[rank 0] backend: cpu (requested with --backend cpu)");
+    assertThat(out).contains("[rank 0] world size 4, int64, count 20, non-divisible count 1003");
+    assertThat(out).contains("[rank 0] contract                              | rank rows | result");
+    for (String name : CONTRACT_NAMES) {
+      assertThat(out).contains("[rank 0] " + tableRow(name, 4, "PASS"));
+    }
+    assertThat(out.stream().filter(s -> s.equals("[rank 0] 20 passed, 0 failed")).count()).isEqualTo(1);
+    assertThat(out).allSatisfy(s -> assertThat(s).startsWith("[rank "));
+    assertThat(out).filteredOn(s -> !s.startsWith("[rank 0] ")).noneMatch(s -> s.contains("passed"));
+    assertThat(out).filteredOn(s -> !s.startsWith("[rank 0] ")).noneMatch(s -> s.contains("PASS"));
+  }
+
+  @Test
+  void equivalenceOnFourProcessesReportedOnceByRankZero() throws Exception {
+    Launched l = launch(new Launcher(javaCommand(io.nccl4j.samples.Cli.class, "equivalence", "--backend", "cpu",
+        "--timeout", "60")).nprocPerNode(4));
+    assertThat(l.status()).as("stderr: %s", l.err()).isZero();
+    List<String> out = l.out();
+    assertThat(out.stream().filter(s -> s.equals("[rank 0] AllReduce = ReduceScatter + AllGather: true")).count())
+        .isEqualTo(1);
+    assertThat(out).contains("[rank 0] World size: 4", "[rank 0] Elements per rank: 16");
+    for (int r = 0; r < 4; r++) {
+      assertThat(out).contains("[rank 0] [Rank " + r + "] equal: true, matches p·i + S·p(p−1)/2: true");
+    }
+    assertThat(out).filteredOn(s -> !s.startsWith("[rank 0] ")).isEmpty();
+  }
+
+  @Test
+  void twoGroupsInTurnInEveryProcess() throws Exception {
+    Launched l = launch(new Launcher(javaCommand(RankMains.TwoGroups.class)).nprocPerNode(3));
+    assertThat(l.status()).as("stderr: %s", l.err()).isZero();
+    // Inputs 100(r+1)+i summed over 3 ranks: 600+3i; summed again: 3·(600+3i).
+    for (int r = 0; r < 3; r++) {
+      assertThat(l.out()).contains("[rank " + r + "] rank " + r + " first [1800, 1809, 1818] second [3, 30]");
+    }
+  }
+
+  @Test
+  void runCommandExitsWithTheFailingRanksStatus() throws Exception {
+    List<String> cmd = jvm(System.getProperty("java.class.path"));
+    cmd.addAll(List.of(io.nccl4j.samples.Cli.class.getName(), "run", "--nproc-per-node", "4", "--class",
+        RankMains.Rank2ExitsWith3.class.getName(), "--", "x"));
+    Path log = tmp.resolve("run.txt");
+    Process p = start(new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile()));
+    assertThat(p.waitFor(GUARD.toSeconds(), TimeUnit.SECONDS)).isTrue();
+    List<String> out = Files.readAllLines(log);
+    assertThat(p.exitValue()).as("output: %s", out).isEqualTo(3);
+    assertThat(out).contains("nccl4j run: failed: rank 2 exited with status 3");
+  }
+
+  @Test
+  void rankExitingNonZeroStopsTheOthersAndNamesIt() throws Exception {
+    Launched l = launch(new Launcher(javaCommand(RankMains.Rank2ExitsWith3.class)).nprocPerNode(4)
+        .grace(Duration.ofSeconds(5)));
+    assertThat(l.status()).isEqualTo(3);
+    assertThat(l.took()).as("the others were stopped, not waited for").isLessThan(Duration.ofSeconds(30));
+    assertThat(l.out()).contains("[rank 2] rank 2 leaving with status 3");
+    assertThat(l.err()).contains("nccl4j run: rank 2 exited with status 3; stopping the other ranks");
+    assertThat(l.err()).contains("nccl4j run: failed: rank 2 exited with status 3");
+    assertThat(l.out()).noneMatch(s -> s.contains("all-reduce returned"));
+  }
+
+  @Test
+  void aRankThatIgnoresSigtermIsKilledAfterTheGracePeriod() throws Exception {
+    Path marker = tmp.resolve("rank1-ready");
+    Launched l = launch(new Launcher(javaCommand(RankMains.Rank1IgnoresSigterm.class, marker.toString()))
+        .nprocPerNode(2).grace(Duration.ofSeconds(1)));
+    assertThat(l.status()).isEqualTo(1);
+    assertThat(l.took()).as("SIGKILL after the 1 s grace, not the rank's 300 s").isLessThan(Duration.ofSeconds(30));
+    assertThat(l.out()).contains("[rank 0] rank 0 fails now");
+    assertThat(l.err()).contains("nccl4j run: failed: rank 0 exited with status 1");
+    long pid = l.out().stream().filter(s -> s.startsWith("[rank 1] pid ")).map(s -> Long.parseLong(s.substring(13)))
+        .findFirst().orElseThrow();
+    assertThat(awaitGone(List.of(pid), Duration.ofSeconds(10))).isTrue();
+  }
+
+  @Test
+  void rankKilledBySigkillIsReportedWithTheSignal() throws Exception {
+    Launched l = launch(new Launcher(javaCommand(RankMains.Rank1KillsItself.class)).nprocPerNode(3));
+    assertThat(l.status()).isEqualTo(137);
+    assertThat(l.took()).isLessThan(Duration.ofSeconds(60));
+    assertThat(l.out()).anyMatch(s -> s.startsWith("[rank 1] rank 1 pid ") && s.endsWith(" sends itself SIGKILL"));
+    assertThat(l.err()).contains("nccl4j run: failed: rank 1 was killed by signal 9 (SIGKILL)");
+  }
+
+  @Test
+  void masterPortZeroPicksAFreePortAndTwoLaunchesInARowSucceed() throws Exception {
+    List<String> ports = new ArrayList<>();
+    for (int attempt = 0; attempt < 2; attempt++) {
+      List<String> cmd = jvm(System.getProperty("java.class.path"));
+      cmd.addAll(List.of(io.nccl4j.samples.Cli.class.getName(), "run", "--nproc-per-node", "2", "--master-port", "0",
+          "--class", RankMains.AllReduce.class.getName(), "--"));
+      cmd.add("unused");
+      Process p = start(new ProcessBuilder(cmd).redirectErrorStream(true)
+          .redirectOutput(tmp.resolve("launch" + attempt + ".txt").toFile()));
+      assertThat(p.waitFor(GUARD.toSeconds(), TimeUnit.SECONDS)).isTrue();
+      List<String> out = Files.readAllLines(tmp.resolve("launch" + attempt + ".txt"));
+      assertThat(p.exitValue()).as("output: %s", out).isZero();
+      String port = null;
+      for (int r = 0; r < 2; r++) {
+        Pattern line = Pattern.compile("\\[rank " + r + "\\] source=torchrun rank=" + r
+            + " size=2 localRank=" + r + " localSize=2 port=(\\d+) result=\\[300, 302, 304, 306, 308, 310\\]");
+        Matcher m = out.stream().map(line::matcher).filter(Matcher::matches).findFirst().orElse(null);
+        assertThat(m).as("rank %d line in %s", r, out).isNotNull();
+        if (port == null) {
+          port = m.group(1);
+        }
+        assertThat(m.group(1)).as("same port on every rank").isEqualTo(port);
+      }
+      assertThat(Integer.parseInt(port)).isBetween(1, 65535);
+      ports.add(port);
+    }
+    assertThat(ports).hasSize(2);
+  }
+
+  @ParameterizedTest(name = "SIG{0}")
+  @ValueSource(strings = {"TERM", "INT"})
+  void signalToTheLauncherReachesEveryRank(String signal) throws Exception {
+    String testClasses = testClassesDir();
+    // The launcher's own classpath lacks the test classes: --classpath must supply them.
+    String cp = Arrays.stream(System.getProperty("java.class.path").split(File.pathSeparator))
+        .filter(e -> !Paths.get(e).toAbsolutePath().toString().equals(Paths.get(testClasses).toAbsolutePath().toString()))
+        .collect(Collectors.joining(File.pathSeparator));
+    List<String> cmd = jvm(cp);
+    cmd.addAll(List.of(io.nccl4j.samples.Cli.class.getName(), "run", "--nproc-per-node", "2", "--class",
+        RankMains.PrintPidAndSleep.class.getName(), "--classpath", testClasses, "--", "300"));
+    Process launcher = start(new ProcessBuilder(cmd).redirectErrorStream(true));
+    BlockingQueue<String> lines = lines(launcher);
+    List<Long> pids = new ArrayList<>();
+    Set<Integer> ranks = new HashSet<>();
+    Pattern pidLine = Pattern.compile("\\[rank ([01])\\] pid (\\d+)");
+    List<String> seen = new ArrayList<>();
+    long until = System.nanoTime() + Duration.ofSeconds(120).toNanos();
+    while (pids.size() < 2 && System.nanoTime() < until) {
+      String line = lines.poll(1, TimeUnit.SECONDS);
+      if (line == null) {
+        continue;
+      }
+      seen.add(line);
+      Matcher m = pidLine.matcher(line);
+      if (m.matches()) {
+        ranks.add(Integer.parseInt(m.group(1)));
+        pids.add(Long.parseLong(m.group(2)));
+      }
+    }
+    try {
+      assertThat(ranks).as("lines: %s", seen).containsExactlyInAnyOrder(0, 1);
+      assertThat(pids).allSatisfy(pid -> assertThat(alive(pid)).isTrue());
+      if (signal.equals("TERM")) {
+        launcher.destroy();
+      } else {
+        new ProcessBuilder("kill", "-INT", Long.toString(launcher.pid())).start().waitFor();
+      }
+      assertThat(awaitGone(pids, Duration.ofSeconds(20))).as("ranks %s gone after SIG%s", pids, signal).isTrue();
+      assertThat(launcher.waitFor(20, TimeUnit.SECONDS)).isTrue();
+      assertThat(launcher.exitValue()).isNotZero();
+    } finally {
+      for (long pid : pids) {
+        ProcessHandle.of(pid).ifPresent(ProcessHandle::destroyForcibly);
+      }
+      launcher.destroyForcibly();
+    }
+  }
+
+  // ------------------------------------------------------------------ processes started here
+
+  private static ProcessBuilder rank(List<String> cmd, Map<String, String> vars, Path output) {
+    ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(output.toFile());
+    Map<String, String> env = pb.environment();
+    for (String k : List.of("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+        "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE")) {
+      env.remove(k);
+    }
+    env.putAll(vars);
+    return pb;
+  }
+
+  /**
+   * Starts the two {@link RankMains.PeerDies} ranks here (no launcher to stop the survivor) and
+   * returns the line where rank 0 reports the exception its second all-reduce threw.
+   */
+  private String peerDies(String when) throws Exception {
+    int port = Launcher.freePort();
+    List<Process> ps = new ArrayList<>();
+    for (int r = 0; r < 2; r++) {
+      ps.add(start(rank(javaCommand(RankMains.PeerDies.class, when),
+          Map.of("MASTER_ADDR", "127.0.0.1", "MASTER_PORT", Integer.toString(port), "RANK", Integer.toString(r),
+              "WORLD_SIZE", "2"), tmp.resolve(when + "-rank" + r + ".txt"))));
+    }
+    try {
+      assertThat(ps.get(1).waitFor(120, TimeUnit.SECONDS)).as("rank 1 died").isTrue();
+      long rank1Gone = System.nanoTime();
+      boolean rank0Done = ps.get(0).waitFor(30, TimeUnit.SECONDS);
+      List<String> out0 = Files.readAllLines(tmp.resolve(when + "-rank0.txt"));
+      List<String> out1 = Files.readAllLines(tmp.resolve(when + "-rank1.txt"));
+      assertThat(rank0Done).as("rank 0 output: %s", out0).isTrue();
+      // Well within the 60 s group timeout: detected by the transport.
+      assertThat(Duration.ofNanos(System.nanoTime() - rank1Gone)).isLessThan(Duration.ofSeconds(20));
+      assertThat(ps.get(1).exitValue()).as("rank 1 output: %s", out1).isEqualTo(137);
+      assertThat(out1).contains("rank 1 first all-reduce [300, 302, 304, 306, 308, 310, 312, 314]");
+      assertThat(ps.get(0).exitValue()).as("rank 0 output: %s", out0).isZero();
+      assertThat(out0).contains("rank 0 first all-reduce [300, 302, 304, 306, 308, 310, 312, 314]");
+      String caught = out0.stream().filter(s -> s.startsWith("caught ")).findFirst().orElse(null);
+      assertThat(caught).as("rank 0 output: %s", out0).isNotNull();
+      assertThat(caught).startsWith("caught io.nccl4j.PeerFailureException: ").contains("rank 1");
+      return caught;
+    } finally {
+      ps.forEach(Process::destroyForcibly);
+    }
+  }
+
+  @Test
+  void peerDeadBeforeTheNextCollectiveFailsItNamingThePeer() throws Exception {
+    assertThat(peerDies("idle")).contains("connection closed by peer");
+  }
+
+  @Test
+  void peerDyingDuringACollectiveFailsItNamingThePeer() throws Exception {
+    peerDies("pending");
+  }
+
+  @Test
+  void peerDyingDuringACollectiveSaysConnectionClosedByPeer() throws Exception {
+    // Rank 1 dies with rank 0's unread data in its socket, so its kernel answers with a reset:
+    // actual "caught io.nccl4j.PeerFailureException: rank 0: Connection reset: rank 1 (/127.0.0.1:…)".
+    assertThat(peerDies("pending")).contains("connection closed by peer");
+  }
+
+  @Test
+  void openMpiVariablesInAForkedTwoProcessJob() throws Exception {
+    int port = Launcher.freePort();
+    List<Process> ps = new ArrayList<>();
+    for (int r = 0; r < 2; r++) {
+      ps.add(start(rank(javaCommand(RankMains.AllReduce.class),
+          Map.of("MASTER_ADDR", "127.0.0.1", "MASTER_PORT", Integer.toString(port),
+              "OMPI_COMM_WORLD_RANK", Integer.toString(r), "OMPI_COMM_WORLD_SIZE", "2",
+              "OMPI_COMM_WORLD_LOCAL_RANK", Integer.toString(r), "OMPI_COMM_WORLD_LOCAL_SIZE", "2"),
+          tmp.resolve("ompi" + r + ".txt"))));
+    }
+    try {
+      for (int r = 0; r < 2; r++) {
+        assertThat(ps.get(r).waitFor(GUARD.toSeconds(), TimeUnit.SECONDS)).isTrue();
+        List<String> out = Files.readAllLines(tmp.resolve("ompi" + r + ".txt"));
+        assertThat(ps.get(r).exitValue()).as("rank %d output: %s", r, out).isZero();
+        assertThat(out).contains("source=openmpi rank=" + r + " size=2 localRank=" + r + " localSize=2 port=" + port
+            + " result=[300, 302, 304, 306, 308, 310]");
+      }
+    } finally {
+      ps.forEach(Process::destroyForcibly);
+    }
+  }
+}
