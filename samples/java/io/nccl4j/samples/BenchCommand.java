@@ -64,7 +64,7 @@ final class BenchCommand implements Callable<Integer> {
     int p = common.effectiveWorldSize();
     boolean reporter = !Groups.launched() || io.nccl4j.launch.DistEnv.fromEnvironment().rank() == 0;
     try (Progress progress = new Progress("bench", (long) byteSizes.size() * (warmups + cycles) * 2, reporter)) {
-      Groups.Gathered<List<SizeResult>> g = Groups.call(backend, p, common.timeout(),
+      Groups.Gathered<List<SizeResult>> g = Groups.call(common, backend, p,
           pg -> runRank(pg, byteSizes, warmups, cycles, pg.rank() == 0 ? progress : null),
           new TypeReference<List<SizeResult>>() { });
       if (!g.reporter()) {

@@ -17,6 +17,21 @@ final class CommonOptions {
       description = "Timeout of every collective, in seconds. Default: ${DEFAULT-VALUE}.")
   long timeoutSeconds;
 
+  @Option(names = "--validation", paramLabel = "off|cheap|detail",
+      description = "Cross-rank validation of every collective (default: NCCL4J_DEBUG, else off).")
+  String validation;
+
+  io.nccl4j.Validation validationMode() {
+    if (validation == null) {
+      return io.nccl4j.Validation.fromEnvironment();
+    }
+    try {
+      return io.nccl4j.Validation.parse(validation);
+    } catch (IllegalArgumentException e) {
+      throw new SampleException(2, "--validation: " + e.getMessage());
+    }
+  }
+
   BackendChoice choose() {
     if (worldSize < 1) {
       throw new SampleException(2, "--world-size must be >= 1, got " + worldSize);

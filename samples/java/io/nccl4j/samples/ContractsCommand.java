@@ -46,7 +46,7 @@ final class ContractsCommand implements Callable<Integer> {
     }
     BackendChoice backend = common.choose();
     int p = common.effectiveWorldSize();
-    Groups.Gathered<List<Row>> g = Groups.call(backend, p, common.timeout(),
+    Groups.Gathered<List<Row>> g = Groups.call(common, backend, p,
         pg -> Contracts.run(pg, count, nondivisible), new TypeReference<List<Row>>() { });
     if (!g.reporter()) {
       // A launched rank other than 0: rank 0 reports for everyone; exit status from this rank's rows.

@@ -32,7 +32,7 @@ final class EquivalenceCommand implements Callable<Integer> {
     BackendChoice backend = common.choose();
     int p = common.effectiveWorldSize();
     int size = 4 * p;
-    Groups.Gathered<RankResult> g = Groups.call(backend, p, common.timeout(), pg -> rank(pg, size),
+    Groups.Gathered<RankResult> g = Groups.call(common, backend, p, pg -> rank(pg, size),
         new TypeReference<RankResult>() { });
     if (!g.reporter()) {
       return g.mine().stream().allMatch(r -> r.equal() && r.matchesFormula());

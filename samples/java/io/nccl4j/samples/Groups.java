@@ -55,10 +55,20 @@ final class Groups {
   /** @param type how results travel between processes (JSON) */
   static <T> Gathered<T> call(BackendChoice backend, int worldSize, Duration timeout, LocalCluster.RankCall<T> task,
       TypeReference<T> type) {
+    return call(backend, worldSize, timeout, io.nccl4j.Validation.fromEnvironment(), task, type);
+  }
+
+  static <T> Gathered<T> call(CommonOptions common, BackendChoice backend, int worldSize,
+      LocalCluster.RankCall<T> task, TypeReference<T> type) {
+    return call(backend, worldSize, common.timeout(), common.validationMode(), task, type);
+  }
+
+  static <T> Gathered<T> call(BackendChoice backend, int worldSize, Duration timeout, io.nccl4j.Validation validation,
+      LocalCluster.RankCall<T> task, TypeReference<T> type) {
     if (launched()) {
-      return callAsRank(backend, timeout, task, type);
+      return callAsRank(backend, timeout, validation, task, type);
     }
-    LocalCluster cluster = LocalCluster.of(worldSize).timeout(timeout);
+    LocalCluster cluster = LocalCluster.of(worldSize).timeout(timeout).validation(validation);
     if (backend.name().equals("nccl")) {
       cluster.backend(NcclCluster.of(Nccl.load()));
     }
@@ -66,9 +76,9 @@ final class Groups {
     return new Gathered<>(all, all);
   }
 
-  private static <T> Gathered<T> callAsRank(BackendChoice backend, Duration timeout, LocalCluster.RankCall<T> task,
-      TypeReference<T> type) {
-    try (ProcessGroups.Joined j = ProcessGroups.init(backend.name(), timeout)) {
+  private static <T> Gathered<T> callAsRank(BackendChoice backend, Duration timeout, io.nccl4j.Validation validation,
+      LocalCluster.RankCall<T> task, TypeReference<T> type) {
+    try (ProcessGroups.Joined j = ProcessGroups.init(DistEnv.fromEnvironment(), backend.name(), timeout, validation)) {
       T mine;
       try {
         mine = task.call(j.group());

@@ -51,7 +51,7 @@ final class MemoryCommand implements Callable<Integer> {
     long bytes = Sizes.parse(size);
     BackendChoice backend = common.choose();
     int p = common.effectiveWorldSize();
-    Groups.Gathered<List<ModeResult>> g = Groups.call(backend, p, common.timeout(), pg -> runRank(pg, bytes),
+    Groups.Gathered<List<ModeResult>> g = Groups.call(common, backend, p, pg -> runRank(pg, bytes),
         new TypeReference<List<ModeResult>>() { });
     if (!g.reporter()) {
       return check(g.mine().get(0), bytes, p).isEmpty();

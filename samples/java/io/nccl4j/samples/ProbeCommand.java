@@ -72,7 +72,7 @@ final class ProbeCommand implements Callable<Integer> {
     BackendChoice backend = common.choose();
     int p = common.effectiveWorldSize();
     nvtx = Nvtx.ensureLoaded();
-    Groups.Gathered<RankResult> g = Groups.call(backend, p, common.timeout(),
+    Groups.Gathered<RankResult> g = Groups.call(common, backend, p,
         pg -> runRank(pg, bytes, warmups, iterations), new TypeReference<RankResult>() { });
     if (!g.reporter()) {
       return g.mine().stream().allMatch(r -> r.wrongDirect() == 0 && r.wrongDecomposed() == 0);

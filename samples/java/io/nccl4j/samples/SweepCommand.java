@@ -100,7 +100,7 @@ final class SweepCommand implements Callable<Integer> {
         break;
       }
     }
-    Groups.Gathered<List<Row>> g = Groups.call(backend, p, common.timeout(),
+    Groups.Gathered<List<Row>> g = Groups.call(common, backend, p,
         pg -> runRank(pg, coll, t, rop, root, sizes, warmups, iters, checks), new TypeReference<List<Row>>() { });
     if (!g.reporter()) {
       return g.mine().get(0).stream().allMatch(r -> r.wrong()[0] == 0 && r.wrong()[1] == 0);

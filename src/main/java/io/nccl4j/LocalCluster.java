@@ -61,6 +61,7 @@ public final class LocalCluster {
   private ClusterBackend backend = CpuCluster.INSTANCE;
   private Duration timeout = DEFAULT_TIMEOUT;
   private boolean strictMemory;
+  private Validation validation = Validation.fromEnvironment();
 
   private LocalCluster(int worldSize) {
     if (worldSize < 1) {
@@ -96,6 +97,12 @@ public final class LocalCluster {
       throw new IllegalArgumentException("timeout must be positive, got " + t);
     }
     this.timeout = t;
+    return this;
+  }
+
+  /** Cross-rank validation of every group (default: {@code NCCL4J_DEBUG}); see {@link Validation}. */
+  public LocalCluster validation(Validation mode) {
+    this.validation = Objects.requireNonNull(mode, "mode");
     return this;
   }
 
@@ -187,6 +194,7 @@ public final class LocalCluster {
     private final Job startup = new Job(null, worldSize);
     private final Throwable[] closeErrors = new Throwable[worldSize];
     private final boolean oneTask;
+    private final io.nccl4j.store.Store store = new io.nccl4j.store.HashStore(timeout);
     private volatile RuntimeException brokenBy;
     private boolean closed;
 
@@ -214,6 +222,7 @@ public final class LocalCluster {
           backends[rank] = b;
         }
         pg = ProcessGroup.create(b);
+        pg.setValidation(validation, store);
       } catch (Throwable e) {
         fail(startup, rank, e);
         startup.done.countDown();

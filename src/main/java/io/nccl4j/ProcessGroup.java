@@ -32,13 +32,83 @@ public final class ProcessGroup implements AutoCloseable {
   private long collectiveSeq;
   private long p2pSeq;
   private Coalesced coalescing;
+  private final ThreadLocal<Duration> callTimeout = new ThreadLocal<>();
   private final java.util.List<io.nccl4j.trace.CollectiveObserver> observers =
       new java.util.concurrent.CopyOnWriteArrayList<>();
   private volatile boolean closed;
 
+  private volatile Validation validation = Validation.fromEnvironment();
+  private volatile io.nccl4j.store.Store validationStore;
+  private Tensor cheapValidationBuffer;
+  private final io.nccl4j.trace.FlightRecorder recorder;
+  private volatile java.nio.file.Path dumpDir;
+  private final java.util.concurrent.atomic.AtomicBoolean dumped = new java.util.concurrent.atomic.AtomicBoolean();
+
   private ProcessGroup(Backend backend) {
     this.backend = Objects.requireNonNull(backend, "backend");
     this.checks = new Checks(backend.rank(), backend.size(), backend.device());
+    int capacity = envInt("NCCL4J_FLIGHT_RECORDER_SIZE", io.nccl4j.trace.FlightRecorder.DEFAULT_CAPACITY);
+    this.recorder = capacity > 0 ? new io.nccl4j.trace.FlightRecorder(capacity) : null;
+    if (recorder != null) {
+      observers.add(recorder);
+    }
+    String dir = System.getenv("NCCL4J_FLIGHT_RECORDER_DIR");
+    this.dumpDir = dir == null || dir.isBlank() ? null : java.nio.file.Paths.get(dir);
+  }
+
+  private static int envInt(String name, int fallback) {
+    String v = System.getenv(name);
+    if (v == null || v.isBlank()) {
+      return fallback;
+    }
+    try {
+      return Integer.parseInt(v.trim());
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException(name + " must be an integer, got '" + v + "'");
+    }
+  }
+
+  /**
+   * The flight recorder of this rank's group: its recent operations (default 2000, set with
+   * {@code NCCL4J_FLIGHT_RECORDER_SIZE}; 0 disables it, and this returns null).
+   */
+  public io.nccl4j.trace.FlightRecorder flightRecorder() {
+    return recorder;
+  }
+
+  /**
+   * Local. On the first operation that fails with a {@link BackendException} (timeout, abort,
+   * mismatch, peer failure), write this rank's flight recorder to {@code dir/rank<r>.json}
+   * ({@code NCCL4J_FLIGHT_RECORDER_DIR} sets it for every group). Null turns it off.
+   */
+  public void dumpFlightRecorderOnFailure(java.nio.file.Path dir) {
+    this.dumpDir = dir;
+  }
+
+  /** Local. Writes this rank's flight recorder to {@code dir/rank<r>.json} now and returns the file. */
+  public java.nio.file.Path dumpFlightRecorder(java.nio.file.Path dir, String reason) {
+    if (recorder == null) {
+      throw new IllegalStateException("the flight recorder is disabled (NCCL4J_FLIGHT_RECORDER_SIZE=0)");
+    }
+    java.nio.file.Path file = dir.resolve("rank" + rank() + ".json");
+    try {
+      recorder.dump(file, rank(), size(), backendName(), reason);
+    } catch (java.io.IOException e) {
+      throw new IllegalStateException("cannot write the flight recorder to " + file + ": " + e.getMessage(), e);
+    }
+    return file;
+  }
+
+  private void dumpOnFailure(Throwable error) {
+    java.nio.file.Path dir = dumpDir;
+    if (dir != null && recorder != null && error instanceof BackendException && dumped.compareAndSet(false, true)) {
+      try {
+        recorder.dump(dir.resolve("rank" + rank() + ".json"), rank(), size(), backendName(), error.getMessage());
+      } catch (java.io.IOException | RuntimeException e) {
+        org.slf4j.LoggerFactory.getLogger(ProcessGroup.class)
+            .warn("rank {}: could not dump the flight recorder to {}: {}", rank(), dir, e.getMessage());
+      }
+    }
   }
 
   /** Wraps a backend instance (one per rank). The group owns it and closes it. */
@@ -79,9 +149,50 @@ public final class ProcessGroup implements AutoCloseable {
     return collectiveSeq;
   }
 
-  /** Timeout applied to every operation of this group. */
+  /** Timeout applied to every operation of this group (unless a {@link #withTimeout} scope says otherwise). */
   public Duration timeout() {
     return backend.timeout();
+  }
+
+  /**
+   * Local. Operations this thread issues on this group until the returned scope closes use
+   * {@code timeout} instead of the group's (PyTorch's per-call timeout). Scopes nest.
+   *
+   * <pre>{@code
+   * try (var t = pg.withTimeout(Duration.ofSeconds(5))) {
+   *   pg.allReduce(x);
+   * }
+   * }</pre>
+   */
+  public TimeoutScope withTimeout(Duration timeout) {
+    if (timeout == null || timeout.isNegative() || timeout.isZero()) {
+      throw new IllegalArgumentException("timeout must be positive, got " + timeout);
+    }
+    Duration previous = callTimeout.get();
+    callTimeout.set(timeout);
+    return new TimeoutScope(previous);
+  }
+
+  /** Closing restores the previous timeout of this thread. */
+  public final class TimeoutScope implements AutoCloseable {
+    private final Duration previous;
+    private boolean closed;
+
+    private TimeoutScope(Duration previous) {
+      this.previous = previous;
+    }
+
+    @Override
+    public void close() {
+      if (!closed) {
+        closed = true;
+        if (previous == null) {
+          callTimeout.remove();
+        } else {
+          callTimeout.set(previous);
+        }
+      }
+    }
   }
 
   /**
@@ -127,6 +238,127 @@ public final class ProcessGroup implements AutoCloseable {
         o.completed(rank(), c, stats, error, now);
       }
     }
+  }
+
+  /**
+   * Collective (every rank must choose the same). Turns cross-rank validation of collectives on or
+   * off ({@link Validation}); DETAIL needs a {@code store} every rank of the group shares (the
+   * group's rendezvous store; {@link LocalCluster} and the launcher pass theirs). Defaults to
+   * {@code NCCL4J_DEBUG}.
+   */
+  public void setValidation(Validation mode, io.nccl4j.store.Store store) {
+    synchronized (this) {
+      ensureOpen();
+      if (mode == Validation.DETAIL && store == null && validationStore == null) {
+        throw new IllegalArgumentException("DETAIL validation exchanges fingerprints through a store; none given");
+      }
+      if (store != null) {
+        validationStore = store;
+      }
+      validation = Objects.requireNonNull(mode, "mode");
+    }
+  }
+
+  public Validation validation() {
+    return validation;
+  }
+
+  /**
+   * Checks that every rank is about to run the same collective (see {@link Validation}); on a
+   * mismatch the group is aborted and every rank throws the same kind of error.
+   */
+  private void validate(Collective c) {
+    Validation mode = validation;
+    if (mode == Validation.OFF || c.op().isPointToPoint()) {
+      return;
+    }
+    CollectiveFingerprint mine = CollectiveFingerprint.of(c);
+    Duration limit = c.timeoutOr(timeout());
+    if (mode == Validation.CHEAP) {
+      if (cheapAgrees(mine, limit)) {
+        return;
+      }
+      if (validationStore == null) {
+        throw mismatch("Detected mismatch between collectives on ranks. Rank " + rank() + " is running collective: "
+            + mine + ", but another rank is running a collective with a different sequence number, op type or"
+            + " element count (CHEAP validation compares only those; DETAIL names the rank and every field).");
+      }
+    }
+    detailed(mine, limit);
+  }
+
+  private boolean cheapAgrees(CollectiveFingerprint mine, Duration limit) {
+    if (cheapValidationBuffer == null) {
+      cheapValidationBuffer = Tensor.zeros(2, DType.INT64, allocator());
+    }
+    long h = mine.cheapHash();
+    try (Tensor host = Tensor.ofLongs(h, -h)) {
+      cheapValidationBuffer.copyFrom(host);
+      Collective check = new Collective(OpType.ALLREDUCE, -mine.seq(), Collective.Buffer.of(cheapValidationBuffer),
+          Collective.Buffer.of(cheapValidationBuffer), ReduceOp.MAX, -1, null, null, limit);
+      Backend.Submission s = backend.submit(check);
+      try {
+        s.done().get(limit.plusSeconds(30).toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
+      } catch (java.util.concurrent.ExecutionException e) {
+        throw e.getCause() instanceof RuntimeException ? (RuntimeException) e.getCause()
+            : new BackendException(String.valueOf(e.getCause()), e.getCause());
+      } catch (java.util.concurrent.TimeoutException | InterruptedException e) {
+        throw new CollectiveTimeoutException("validation of collective #" + mine.seq() + " did not finish");
+      }
+      host.copyFrom(cheapValidationBuffer);
+      return host.getLong(0) == h && host.getLong(1) == -h;
+    }
+  }
+
+  private void detailed(CollectiveFingerprint mine, Duration limit) {
+    io.nccl4j.store.Store store = validationStore;
+    if (store == null) {
+      throw new IllegalStateException("DETAIL validation (NCCL4J_DEBUG=DETAIL) exchanges fingerprints through a"
+          + " store, and this group has none: call setValidation(mode, store) on every rank");
+    }
+    String prefix = "nccl4j/fingerprint/" + mine.seq() + "/";
+    store.set(prefix + rank(), mine.encode());
+    List<String> keys = new ArrayList<>();
+    for (int r = 0; r < size(); r++) {
+      keys.add(prefix + r);
+    }
+    try {
+      store.wait(keys, limit);
+    } catch (io.nccl4j.store.StoreTimeoutException e) {
+      List<Integer> absent = new ArrayList<>();
+      for (int r = 0; r < size(); r++) {
+        if (!store.check(List.of(prefix + r))) {
+          absent.add(r);
+        }
+      }
+      CollectiveTimeoutException t = new CollectiveTimeoutException("Rank " + rank() + " is running collective: "
+          + mine + ", but ranks " + absent + " did not reach collective #" + mine.seq() + " within "
+          + limit.toMillis() + " ms");
+      backend.abort(t);
+      throw t;
+    }
+    for (int r = 0; r < size(); r++) {
+      if (r == rank()) {
+        continue;
+      }
+      CollectiveFingerprint theirs = CollectiveFingerprint.decode(store.get(prefix + r, limit));
+      String diff = mine.differences(theirs);
+      if (diff != null) {
+        throw mismatch("Detected mismatch between collectives on ranks. Rank " + rank() + " is running collective: "
+            + mine + ", but Rank " + r + " is running collective: " + theirs + "." + diff);
+      }
+    }
+    // Every rank has read the fingerprints of the collective before this one: its keys can go.
+    if (mine.seq() > 1) {
+      store.deleteKey("nccl4j/fingerprint/" + (mine.seq() - 1) + "/" + rank());
+    }
+  }
+
+  private CollectiveMismatchException mismatch(String message) {
+    CollectiveMismatchException e = new CollectiveMismatchException(message);
+    backend.abort(e);
+    dumpOnFailure(e);
+    return e;
   }
 
   /** Uninitialised tensor on this rank's device, counted by {@link #allocator()}. Local. */
@@ -364,7 +596,7 @@ public final class ProcessGroup implements AutoCloseable {
     private Coalesced() {}
 
     private GroupWork add(Collective c, Tensor... ts) {
-      GroupWork w = new GroupWork(c.op(), c.seq(), timeout(), null);
+      GroupWork w = new GroupWork(c.op(), c.seq(), c.timeoutOr(timeout()), null);
       ops.add(c);
       tensors.addAll(java.util.Arrays.asList(ts));
       works.add(w);
@@ -423,6 +655,10 @@ public final class ProcessGroup implements AutoCloseable {
     s.done().whenComplete((stats, error) -> {
       held.forEach(MemoryBlock::release);
       g.ops.forEach(c -> notifyCompleted(c, stats, error));
+      if (error != null) {
+        dumpOnFailure(error instanceof java.util.concurrent.CompletionException && error.getCause() != null
+            ? error.getCause() : error);
+      }
       g.works.forEach(w -> w.finish(stats, error));
       withStreams.finish(stats, error);
     });
@@ -433,6 +669,22 @@ public final class ProcessGroup implements AutoCloseable {
 
   public boolean isClosed() {
     return closed;
+  }
+
+  /**
+   * Local. Fails every pending and later operation of this rank at once — NCCL's ncclCommAbort; on
+   * the CPU backend the transport fails, so that peers waiting for this rank fail too, naming it —
+   * then closes the group. Idempotent. The documented recovery after a failure: every rank aborts
+   * (or closes) its group, then the ranks create a new one.
+   */
+  public void abort() {
+    synchronized (this) {
+      if (closed) {
+        return;
+      }
+    }
+    backend.abort(new BackendException("rank " + rank() + ": the process group was aborted by the application"));
+    close();
   }
 
   /**
@@ -453,6 +705,9 @@ public final class ProcessGroup implements AutoCloseable {
         coalescing = null;
       }
       closed = true;
+      if (cheapValidationBuffer != null) {
+        cheapValidationBuffer.close();
+      }
     }
     backend.close();
   }
@@ -473,7 +728,10 @@ public final class ProcessGroup implements AutoCloseable {
     return Collective.Buffer.of(t);
   }
 
-  private Work submit(Collective c, Tensor... tensors) {
+  private Work submit(Collective call, Tensor... tensors) {
+    Duration own = callTimeout.get();
+    Collective c = own == null ? call : call.withTimeout(own);
+    validate(c);
     if (coalescing != null) {
       return coalescing.add(c, tensors);
     }
@@ -489,11 +747,18 @@ public final class ProcessGroup implements AutoCloseable {
       throw e;
     }
     notifyEnqueued(c);
-    GroupWork work = new GroupWork(c.op(), c.seq(), timeout(), s.streamWaiter());
+    if (s.started() != null && !observers.isEmpty()) {
+      s.started().thenAccept(t -> observers.forEach(o -> o.started(rank(), c, t)));
+    }
+    GroupWork work = new GroupWork(c.op(), c.seq(), c.timeoutOr(timeout()), s.streamWaiter());
     s.done().whenComplete((stats, error) -> {
       // Release before completing so that a caller who waits and then measures memory sees it freed.
       held.forEach(MemoryBlock::release);
       notifyCompleted(c, stats, error);
+      if (error != null) {
+        dumpOnFailure(error instanceof java.util.concurrent.CompletionException && error.getCause() != null
+            ? error.getCause() : error);
+      }
       work.finish(stats, error);
     });
     return work;

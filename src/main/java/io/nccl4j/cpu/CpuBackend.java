@@ -110,13 +110,17 @@ public final class CpuBackend implements Backend {
       throw new IllegalStateException("CPU backend of rank " + rank() + " is closed");
     }
     CompletableFuture<CollectiveStats> f = new CompletableFuture<>();
+    CompletableFuture<Long> started = new CompletableFuture<>();
     long enqueued = System.nanoTime();
     try {
-      stream.execute(() -> run(c, enqueued, f));
+      stream.execute(() -> {
+        started.complete(System.nanoTime());
+        run(c, enqueued, f);
+      });
     } catch (RejectedExecutionException e) {
       throw new IllegalStateException("CPU backend of rank " + rank() + " is closed", e);
     }
-    return Submission.hostOnly(f);
+    return new Submission(f, null, started);
   }
 
   /**
@@ -130,14 +134,18 @@ public final class CpuBackend implements Backend {
       throw new IllegalStateException("CPU backend of rank " + rank() + " is closed");
     }
     CompletableFuture<CollectiveStats> f = new CompletableFuture<>();
+    CompletableFuture<Long> started = new CompletableFuture<>();
     long enqueued = System.nanoTime();
     Collective first = ops.get(0);
     try {
-      stream.execute(() -> runGuarded(first, enqueued, f, deadline -> executeGroup(ops, deadline)));
+      stream.execute(() -> {
+        started.complete(System.nanoTime());
+        runGuarded(first, enqueued, f, deadline -> executeGroup(ops, deadline));
+      });
     } catch (RejectedExecutionException e) {
       throw new IllegalStateException("CPU backend of rank " + rank() + " is closed", e);
     }
-    return Submission.hostOnly(f);
+    return new Submission(f, null, started);
   }
 
   private CollectiveStats executeGroup(java.util.List<Collective> ops, long deadline) {
@@ -196,7 +204,8 @@ public final class CpuBackend implements Backend {
       f.completeExceptionally(stillBroken(b));
       return;
     }
-    long deadline = enqueued + timeout.toNanos();
+    Duration limit = c.timeoutOr(timeout);
+    long deadline = enqueued + limit.toNanos();
     try {
       f.complete(body.run(deadline));
     } catch (TransportTimeoutException e) {
@@ -204,7 +213,7 @@ public final class CpuBackend implements Backend {
       CollectiveTimeoutException t = new CollectiveTimeoutException(
           "Watchdog caught collective operation timeout: WorkCPU(SeqNum=" + c.seq() + ", OpType="
               + c.op().torchName() + ", NumelIn=" + c.numelIn() + ", NumelOut=" + c.numelOut()
-              + ", Timeout(ms)=" + timeout.toMillis() + ") ran for " + ranMs
+              + ", Timeout(ms)=" + limit.toMillis() + ") ran for " + ranMs
               + " milliseconds before timing out. Rank " + rank() + " was " + e.getMessage() + ".");
       fail(f, t);
     } catch (BackendException e) {

@@ -73,6 +73,11 @@ public final class ProcessGroups {
    * the store namespace {@code pg<n>}.
    */
   public static Joined init(DistEnv env, String backend, Duration timeout) {
+    return init(env, backend, timeout, io.nccl4j.Validation.fromEnvironment());
+  }
+
+  /** With cross-rank validation {@code mode} (DETAIL exchanges fingerprints through the job's store). */
+  public static Joined init(DistEnv env, String backend, Duration timeout, io.nccl4j.Validation mode) {
     TcpStore tcp = sharedStore(env, timeout);
     {
       Store store = new PrefixStore("pg" + nextGroup(), tcp);
@@ -90,14 +95,16 @@ public final class ProcessGroups {
           }
           int device = env.localRank() % gpus;
           byte[] id = NcclCluster.exchangeUniqueId(nccl, store, env.rank(), timeout);
-          Communicator comm = Communicator.initRank(nccl, device, env.worldSize(), env.rank(), id);
+          Communicator comm = Communicator.initRankNonBlocking(nccl, device, env.worldSize(), env.rank(), id, timeout);
           b = new NcclBackend(comm, nccl.allocator(device).child("rank" + env.rank()), timeout);
           break;
         }
         default:
           throw new IllegalArgumentException("backend must be cpu or nccl, got '" + backend + "'");
       }
-      return new Joined(ProcessGroup.create(b), store, env);
+      ProcessGroup pg = ProcessGroup.create(b);
+      pg.setValidation(mode, new PrefixStore("validation", store));
+      return new Joined(pg, store, env);
     }
   }
 

@@ -52,6 +52,75 @@ public final class Communicator implements AutoCloseable {
     return new Communicator(nccl, rank, size, device, out[0]);
   }
 
+  /**
+   * Like {@link #initRank}, but non-blocking where NCCL supports it (≥ 2.14, ncclConfig blocking = 0):
+   * the call returns at once and nccl4j polls {@code ncclCommGetAsyncError} until the communicator
+   * is ready — so that a rank that never joins makes the others fail after {@code timeout} (the
+   * communicator is aborted) instead of blocking forever. Older NCCL: a blocking init.
+   *
+   * @throws io.nccl4j.CollectiveTimeoutException when the init does not complete in time
+   */
+  public static Communicator initRankNonBlocking(Nccl nccl, int device, int size, int rank, byte[] uniqueId,
+      Duration timeout) {
+    if (!nccl.version().atLeast(NcclVersion.V2_14)) {
+      return initRank(nccl, device, size, rank, uniqueId);
+    }
+    if (uniqueId == null || uniqueId.length != 128) {
+      throw new IllegalArgumentException("NCCL unique id must be 128 bytes, got "
+          + (uniqueId == null ? "null" : uniqueId.length));
+    }
+    nccl.setDevice(device);
+    long[] out = new long[1];
+    NcclApi api = nccl.api();
+    NcclCall.Context ctx = new NcclCall.Context(rank, size, Device.cuda(device), nccl.version(), 0);
+    NcclCall.check(api.commInitRankConfig(out, size, uniqueId, rank, false), api, ctx, "ncclCommInitRankConfig");
+    Communicator c = new Communicator(nccl, rank, size, device, out[0]);
+    c.nonBlocking = true;
+    try {
+      c.awaitReady(timeout, "ncclCommInitRankConfig");
+    } catch (RuntimeException e) {
+      c.abort(Duration.ofSeconds(30));
+      throw e;
+    }
+    return c;
+  }
+
+  private volatile boolean nonBlocking;
+
+  /** True when created non-blocking: NCCL calls may return ncclInProgress and are then polled. */
+  public boolean isNonBlocking() {
+    return nonBlocking;
+  }
+
+  /**
+   * Polls {@code ncclCommGetAsyncError} until it is no longer ncclInProgress (a non-blocking
+   * communicator finishing an init or an enqueue); throws its error, or a timeout.
+   */
+  public void awaitReady(Duration timeout, String what) {
+    long deadline = System.nanoTime() + timeout.toNanos();
+    int[] out = new int[1];
+    NcclApi api = nccl.api();
+    long pause = 1000;
+    while (true) {
+      int rc = api.commGetAsyncError(handle(), out);
+      NcclCall.check(rc, api, context(), "ncclCommGetAsyncError");
+      if (out[0] == 0) {
+        return;
+      }
+      if (out[0] != NcclResult.IN_PROGRESS.code()) {
+        markBroken();
+        throw NcclCall.error(out[0], api, context(), what);
+      }
+      if (System.nanoTime() - deadline > 0) {
+        markBroken();
+        throw new io.nccl4j.CollectiveTimeoutException(what + " on rank " + rank + " of " + size + " (cuda:" + device
+            + ") did not complete within " + timeout.toMillis() + " ms; the communicator is aborted");
+      }
+      java.util.concurrent.locks.LockSupport.parkNanos(pause);
+      pause = Math.min(1_000_000, pause * 2);
+    }
+  }
+
   public int rank() {
     return rank;
   }

@@ -228,6 +228,15 @@ public final class NcclBackend implements Backend {
         fail(e);
         return Submission.hostOnly(CompletableFuture.failedFuture(e));
       }
+      if (comm.isNonBlocking()) {
+        // The enqueue may still be in progress inside NCCL; record completion only after it.
+        try {
+          comm.awaitReady(first.timeoutOr(timeout), ncclFunction(first));
+        } catch (BackendException e) {
+          fail(e);
+          return Submission.hostOnly(CompletableFuture.failedFuture(e));
+        }
+      }
       CudaEvent done = takeEvent();
       done.record(commStream);
       Pending p = new Pending(first, enqueued, done);
@@ -419,10 +428,11 @@ public final class NcclBackend implements Backend {
         continue;
       }
       long now = System.nanoTime();
-      if (now - p.enqueued > timeout.toNanos()) {
+      Duration limit = p.c.timeoutOr(timeout);
+      if (now - p.enqueued > limit.toNanos()) {
         fail(new CollectiveTimeoutException("Watchdog caught collective operation timeout: WorkNCCL(SeqNum="
             + p.c.seq() + ", OpType=" + p.c.op().torchName() + ", NumelIn=" + p.c.numelIn() + ", NumelOut="
-            + p.c.numelOut() + ", Timeout(ms)=" + timeout.toMillis() + ") ran for "
+            + p.c.numelOut() + ", Timeout(ms)=" + limit.toMillis() + ") ran for "
             + (now - p.enqueued) / 1_000_000 + " milliseconds before timing out. Rank " + rank() + " on "
             + device() + "; the communicator was aborted."));
         continue;

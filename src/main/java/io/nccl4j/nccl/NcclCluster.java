@@ -52,7 +52,7 @@ public final class NcclCluster implements ClusterBackend {
 
   private Backend create(int rank, int device, int worldSize, Duration timeout, String runName, Store store) {
     byte[] id = exchangeUniqueId(nccl, store, rank, timeout);
-    Communicator comm = Communicator.initRank(nccl, device, worldSize, rank, id);
+    Communicator comm = Communicator.initRankNonBlocking(nccl, device, worldSize, rank, id, timeout);
     try {
       return new NcclBackend(comm, nccl.allocator(device).child(runName + "/rank" + rank), timeout);
     } catch (RuntimeException e) {

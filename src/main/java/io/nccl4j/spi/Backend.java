@@ -55,12 +55,18 @@ public interface Backend extends AutoCloseable {
   }
 
   /**
-   * What {@link #submit} returns: completion on the host, and how to make a device stream wait for
-   * the operation (null for backends without device streams).
+   * What {@link #submit} returns: completion on the host, how to make a device stream wait for the
+   * operation (null for backends without device streams), and when it started executing
+   * ({@link System#nanoTime()}; null when the backend cannot tell).
    */
-  record Submission(CompletableFuture<CollectiveStats> done, StreamWaiter streamWaiter) {
+  record Submission(CompletableFuture<CollectiveStats> done, StreamWaiter streamWaiter,
+      CompletableFuture<Long> started) {
+    public Submission(CompletableFuture<CollectiveStats> done, StreamWaiter streamWaiter) {
+      this(done, streamWaiter, null);
+    }
+
     public static Submission hostOnly(CompletableFuture<CollectiveStats> done) {
-      return new Submission(done, null);
+      return new Submission(done, null, null);
     }
   }
 

@@ -20,9 +20,26 @@ import io.nccl4j.Tensor;
  * @param peer the root (broadcast, reduce) or peer (send, recv) rank
  * @param inputSplits elements sent to each rank (all-to-all)
  * @param outputSplits elements received from each rank (all-to-all)
+ * @param timeout this call's timeout, or null for the group's
  */
 public record Collective(OpType op, long seq, Buffer input, Buffer output, ReduceOp reduceOp, int peer,
-    long[] inputSplits, long[] outputSplits) {
+    long[] inputSplits, long[] outputSplits, java.time.Duration timeout) {
+
+  /** A call with the group's timeout. */
+  public Collective(OpType op, long seq, Buffer input, Buffer output, ReduceOp reduceOp, int peer,
+      long[] inputSplits, long[] outputSplits) {
+    this(op, seq, input, output, reduceOp, peer, inputSplits, outputSplits, null);
+  }
+
+  /** This call's timeout, or {@code groupTimeout} when the call has none of its own. */
+  public java.time.Duration timeoutOr(java.time.Duration groupTimeout) {
+    return timeout != null ? timeout : groupTimeout;
+  }
+
+  /** The same call with a timeout of its own. */
+  public Collective withTimeout(java.time.Duration t) {
+    return new Collective(op, seq, input, output, reduceOp, peer, inputSplits, outputSplits, t);
+  }
 
   /** A buffer as the backend sees it: address, element count, type, device. */
   public record Buffer(long address, long count, DType dtype, Device device) {

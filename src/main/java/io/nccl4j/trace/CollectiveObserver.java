@@ -17,6 +17,9 @@ public interface CollectiveObserver {
    */
   void enqueued(int rank, Collective c, String rangePath, long nanos);
 
+  /** The backend started executing {@code c} (not reported by backends that cannot tell). */
+  default void started(int rank, Collective c, long nanos) {}
+
   /** @param error null on success */
   void completed(int rank, Collective c, CollectiveStats stats, Throwable error, long nanos);
 }

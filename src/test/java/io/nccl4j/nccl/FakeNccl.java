@@ -51,6 +51,13 @@ public final class FakeNccl implements NcclApi {
   private volatile int versionCode = 22304;
   /** What ncclCommGetAsyncError reports (0: healthy). */
   public final AtomicInteger asyncError = new AtomicInteger();
+  /** ncclInProgress. */
+  public static final int IN_PROGRESS = 7;
+  /**
+   * The next this-many polls of ncclCommGetAsyncError answer ncclInProgress (a non-blocking
+   * communicator still initialising or enqueueing); {@link Integer#MAX_VALUE}: forever.
+   */
+  public final AtomicInteger inProgressPolls = new AtomicInteger();
   private volatile CountDownLatch abortGate;
   private final AtomicInteger aborts = new AtomicInteger();
   private volatile String lastError = "fake last error";
@@ -175,7 +182,18 @@ public final class FakeNccl implements NcclApi {
 
   @Override
   public int commInitRankConfig(long[] outComm, int nranks, byte[] uniqueId, int rank, boolean blocking) {
-    return commInitRank(outComm, nranks, uniqueId, rank);
+    String entry = "ncclCommInitRankConfig(" + nranks + "," + rank + (blocking ? "" : ",nonblocking") + ")";
+    Integer rc = scripted("ncclCommInitRankConfig");
+    if (rc != null && rc != IN_PROGRESS) {
+      log.add(entry + "=" + rc);
+      outComm[0] = 0;
+      return rc;
+    }
+    long h = COMM_BASE + comms.incrementAndGet();
+    commInfo.put(h, new int[] {nranks, rank});
+    outComm[0] = h;
+    log.add(entry + "->" + comm(h) + (rc == null ? "" : "=" + rc));
+    return rc == null ? 0 : rc;
   }
 
   @Override
@@ -221,6 +239,10 @@ public final class FakeNccl implements NcclApi {
   @Override
   public int commGetAsyncError(long comm, int[] out) {
     int rc = logged("ncclCommGetAsyncError(" + comm(comm) + ")", "ncclCommGetAsyncError");
+    if (rc == 0 && inProgressPolls.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
+      out[0] = IN_PROGRESS;
+      return rc;
+    }
     out[0] = rc == 0 ? asyncError.get() : 0;
     return rc;
   }

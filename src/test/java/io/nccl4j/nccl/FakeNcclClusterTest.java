@@ -60,7 +60,7 @@ class FakeNcclClusterTest {
     assertThat(results.get(0)).containsExactly(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     assertThat(log.relevant()).containsSubsequence(
         "ncclGetUniqueId()",
-        "ncclCommInitRank(1,0)->c1",
+        "ncclCommInitRankConfig(1,0,nonblocking)->c1",
         "streamCreateWithFlags(1)->s1",
         "eventCreateWithFlags(2)->e1",
         "streamDestroy(s1)",
@@ -77,17 +77,74 @@ class FakeNcclClusterTest {
     assertThatThrownBy(() -> LocalCluster.of(1).timeout(TIMEOUT).backend(NcclCluster.of(nccl)).run(pg -> {
       throw new IllegalStateException("task failed on purpose");
     })).isInstanceOf(RankFailedException.class).hasMessageContaining("task failed on purpose");
-    assertThat(log.relevant()).containsSubsequence("ncclCommInitRank(1,0)->c1", "ncclCommAbort(c1)");
+    assertThat(log.relevant()).containsSubsequence("ncclCommInitRankConfig(1,0,nonblocking)->c1", "ncclCommAbort(c1)");
     assertThat(cuda.liveStreams()).isZero();
   }
 
   @Test
   void initFailureOfTheCommunicatorFailsTheRun() {
     FakeNccl failing = new FakeNccl(log);
-    failing.failNext("ncclCommInitRank", 2);
+    failing.failNext("ncclCommInitRankConfig", 2);
     Nccl n = Nccl.of(failing, cuda, null);
     assertThatThrownBy(() -> LocalCluster.of(1).timeout(TIMEOUT).backend(NcclCluster.of(n)).run(pg -> { }))
         .isInstanceOf(RankFailedException.class)
-        .hasStackTraceContaining("ncclCommInitRank failed: ncclSystemError = 2");
+        .hasStackTraceContaining("ncclCommInitRankConfig failed: ncclSystemError = 2");
+  }
+
+  @Test
+  void nonBlockingInitPollsUntilTheCommunicatorIsReady() {
+    FakeNccl fake = new FakeNccl(log);
+    fake.failNext("ncclCommInitRankConfig", FakeNccl.IN_PROGRESS);
+    fake.inProgressPolls.set(5);
+    Nccl n = Nccl.of(fake, cuda, null);
+    List<Long> seqs = LocalCluster.of(1).timeout(TIMEOUT).backend(NcclCluster.of(n)).call(pg -> {
+      pg.barrier();
+      return pg.sequenceNumber();
+    });
+    assertThat(seqs).containsExactly(1L);
+    assertThat(fake.inProgressPolls.get()).as("every InProgress answer was polled through").isZero();
+    assertThat(log.all().stream().filter(c -> c.startsWith("ncclCommGetAsyncError(c1)")).count())
+        .isGreaterThanOrEqualTo(6);
+    List<String> calls = log.relevant();
+    assertThat(calls.get(calls.indexOf("ncclCommInitRankConfig(1,0,nonblocking)->c1=7") + 1))
+        .as("nothing is created on a communicator before its init completes").isEqualTo("streamCreateWithFlags(1)->s1");
+    assertThat(calls).anyMatch(c -> c.startsWith("ncclAllReduce(")).endsWith("ncclCommDestroy(c1)");
+  }
+
+  @Test
+  void nonBlockingInitThatNeverCompletesTimesOutAndAbortsTheCommunicator() {
+    FakeNccl fake = new FakeNccl(log);
+    fake.failNext("ncclCommInitRankConfig", FakeNccl.IN_PROGRESS);
+    fake.inProgressPolls.set(Integer.MAX_VALUE);
+    Nccl n = Nccl.of(fake, cuda, null);
+    long start = System.nanoTime();
+    assertThatThrownBy(() -> LocalCluster.of(1).timeout(Duration.ofMillis(300)).backend(NcclCluster.of(n))
+        .run(pg -> { }))
+        .isInstanceOf(RankFailedException.class)
+        .hasStackTraceContaining("ncclCommInitRankConfig on rank 0 of 1 (cuda:0) did not complete within 300 ms");
+    assertThat(Duration.ofNanos(System.nanoTime() - start)).isLessThan(Duration.ofSeconds(20));
+    assertThat(fake.aborts()).as("the half-initialised communicator is aborted").isEqualTo(1);
+  }
+
+  @Test
+  void nonBlockingInitThatFailsAsynchronouslyReportsNcclsError() {
+    FakeNccl fake = new FakeNccl(log);
+    fake.failNext("ncclCommInitRankConfig", FakeNccl.IN_PROGRESS);
+    fake.inProgressPolls.set(2);
+    fake.asyncError.set(6); // ncclRemoteError
+    Nccl n = Nccl.of(fake, cuda, null);
+    assertThatThrownBy(() -> LocalCluster.of(1).timeout(TIMEOUT).backend(NcclCluster.of(n)).run(pg -> { }))
+        .isInstanceOf(RankFailedException.class)
+        .hasStackTraceContaining("ncclCommInitRankConfig failed: ncclRemoteError = 6");
+    assertThat(fake.aborts()).isEqualTo(1);
+  }
+
+  @Test
+  void ncclOlderThan214InitialisesBlocking() {
+    FakeNccl fake = new FakeNccl(log).version(21305);
+    Nccl n = Nccl.of(fake, cuda, null);
+    LocalCluster.of(1).timeout(TIMEOUT).backend(NcclCluster.of(n)).run(pg -> pg.barrier());
+    assertThat(log.relevant()).contains("ncclCommInitRank(1,0)->c1");
+    assertThat(log.relevant()).noneMatch(c -> c.startsWith("ncclCommInitRankConfig"));
   }
 }

@@ -1,0 +1,119 @@
+package io.nccl4j;
+
+import io.nccl4j.spi.Collective;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Objects;
+
+/**
+ * What a rank is about to run, for cross-rank validation ({@link Validation}); printed and compared
+ * the way PyTorch's CollectiveFingerPrint is, plus reduce op, root and all-to-all split sizes.
+ */
+public record CollectiveFingerprint(long seq, String op, List<Long> shapes, List<String> dtypes,
+    List<String> deviceTypes, String reduceOp, int root, List<Long> inputSplits, List<Long> outputSplits) {
+
+  static CollectiveFingerprint of(Collective c) {
+    List<Long> shapes = new ArrayList<>();
+    List<String> dtypes = new ArrayList<>();
+    List<String> devices = new ArrayList<>();
+    for (Collective.Buffer b : new Collective.Buffer[] {c.input(), c.output()}) {
+      if (b != null) {
+        shapes.add(b.count());
+        dtypes.add(torchTypeName(b.dtype()));
+        devices.add(b.device().type().name().toLowerCase(java.util.Locale.ROOT));
+      }
+    }
+    return new CollectiveFingerprint(c.seq(), c.op().torchName(), shapes, dtypes, devices,
+        c.reduceOp() == null ? "" : c.reduceOp().toString(), c.peer(), boxed(c.inputSplits()), boxed(c.outputSplits()));
+  }
+
+  private static List<Long> boxed(long[] a) {
+    return a == null ? List.of() : Arrays.stream(a).boxed().toList();
+  }
+
+  /** PyTorch's ScalarType names: Float, Half, BFloat16, Long, … */
+  static String torchTypeName(DType t) {
+    switch (t) {
+      case INT8: return "Char";
+      case UINT8: return "Byte";
+      case INT32: return "Int";
+      case UINT32: return "UInt32";
+      case INT64: return "Long";
+      case UINT64: return "UInt64";
+      case FLOAT16: return "Half";
+      case BFLOAT16: return "BFloat16";
+      case FLOAT32: return "Float";
+      default: return "Double";
+    }
+  }
+
+  /** Hash of (sequence number, operation, total element count): what CHEAP compares. */
+  long cheapHash() {
+    long total = shapes.stream().mapToLong(Long::longValue).sum();
+    long h = seq * 0x9E3779B97F4A7C15L;
+    h ^= op.hashCode() * 0xC2B2AE3D27D4EB4FL;
+    h ^= total * 0x165667B19E3779F9L;
+    return h ^ (h >>> 29);
+  }
+
+  @Override
+  public String toString() {
+    return "CollectiveFingerPrint(SequenceNumber=" + seq + ", OpType=" + op + ", TensorShape=" + shapes
+        + ", TensorDtypes=" + String.join(", ", dtypes) + ", TensorDeviceTypes=" + String.join(", ", deviceTypes)
+        + (reduceOp.isEmpty() ? "" : ", ReduceOp=" + reduceOp) + (root < 0 ? "" : ", Root=" + root)
+        + (inputSplits.isEmpty() ? "" : ", InputSplitSizes=" + inputSplits + ", OutputSplitSizes=" + outputSplits)
+        + ")";
+  }
+
+  /**
+   * PyTorch's description of how {@code other} differs ("Collectives differ in the following
+   * aspects: \t Sequence number: 5vs 6  Op type: …"), or null when equal.
+   */
+  String differences(CollectiveFingerprint other) {
+    StringBuilder sb = new StringBuilder("Collectives differ in the following aspects: ");
+    boolean found = false;
+    if (seq != other.seq) {
+      sb.append("\t Sequence number: ").append(seq).append("vs ").append(other.seq);
+      found = true;
+    }
+    found |= aspect(sb, "Op type", op, other.op, false);
+    found |= aspect(sb, "Tensor shapes", shapes, other.shapes, true);
+    found |= aspect(sb, "Tensor dtypes", dtypes, other.dtypes, true);
+    found |= aspect(sb, "Tensor device types", deviceTypes, other.deviceTypes, true);
+    found |= aspect(sb, "Reduce op", reduceOp, other.reduceOp, false);
+    found |= aspect(sb, "Root", root, other.root, false);
+    found |= aspect(sb, "Input split sizes", inputSplits, other.inputSplits, false);
+    found |= aspect(sb, "Output split sizes", outputSplits, other.outputSplits, false);
+    return found ? sb.toString() : null;
+  }
+
+  private static boolean aspect(StringBuilder sb, String name, Object mine, Object theirs, boolean tensor) {
+    if (Objects.equals(mine, theirs)) {
+      return false;
+    }
+    sb.append("  ").append(tensor ? "Tensor " : "").append(name).append(": ").append(mine).append("vs ")
+        .append(theirs);
+    return true;
+  }
+
+  private static final com.fasterxml.jackson.databind.ObjectMapper JSON = new com.fasterxml.jackson.databind.ObjectMapper();
+
+  byte[] encode() {
+    try {
+      return JSON.writeValueAsBytes(this);
+    } catch (java.io.IOException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  static CollectiveFingerprint decode(byte[] bytes) {
+    try {
+      return JSON.readValue(bytes, CollectiveFingerprint.class);
+    } catch (java.io.IOException e) {
+      throw new CollectiveMismatchException("a peer published an unreadable collective fingerprint: "
+          + new String(bytes, StandardCharsets.UTF_8));
+    }
+  }
+}

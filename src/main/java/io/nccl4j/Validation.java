@@ -1,0 +1,46 @@
+package io.nccl4j;
+
+import java.util.Locale;
+
+/**
+ * Cross-rank checking of collectives before they run — the failure NCCL itself cannot detect: a
+ * rank that skipped a collective, or calls it with other sizes, types, operators or roots.
+ * <ul>
+ *   <li>{@link #OFF}: nothing (the default).</li>
+ *   <li>{@link #CHEAP}: ranks compare a hash of (sequence number, operation, total element count)
+ *       with one tiny all-reduce through the backend itself.</li>
+ *   <li>{@link #DETAIL}: ranks exchange full fingerprints through the store — sequence number,
+ *       operation, dtypes, element counts, device, reduce op, root, and all-to-all split sizes (which
+ *       PyTorch's DETAIL mode does not check) — and every rank reports every differing field in
+ *       PyTorch's words.</li>
+ * </ul>
+ * A mismatch fails the collective on every rank with {@link CollectiveMismatchException} before it
+ * is enqueued. Point-to-point operations are not checked. {@code NCCL4J_DEBUG=DETAIL} (or
+ * {@code CHEAP}) turns it on for every group of a process.
+ */
+public enum Validation {
+  OFF,
+  CHEAP,
+  DETAIL;
+
+  /** From {@code NCCL4J_DEBUG}: DETAIL, CHEAP, anything else OFF. */
+  public static Validation fromEnvironment() {
+    String v = System.getenv("NCCL4J_DEBUG");
+    if (v == null) {
+      return OFF;
+    }
+    switch (v.trim().toUpperCase(Locale.ROOT)) {
+      case "DETAIL": return DETAIL;
+      case "CHEAP": return CHEAP;
+      default: return OFF;
+    }
+  }
+
+  public static Validation parse(String s) {
+    try {
+      return valueOf(s.trim().toUpperCase(Locale.ROOT));
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException("validation must be off, cheap or detail, got '" + s + "'");
+    }
+  }
+}
