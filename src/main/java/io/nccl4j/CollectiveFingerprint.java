@@ -49,9 +49,18 @@ public record CollectiveFingerprint(long seq, String op, List<Long> shapes, List
     }
   }
 
-  /** Hash of (sequence number, operation, total element count): what CHEAP compares. */
+  private static final String ALL_TO_ALL = OpType.ALLTOALL.torchName();
+
+  private boolean allToAll() {
+    return ALL_TO_ALL.equals(op);
+  }
+
+  /**
+   * Hash of (sequence number, operation, total element count): what CHEAP compares. All-to-all
+   * leaves the count out: with uneven splits each rank legitimately moves a different amount.
+   */
   long cheapHash() {
-    long total = shapes.stream().mapToLong(Long::longValue).sum();
+    long total = allToAll() ? 0 : shapes.stream().mapToLong(Long::longValue).sum();
     long h = seq * 0x9E3779B97F4A7C15L;
     h ^= op.hashCode() * 0xC2B2AE3D27D4EB4FL;
     h ^= total * 0x165667B19E3779F9L;
@@ -68,10 +77,14 @@ public record CollectiveFingerprint(long seq, String op, List<Long> shapes, List
   }
 
   /**
-   * PyTorch's description of how {@code other} differs ("Collectives differ in the following
-   * aspects: \t Sequence number: 5vs 6  Op type: …"), or null when equal.
+   * PyTorch's description of how rank {@code otherRank}'s collective differs from this one (rank
+   * {@code myRank}) — "Collectives differ in the following aspects: \t Sequence number: 5vs 6  Op
+   * type: …", with PyTorch's own wording, "Tensor Tensor shapes" included — or null when they agree.
+   * All-to-all is compared as it must agree, not field by field: split sizes legitimately differ
+   * between ranks, but what {@code myRank} sends to {@code otherRank} must be what {@code otherRank}
+   * expects from it, and the other way round.
    */
-  String differences(CollectiveFingerprint other) {
+  String differences(CollectiveFingerprint other, int myRank, int otherRank) {
     StringBuilder sb = new StringBuilder("Collectives differ in the following aspects: ");
     boolean found = false;
     if (seq != other.seq) {
@@ -79,14 +92,33 @@ public record CollectiveFingerprint(long seq, String op, List<Long> shapes, List
       found = true;
     }
     found |= aspect(sb, "Op type", op, other.op, false);
-    found |= aspect(sb, "Tensor shapes", shapes, other.shapes, true);
+    boolean bothAllToAll = allToAll() && other.allToAll();
+    if (!bothAllToAll) {
+      found |= aspect(sb, "Tensor shapes", shapes, other.shapes, true);
+    }
     found |= aspect(sb, "Tensor dtypes", dtypes, other.dtypes, true);
-    found |= aspect(sb, "Tensor device types", deviceTypes, other.deviceTypes, true);
+    found |= aspect(sb, "Tensor devices", deviceTypes, other.deviceTypes, true);
     found |= aspect(sb, "Reduce op", reduceOp, other.reduceOp, false);
     found |= aspect(sb, "Root", root, other.root, false);
-    found |= aspect(sb, "Input split sizes", inputSplits, other.inputSplits, false);
-    found |= aspect(sb, "Output split sizes", outputSplits, other.outputSplits, false);
+    if (bothAllToAll) {
+      found |= splits(sb, this, myRank, other, otherRank);
+      found |= splits(sb, other, otherRank, this, myRank);
+    }
     return found ? sb.toString() : null;
+  }
+
+  /** Whether what {@code from} sends to {@code to} is what {@code to} expects; describes it if not. */
+  private static boolean splits(StringBuilder sb, CollectiveFingerprint from, int fromRank, CollectiveFingerprint to,
+      int toRank) {
+    long sent = toRank < from.inputSplits.size() ? from.inputSplits.get(toRank) : -1;
+    long expected = fromRank < to.outputSplits.size() ? to.outputSplits.get(fromRank) : -1;
+    if (sent == expected) {
+      return false;
+    }
+    sb.append("  Split sizes: Rank ").append(fromRank).append(" sends ").append(sent).append(" elements to Rank ")
+        .append(toRank).append("vs Rank ").append(toRank).append(" expects ").append(expected)
+        .append(" elements from Rank ").append(fromRank);
+    return true;
   }
 
   private static boolean aspect(StringBuilder sb, String name, Object mine, Object theirs, boolean tensor) {

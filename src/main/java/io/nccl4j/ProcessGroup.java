@@ -221,10 +221,9 @@ public final class ProcessGroup implements AutoCloseable {
     observers.remove(observer);
   }
 
-  private void notifyEnqueued(Collective c) {
+  private void notifyEnqueued(Collective c, long now) {
     if (!observers.isEmpty()) {
       String path = io.nccl4j.trace.Range.currentPath();
-      long now = System.nanoTime();
       for (io.nccl4j.trace.CollectiveObserver o : observers) {
         o.enqueued(rank(), c, path, now);
       }
@@ -342,15 +341,17 @@ public final class ProcessGroup implements AutoCloseable {
         continue;
       }
       CollectiveFingerprint theirs = CollectiveFingerprint.decode(store.get(prefix + r, limit));
-      String diff = mine.differences(theirs);
+      String diff = mine.differences(theirs, rank(), r);
       if (diff != null) {
         throw mismatch("Detected mismatch between collectives on ranks. Rank " + rank() + " is running collective: "
             + mine + ", but Rank " + r + " is running collective: " + theirs + "." + diff);
       }
     }
-    // Every rank has read the fingerprints of the collective before this one: its keys can go.
-    if (mine.seq() > 1) {
-      store.deleteKey("nccl4j/fingerprint/" + (mine.seq() - 1) + "/" + rank());
+    // Every peer has published its fingerprint for this collective, so it has finished validating
+    // the one before (validation runs in issue order): nobody reads this rank's key from two
+    // collectives ago any more. (One ago may still be read by a peer issuing asynchronously.)
+    if (mine.seq() > 2) {
+      store.deleteKey("nccl4j/fingerprint/" + (mine.seq() - 2) + "/" + rank());
     }
   }
 
@@ -642,6 +643,7 @@ public final class ProcessGroup implements AutoCloseable {
       retain(t, held);
     }
     Backend.Submission s;
+    long enqueuedAt = System.nanoTime();
     try {
       s = backend.submitGroup(List.copyOf(g.ops));
     } catch (RuntimeException e) {
@@ -651,7 +653,10 @@ public final class ProcessGroup implements AutoCloseable {
     }
     GroupWork withStreams = new GroupWork(OpType.COALESCED, seq, timeout(), s.streamWaiter());
     g.works.forEach(w -> w.setStreamWaiter(s.streamWaiter()));
-    g.ops.forEach(this::notifyEnqueued);
+    g.ops.forEach(c -> notifyEnqueued(c, enqueuedAt));
+    if (s.started() != null && !observers.isEmpty()) {
+      s.started().thenAccept(t -> g.ops.forEach(c -> observers.forEach(o -> o.started(rank(), c, t))));
+    }
     s.done().whenComplete((stats, error) -> {
       held.forEach(MemoryBlock::release);
       g.ops.forEach(c -> notifyCompleted(c, stats, error));
@@ -740,13 +745,15 @@ public final class ProcessGroup implements AutoCloseable {
       retain(t, held);
     }
     Backend.Submission s;
+    // Taken before submitting: the backend may start the operation before submit returns.
+    long enqueuedAt = System.nanoTime();
     try {
       s = backend.submit(c);
     } catch (RuntimeException e) {
       held.forEach(MemoryBlock::release);
       throw e;
     }
-    notifyEnqueued(c);
+    notifyEnqueued(c, enqueuedAt);
     if (s.started() != null && !observers.isEmpty()) {
       s.started().thenAccept(t -> observers.forEach(o -> o.started(rank(), c, t)));
     }

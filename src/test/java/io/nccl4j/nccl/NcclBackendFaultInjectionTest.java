@@ -488,6 +488,97 @@ class NcclBackendFaultInjectionTest {
     assertThat(w.waitFor(DID_NOT_HANG)).as("the other group is unaffected").isTrue();
   }
 
+  @Test
+  void aPerCallTimeoutAppliesToThatCallOnly() {
+    ProcessGroup pg = group(); // the group's timeout is 30 s
+    Tensor t = device(pg, 1, 2, 3);
+    Work w;
+    try (ProcessGroup.TimeoutScope scope = pg.withTimeout(Duration.ofMillis(250))) {
+      w = pg.allReduceAsync(t, ReduceOp.SUM); // its event never completes
+    }
+    long start = System.nanoTime();
+    Throwable e = failureOf(w);
+    assertThat(e).isInstanceOf(CollectiveTimeoutException.class)
+        .hasMessageStartingWith("Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE,")
+        .hasMessageContaining("Timeout(ms)=250)");
+    assertThat(System.nanoTime() - start).as("not the group's 30 s").isLessThan(DID_NOT_HANG.toNanos());
+    assertThat(fake.aborts()).isEqualTo(1);
+  }
+
+  @Test
+  void applicationAbortCallsNcclAbortOnceFailsPendingWorkAndClosesTheGroup() {
+    ProcessGroup pg = group();
+    Tensor t = device(pg, 4);
+    Work pending = pg.allReduceAsync(t, ReduceOp.SUM);
+    pg.abort();
+    pg.abort(); // idempotent
+    assertThat(fake.aborts()).isEqualTo(1);
+    assertThat(failureOf(pending)).isInstanceOf(BackendException.class)
+        .hasMessageContaining("rank 0: the process group was aborted by the application");
+    assertThat(pg.isClosed()).isTrue();
+    assertThatThrownBy(() -> pg.allReduce(t, ReduceOp.SUM)).isInstanceOf(IllegalStateException.class)
+        .hasMessageContaining("closed");
+    assertThat(log.relevant()).contains("ncclCommAbort(c1)").doesNotContain("ncclCommDestroy(c1)");
+  }
+
+  @Test
+  void aTimeoutDumpsTheFlightRecorderOfTheNcclGroup(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir)
+      throws Exception {
+    ProcessGroup pg = group(Duration.ofMillis(300), Duration.ofSeconds(5));
+    pg.dumpFlightRecorderOnFailure(dir);
+    Tensor t = device(pg, 1, 2);
+    cuda.autoComplete(true);
+    pg.allReduce(t, ReduceOp.SUM);
+    cuda.autoComplete(false);
+    failureOf(pg.broadcastAsync(t, 0));
+    com.fasterxml.jackson.databind.JsonNode doc = new com.fasterxml.jackson.databind.ObjectMapper()
+        .readTree(dir.resolve("rank0.json").toFile());
+    assertThat(doc.path("backend").asText()).isEqualTo("nccl");
+    assertThat(doc.path("reason").asText()).startsWith("Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2");
+    assertThat(doc.path("entries").get(0).path("state").asText()).isEqualTo("completed");
+    assertThat(doc.path("entries").get(1).path("op").asText()).isEqualTo("BROADCAST");
+    assertThat(doc.path("entries").get(1).path("state").asText()).isEqualTo("failed");
+  }
+
+  private ProcessGroup nonBlockingGroup(Duration timeout) {
+    Communicator comm = Communicator.initRankNonBlocking(nccl, 0, 1, 0, nccl.uniqueId(), LONG);
+    assertThat(comm.isNonBlocking()).isTrue();
+    return closeLater(ProcessGroup.create(new NcclBackend(comm, nccl.allocator(0).child("nb"), timeout,
+        Duration.ofSeconds(5))));
+  }
+
+  @Test
+  void aNonBlockingEnqueueInProgressIsPolledUntilReady() {
+    cuda.autoComplete(true);
+    ProcessGroup pg = nonBlockingGroup(LONG);
+    Tensor t = device(pg, 1, 2);
+    fake.failNext("ncclAllReduce", FakeNccl.IN_PROGRESS);
+    fake.inProgressPolls.set(4);
+    pg.allReduce(t, ReduceOp.SUM);
+    assertThat(read(t)).containsExactly(1, 2);
+    assertThat(fake.inProgressPolls.get()).isZero();
+    int mark = log.mark();
+    pg.allReduce(t, ReduceOp.SUM);
+    assertThat(log.named("ncclCommGetAsyncError", mark)).as("a ready communicator is polled once per call")
+        .isNotEmpty();
+  }
+
+  @Test
+  void aNonBlockingEnqueueThatStaysInProgressTimesOutAndAborts() {
+    ProcessGroup pg = nonBlockingGroup(Duration.ofMillis(300));
+    Tensor t = device(pg, 1);
+    fake.failNext("ncclAllReduce", FakeNccl.IN_PROGRESS);
+    fake.inProgressPolls.set(Integer.MAX_VALUE);
+    long start = System.nanoTime();
+    Throwable e = failureOf(pg.allReduceAsync(t, ReduceOp.SUM));
+    assertThat(e).isInstanceOf(CollectiveTimeoutException.class)
+        .hasMessageContaining("ncclAllReduce on rank 0 of 1 (cuda:0) did not complete within 300 ms");
+    assertThat(System.nanoTime() - start).isLessThan(DID_NOT_HANG.toNanos());
+    fake.inProgressPolls.set(0);
+    assertThat(failureOf(pg.allReduceAsync(t, ReduceOp.SUM))).isInstanceOf(BackendException.class)
+        .hasMessageContaining("broken");
+  }
+
   // ------------------------------------------------------------------ operators
 
   @Test

@@ -339,4 +339,49 @@ class CliTest {
     assertThat(code).isZero();
     assertThat(buf.toString(StandardCharsets.UTF_8).lines().reduce((a, b) -> b)).contains("10 passed, 0 failed");
   }
+
+  // ------------------------------------------------------------------ trace analyze, --validation
+
+  @Test
+  void traceAnalyzeNamesTheFirstDivergenceAndExitsOne(@TempDir Path dir) {
+    org.assertj.core.api.Assertions.catchThrowable(() -> io.nccl4j.LocalCluster.of(2)
+        .timeout(java.time.Duration.ofSeconds(60)).run(pg -> {
+          pg.dumpFlightRecorderOnFailure(dir);
+          try (io.nccl4j.Tensor t = pg.zeros(pg.rank() == 0 ? 4 : 5, io.nccl4j.DType.INT32)) {
+            pg.allReduce(t, io.nccl4j.ReduceOp.SUM);
+          }
+        }));
+    Executed e = execute("trace", "analyze", dir.toString());
+    assertThat(e.code()).as(e.err()).isEqualTo(1);
+    assertThat(e.out().lines().toList()).contains("ranks with a dump: 2 of 2", "first divergence at collective #1:",
+        "  rank 0 and rank 1 differ: numelIn 4 vs 5, numelOut 4 vs 5");
+  }
+
+  @Test
+  void traceAnalyzeOfAHealthyJobExitsZero(@TempDir Path dir) {
+    io.nccl4j.LocalCluster.of(2).timeout(java.time.Duration.ofSeconds(60)).run(pg -> {
+      pg.barrier();
+      pg.dumpFlightRecorder(dir, "on demand");
+    });
+    Executed e = execute("trace", "analyze", dir.toString());
+    assertThat(e.code()).as(e.err()).isZero();
+    assertThat(e.out()).contains("consistent: every rank issued the same collectives #1..1 and completed them");
+  }
+
+  @Test
+  void traceAnalyzeOfAMissingDirectoryExitsTwo(@TempDir Path dir) {
+    Executed e = execute("trace", "analyze", dir.resolve("absent").toString());
+    assertThat(e.code()).isEqualTo(2);
+    assertThat(e.err()).contains(dir.resolve("absent") + " is not a directory");
+  }
+
+  @Test
+  void validationOptionRunsTheContractsAndRejectsUnknownModes() {
+    Executed ok = execute("contracts", "--validation", "detail", "--world-size", "2", "--timeout", "60");
+    assertThat(ok.code()).as(ok.err()).isZero();
+    assertThat(ok.out()).contains("10 passed, 0 failed").doesNotContain("mismatch");
+    Executed bad = execute("contracts", "--validation", "full", "--timeout", "60");
+    assertThat(bad.code()).isEqualTo(2);
+    assertThat(bad.err()).contains("full");
+  }
 }
