@@ -51,8 +51,11 @@ final class MemoryCommand implements Callable<Integer> {
     long bytes = Sizes.parse(size);
     BackendChoice backend = common.choose();
     int p = common.effectiveWorldSize();
+    boolean peakReset = Resident.resetPeak();
+    long residentBefore = Resident.now();
     Groups.Gathered<List<ModeResult>> g = Groups.call(common, backend, p, pg -> runRank(pg, bytes),
         new TypeReference<List<ModeResult>>() { });
+    long residentPeak = Resident.peak();
     if (!g.reporter()) {
       return check(g.mine().get(0), bytes, p).isEmpty();
     }
@@ -77,6 +80,21 @@ final class MemoryCommand implements Callable<Integer> {
     }
     t.print(o);
     o.println();
+    if (backend.name().equals("cpu") && residentBefore > 0 && residentPeak > 0 && peakReset) {
+      // Host tensors are the process's own memory: its resident peak should not exceed what the
+      // table says every rank held at once, plus 10 % (no hidden copies). Reported, not enforced:
+      // the JVM's own growth is outside nccl4j's control.
+      long tablePeak = r0.stream().mapToLong(ModeResult::peakBytes).max().orElse(0);
+      int here = Groups.launched() ? 1 : p;
+      long growth = residentPeak - residentBefore;
+      long budget = (long) (tablePeak * here * 1.10);
+      o.printf(Locale.ROOT, "resident memory: %s MiB before, peak %s MiB, growth %s MiB; budget (table peak x %d"
+          + " rank%s + 10%%) %s MiB: %s%n", mib(residentBefore), mib(residentPeak), mib(growth), here,
+          here == 1 ? "" : "s", mib(budget), growth <= budget ? "within" : "EXCEEDED");
+      if (growth > budget && tablePeak < (64L << 20)) {
+        o.println("  (at this size the JVM's own growth, e.g. its heap, outweighs the tensors; use 64M or more)");
+      }
+    }
     if (problems.isEmpty()) {
       o.println("every rank matches the expected figures; every result element verified");
     } else {

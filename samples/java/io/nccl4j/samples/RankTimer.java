@@ -16,6 +16,7 @@ abstract class RankTimer implements AutoCloseable {
   abstract void start();
 
   /** Waits for {@code last} (the last timed collective) and returns the elapsed microseconds. */
+  /** Time since {@link #start}, once {@code last} (null: nothing pending) has completed. */
   abstract double stopMicros(Work last);
 
   @Override
@@ -35,7 +36,9 @@ abstract class RankTimer implements AutoCloseable {
 
     @Override
     double stopMicros(Work last) {
-      last.waitFor();
+      if (last != null) {
+        last.waitFor();
+      }
       return (System.nanoTime() - t0) / 1e3;
     }
   }
@@ -70,10 +73,14 @@ abstract class RankTimer implements AutoCloseable {
 
     @Override
     double stopMicros(Work last) {
-      last.waitStream(legacy);
+      if (last != null) {
+        last.waitStream(legacy);
+      }
       end.record(0);
       end.synchronize();
-      last.waitFor();
+      if (last != null) {
+        last.waitFor();
+      }
       return end.elapsedMillisSince(begin) * 1e3;
     }
 

@@ -62,6 +62,26 @@ final class SweepCommand implements Callable<Integer> {
   @Option(names = {"-r", "--root"}, defaultValue = "0", description = "Root of broadcast and reduce. Default: ${DEFAULT-VALUE}.")
   int root;
 
+  @Option(names = {"-z", "--blocking"}, defaultValue = "0", paramLabel = "0|1",
+      description = {"1: every timed call waits for its result before the next (latency, as nccl-tests -z 1);",
+          "0: calls are issued asynchronously and the last one is waited for. Default: ${DEFAULT-VALUE}."})
+  int blocking;
+
+  @Option(names = "--bound",
+      description = {"Measure the physical limit in the same run and print it next to each AllReduce time:",
+          "threads: memory bandwidth B (large copies, read+write), bound 2*p*S/B; processes (under",
+          "./nccl4j run): loopback TCP bandwidth B, bound 2*(p-1)*S/B (the ring's bytes)."})
+  boolean bound;
+
+  @Option(names = "--validation-overhead",
+      description = {"Instead of the bandwidth table: time each size with validation off, cheap and detail,",
+          "in rotating order over several rounds in one run, and print the medians and their ratios."})
+  boolean validationOverhead;
+
+  @Option(names = "--rounds", defaultValue = "5",
+      description = "Rounds of --validation-overhead (each times every mode once). Default: ${DEFAULT-VALUE}.")
+  int rounds;
+
   @Option(names = "--out", paramLabel = "DIR", description = "Write sweep.json, sweep.csv, sweep.png, sweep.svg here.")
   Path out;
 
@@ -82,8 +102,8 @@ final class SweepCommand implements Callable<Integer> {
     }
     long lo = Sizes.parse(minBytes);
     long hi = Sizes.parse(maxBytes);
-    if (lo < 1 || hi < lo || factor < 2 || iters < 1 || warmups < 0 || checks < 0) {
-      throw new SampleException(2, "need 1 <= -b <= -e, -f >= 2, -n >= 1, -w >= 0, -c >= 0");
+    if (lo < 1 || hi < lo || factor < 2 || iters < 1 || warmups < 0 || checks < 0 || blocking < 0 || blocking > 1) {
+      throw new SampleException(2, "need 1 <= -b <= -e, -f >= 2, -n >= 1, -w >= 0, -c >= 0, -z 0 or 1");
     }
     BackendChoice backend = common.choose();
     int p = common.effectiveWorldSize();
@@ -100,12 +120,39 @@ final class SweepCommand implements Callable<Integer> {
         break;
       }
     }
+    if (validationOverhead) {
+      return validationOverhead(o, backend, p, coll, t, rop, sizes);
+    }
+    Bounds.Bandwidth limit = null;
+    if (bound && backend.name().equals("cpu") && coll == Coll.ALLREDUCE && reporterProcess()) {
+      limit = measureLimit(p);
+    }
     Groups.Gathered<List<Row>> g = Groups.call(common, backend, p,
-        pg -> runRank(pg, coll, t, rop, root, sizes, warmups, iters, checks), new TypeReference<List<Row>>() { });
+        pg -> runRank(pg, coll, t, rop, root, sizes, warmups, iters, checks, blocking == 1),
+        new TypeReference<List<Row>>() { });
     if (!g.reporter()) {
       return g.mine().get(0).stream().allMatch(r -> r.wrong()[0] == 0 && r.wrong()[1] == 0);
     }
-    return report(o, backend, p, coll, t, rop, g.all().get(0));
+    return report(o, backend, p, coll, t, rop, g.all().get(0), limit);
+  }
+
+  private static boolean reporterProcess() {
+    return !Groups.launched() || io.nccl4j.launch.DistEnv.fromEnvironment().rank() == 0;
+  }
+
+  /** The bandwidth that bounds an AllReduce here: shared memory for threads, loopback for processes. */
+  private static Bounds.Bandwidth measureLimit(int p) {
+    try {
+      return Groups.launched() ? Bounds.loopback(p, 256L << 20) : Bounds.memory(p, 128L << 20, 5);
+    } catch (java.io.IOException e) {
+      throw new SampleException(1, "cannot measure loopback bandwidth: " + e.getMessage());
+    }
+  }
+
+  /** Lower bound of one AllReduce of {@code bytes} on {@code p} ranks under {@code limit}, in µs. */
+  private static double boundMicros(Bounds.Bandwidth limit, long bytes, int p) {
+    double moved = Groups.launched() ? 2.0 * (p - 1) * bytes : 2.0 * p * bytes;
+    return limit.micros(moved);
   }
 
   /** The collectives, each with its counts, bus factor, data and result. */
@@ -279,6 +326,11 @@ final class SweepCommand implements Callable<Integer> {
 
   static List<Row> runRank(ProcessGroup pg, Coll c, DType t, ReduceOp op, int root, List<Long> sizes, int warmups,
       int iters, int checks) {
+    return runRank(pg, c, t, op, root, sizes, warmups, iters, checks, false);
+  }
+
+  static List<Row> runRank(ProcessGroup pg, Coll c, DType t, ReduceOp op, int root, List<Long> sizes, int warmups,
+      int iters, int checks, boolean blocking) {
     int p = pg.size();
     List<Row> rows = new ArrayList<>();
     for (long bytes : sizes) {
@@ -304,12 +356,23 @@ final class SweepCommand implements Callable<Integer> {
             call(pg, c, op, root, input, output).waitFor();
           }
           pg.barrier();
-          timer.start();
-          Work last = null;
-          for (int i = 0; i < iters; i++) {
-            last = call(pg, c, op, root, input, output);
+          if (blocking) {
+            // Latency: each call timed on its own; the median resists the scheduler's outliers.
+            double[] each = new double[iters];
+            for (int i = 0; i < iters; i++) {
+              timer.start();
+              callBlocking(pg, c, op, root, input, output);
+              each[i] = timer.stopMicros(null);
+            }
+            micros[mode] = Stats.of(each).median();
+          } else {
+            timer.start();
+            Work last = null;
+            for (int i = 0; i < iters; i++) {
+              last = call(pg, c, op, root, input, output);
+            }
+            micros[mode] = timer.stopMicros(last) / iters;
           }
-          micros[mode] = timer.stopMicros(last) / iters;
           for (int i = 0; i < checks; i++) {
             fillInput(pg, input, c, t, op);
             call(pg, c, op, root, input, output).waitFor();
@@ -325,12 +388,137 @@ final class SweepCommand implements Callable<Integer> {
     return rows;
   }
 
+  /** Per size: every round's time per call (µs, slowest rank) for each mode in {@link #MODES} order. */
+  record OverheadRow(long bytes, long count, double[][] micros, long wrong) {}
+
+  static final io.nccl4j.Validation[] MODES = io.nccl4j.Validation.values();
+
+  /**
+   * Times one size under each validation mode, rotating which mode goes first every round so that
+   * drift on a shared machine does not favour one of them.
+   */
+  static List<OverheadRow> runOverheadRank(ProcessGroup pg, Coll c, DType t, ReduceOp op, int root, List<Long> sizes,
+      int warmups, int iters, int rounds) {
+    int p = pg.size();
+    io.nccl4j.Validation original = pg.validation();
+    List<OverheadRow> rows = new ArrayList<>();
+    try {
+      for (long bytes : sizes) {
+        long n = c.count(bytes, t.size(), p);
+        double[][] micros = new double[MODES.length][rounds];
+        long wrong = 0;
+        try (Tensor expected = expected(pg, c, t, op, root, n);
+             Tensor in = pg.empty(c.inCount(n, p), t);
+             Tensor out = pg.empty(c.outCount(n, p), t);
+             RankTimer timer = RankTimer.of(pg)) {
+          fillInput(pg, in, c, t, op);
+          for (int round = 0; round < rounds; round++) {
+            for (int k = 0; k < MODES.length; k++) {
+              int m = (round + k) % MODES.length;
+              pg.setValidation(MODES[m], null);
+              for (int i = 0; i < warmups; i++) {
+                call(pg, c, op, root, in, out).waitFor();
+              }
+              pg.barrier();
+              timer.start();
+              Work last = null;
+              for (int i = 0; i < iters; i++) {
+                last = call(pg, c, op, root, in, out);
+              }
+              micros[m][round] = timer.stopMicros(last) / iters;
+              if (c == Coll.BROADCAST || c == Coll.REDUCE) {
+                fillInput(pg, in, c, t, op);
+              }
+            }
+          }
+          fillInput(pg, in, c, t, op);
+          call(pg, c, op, root, in, out).waitFor();
+          wrong = countWrong(c.hasOutOfPlace() ? out : in, expected, t, op, p);
+        }
+        double[][] slowest = new double[MODES.length][];
+        for (int m = 0; m < MODES.length; m++) {
+          slowest[m] = java.util.Arrays.copyOf(
+              BenchCommand.maxOverRanks(pg, new double[][] {micros[m], new double[rounds]}), rounds);
+        }
+        rows.add(new OverheadRow(n * t.size(), n, slowest, BenchCommand.sumOverRanks(pg, wrong)));
+      }
+    } finally {
+      pg.setValidation(original, null);
+    }
+    return rows;
+  }
+
+  private boolean validationOverhead(PrintStream o, BackendChoice backend, int p, Coll c, DType t, ReduceOp rop,
+      List<Long> sizes) {
+    if (rounds < 1) {
+      throw new SampleException(2, "--rounds must be >= 1, got " + rounds);
+    }
+    if (c == Coll.SENDRECV) {
+      throw new SampleException(2, "--validation-overhead needs a collective: point-to-point is never validated");
+    }
+    Groups.Gathered<List<OverheadRow>> g = Groups.call(common, backend, p,
+        pg -> runOverheadRank(pg, c, t, rop, root, sizes, warmups, iters, rounds),
+        new TypeReference<List<OverheadRow>>() { });
+    List<OverheadRow> rows = g.all().get(0);
+    long totalWrong = rows.stream().mapToLong(OverheadRow::wrong).sum();
+    if (!g.reporter()) {
+      return totalWrong == 0;
+    }
+    o.println(backend.describe());
+    o.printf("# validation overhead: %s, %d ranks, %s, %d rounds x (%d warm-up + %d timed) per mode, rotating order%n",
+        c.name().toLowerCase(Locale.ROOT), p, t, rounds, warmups, iters);
+    Table table = new Table("size", "count", "off(us)", "cheap(us)", "cheap/off", "detail(us)", "detail/off",
+        "#wrong");
+    List<String> csv = new ArrayList<>(List.of("size,count,off_us,cheap_us,detail_us,cheap_ratio,detail_ratio,wrong"));
+    for (OverheadRow r : rows) {
+      Stats off = Stats.of(r.micros()[io.nccl4j.Validation.OFF.ordinal()]);
+      Stats cheap = Stats.of(r.micros()[io.nccl4j.Validation.CHEAP.ordinal()]);
+      Stats detail = Stats.of(r.micros()[io.nccl4j.Validation.DETAIL.ordinal()]);
+      String cr = String.format(Locale.ROOT, "%.2fx", cheap.median() / off.median());
+      String dr = String.format(Locale.ROOT, "%.2fx", detail.median() / off.median());
+      table.row(r.bytes(), r.count(), String.format(Locale.ROOT, "%.1f", off.median()),
+          String.format(Locale.ROOT, "%.1f", cheap.median()), cr, String.format(Locale.ROOT, "%.1f", detail.median()),
+          dr, r.wrong());
+      csv.add(r.bytes() + "," + r.count() + "," + off.median() + "," + cheap.median() + "," + detail.median() + ","
+          + cheap.median() / off.median() + "," + detail.median() / off.median() + "," + r.wrong());
+    }
+    table.print(o);
+    o.println("# medians over rounds of the slowest rank's time per call; ratios to off measured side by side");
+    o.println("# out-of-bounds values: " + totalWrong + (totalWrong == 0 ? " OK" : " FAILED"));
+    if (out != null) {
+      Map<String, Object> doc = new LinkedHashMap<>();
+      doc.put("backend", backend.name());
+      doc.put("op", c.name().toLowerCase(Locale.ROOT));
+      doc.put("worldSize", p);
+      doc.put("dtype", t.torchName());
+      doc.put("modes", List.of(MODES));
+      doc.put("rows", rows);
+      Json.write(out.resolve("validation-overhead.json"), doc);
+      BenchCommand.writeLines(out.resolve("validation-overhead.csv"), csv);
+      o.println("wrote " + out.resolve("validation-overhead.json") + ", validation-overhead.csv");
+    }
+    return totalWrong == 0;
+  }
+
   private static Tensor inPlaceInput(Coll c, Tensor buf, long n, int p, int rank) {
     return c == Coll.ALLGATHER ? buf.slice(0, n).chunk(p, rank) : buf.slice(0, n);
   }
 
   private static Tensor inPlaceOutput(Coll c, Tensor buf, long n, int p, int rank) {
     return c == Coll.REDUCESCATTER ? buf.slice(0, n).chunk(p, rank) : buf.slice(0, n);
+  }
+
+  /** The blocking forms, which the CPU backend may run on the calling thread. */
+  private static void callBlocking(ProcessGroup pg, Coll c, ReduceOp op, int root, Tensor in, Tensor out) {
+    switch (c) {
+      case ALLREDUCE: pg.allReduce(out, in, op); return;
+      case REDUCESCATTER: pg.reduceScatterTensor(out, in, op); return;
+      case ALLGATHER: pg.allGatherIntoTensor(out, in); return;
+      case BROADCAST: pg.broadcast(in, root); return;
+      case REDUCE: pg.reduce(in, root, op); return;
+      case ALLTOALL: pg.allToAllSingle(out, in, null, null); return;
+      default: call(pg, c, op, root, in, out).waitFor();
+    }
   }
 
   private static Work call(ProcessGroup pg, Coll c, ReduceOp op, int root, Tensor in, Tensor out) {
@@ -353,13 +541,25 @@ final class SweepCommand implements Callable<Integer> {
     }
   }
 
-  private boolean report(PrintStream o, BackendChoice backend, int p, Coll c, DType t, ReduceOp rop, List<Row> rows) {
+  private boolean report(PrintStream o, BackendChoice backend, int p, Coll c, DType t, ReduceOp rop, List<Row> rows,
+      Bounds.Bandwidth limit) {
     o.println(backend.describe());
-    o.printf("# %s, %d ranks, %s, redop %s, root %d, %d warm-up + %d timed iterations, %d checked%n",
-        c.name().toLowerCase(Locale.ROOT), p, t, c.reduces() ? rop : "none", root, warmups, iters, checks);
-    Table table = new Table("size", "count", "type", "redop", "root", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
-        "#wrong", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
-    table.row("", "", "", "", "", "out-of-place", "", "", "", "in-place", "", "", "");
+    if (limit != null) {
+      o.printf(Locale.ROOT, "# bound: B = %.2f GB/s (%s, measured now); AllReduce t >= %s / B%n", limit.gbps(),
+          limit.how(), Groups.launched() ? "2(p-1)S" : "2pS");
+    }
+    o.printf("# %s, %d ranks, %s, redop %s, root %d, %d warm-up + %d timed iterations (%s), %d checked%n",
+        c.name().toLowerCase(Locale.ROOT), p, t, c.reduces() ? rop : "none", root, warmups, iters,
+        blocking == 1 ? "blocking, time = median per call" : "async, time = mean per call", checks);
+    List<String> heads = new ArrayList<>(List.of("size", "count", "type", "redop", "root", "time(us)", "algbw(GB/s)",
+        "busbw(GB/s)", "#wrong", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong"));
+    List<String> sub = new ArrayList<>(List.of("", "", "", "", "", "out-of-place", "", "", "", "in-place", "", "", ""));
+    if (limit != null) {
+      heads.addAll(List.of("bound(us)", "of bound"));
+      sub.addAll(List.of("", ""));
+    }
+    Table table = new Table(heads.toArray(String[]::new));
+    table.row((Object[]) sub.toArray());
     List<String> csv = new ArrayList<>(List.of("size,count,type,redop,root,oop_time_us,oop_algbw,oop_busbw,oop_wrong,"
         + "ip_time_us,ip_algbw,ip_busbw,ip_wrong"));
     List<Double> xs = new ArrayList<>();
@@ -388,9 +588,18 @@ final class SweepCommand implements Callable<Integer> {
       bus.add(BenchCommand.gbps(r.bytes(), r.micros()[best]) * factor);
       String redopText = c.reduces() ? rop.toString().toLowerCase(Locale.ROOT) : "none";
       String rootText = c == Coll.BROADCAST || c == Coll.REDUCE ? Integer.toString(root) : "-1";
-      table.row(r.bytes(), r.count(), t, redopText, rootText, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5],
-          cols[6], cols[7]);
-      csv.add(r.bytes() + "," + r.count() + "," + t + "," + redopText + "," + rootText + "," + String.join(",", cols));
+      if (limit == null) {
+        table.row(r.bytes(), r.count(), t, redopText, rootText, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5],
+            cols[6], cols[7]);
+        csv.add(r.bytes() + "," + r.count() + "," + t + "," + redopText + "," + rootText + "," + String.join(",", cols));
+      } else {
+        double b = boundMicros(limit, r.bytes(), p);
+        String pct = String.format(Locale.ROOT, "%.0f%%", 100 * b / r.micros()[best]);
+        table.row(r.bytes(), r.count(), t, redopText, rootText, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5],
+            cols[6], cols[7], String.format(Locale.ROOT, "%.2f", b), pct);
+        csv.add(r.bytes() + "," + r.count() + "," + t + "," + redopText + "," + rootText + "," + String.join(",", cols)
+            + "," + b + "," + 100 * b / r.micros()[best]);
+      }
     }
     table.print(o);
     o.println("# out-of-bounds values: " + totalWrong + (totalWrong == 0 ? " OK" : " FAILED"));
@@ -401,6 +610,11 @@ final class SweepCommand implements Callable<Integer> {
       doc.put("worldSize", p);
       doc.put("dtype", t.torchName());
       doc.put("busFactor", factor);
+      doc.put("blocking", blocking == 1);
+      if (limit != null) {
+        doc.put("boundBytesPerSecond", limit.bytesPerSecond());
+        doc.put("boundHow", limit.how());
+      }
       doc.put("rows", rows);
       Json.write(out.resolve("sweep.json"), doc);
       BenchCommand.writeLines(out.resolve("sweep.csv"), csv);

@@ -295,7 +295,7 @@ public final class ProcessGroup implements AutoCloseable {
       cheapValidationBuffer.copyFrom(host);
       Collective check = new Collective(OpType.ALLREDUCE, -mine.seq(), Collective.Buffer.of(cheapValidationBuffer),
           Collective.Buffer.of(cheapValidationBuffer), ReduceOp.MAX, -1, null, null, limit);
-      Backend.Submission s = backend.submit(check);
+      Backend.Submission s = backend.submit(check, true);
       try {
         s.done().get(limit.plusSeconds(30).toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
       } catch (java.util.concurrent.ExecutionException e) {
@@ -391,7 +391,7 @@ public final class ProcessGroup implements AutoCloseable {
 
   /** Collective, blocking. See {@link #allReduceAsync(Tensor, ReduceOp)}. */
   public void allReduce(Tensor tensor, ReduceOp op) {
-    allReduceAsync(tensor, op).waitFor();
+    blocking(() -> allReduceAsync(tensor, op));
   }
 
   /** Collective, blocking, SUM. */
@@ -401,7 +401,7 @@ public final class ProcessGroup implements AutoCloseable {
 
   /** Collective, blocking. See {@link #allReduceAsync(Tensor, Tensor, ReduceOp)}. */
   public void allReduce(Tensor output, Tensor input, ReduceOp op) {
-    allReduceAsync(output, input, op).waitFor();
+    blocking(() -> allReduceAsync(output, input, op));
   }
 
   // ------------------------------------------------------------ ReduceScatter
@@ -422,7 +422,7 @@ public final class ProcessGroup implements AutoCloseable {
 
   /** Collective, blocking. */
   public void reduceScatterTensor(Tensor output, Tensor input, ReduceOp op) {
-    reduceScatterTensorAsync(output, input, op).waitFor();
+    blocking(() -> reduceScatterTensorAsync(output, input, op));
   }
 
   // ------------------------------------------------------------ AllGather
@@ -443,7 +443,7 @@ public final class ProcessGroup implements AutoCloseable {
 
   /** Collective, blocking. */
   public void allGatherIntoTensor(Tensor output, Tensor input) {
-    allGatherIntoTensorAsync(output, input).waitFor();
+    blocking(() -> allGatherIntoTensorAsync(output, input));
   }
 
   // ------------------------------------------------------------ Broadcast / Reduce
@@ -460,7 +460,7 @@ public final class ProcessGroup implements AutoCloseable {
 
   /** Collective, blocking. */
   public void broadcast(Tensor tensor, int root) {
-    broadcastAsync(tensor, root).waitFor();
+    blocking(() -> broadcastAsync(tensor, root));
   }
 
   /**
@@ -478,7 +478,7 @@ public final class ProcessGroup implements AutoCloseable {
 
   /** Collective, blocking. */
   public void reduce(Tensor tensor, int root, ReduceOp op) {
-    reduceAsync(tensor, root, op).waitFor();
+    blocking(() -> reduceAsync(tensor, root, op));
   }
 
   // ------------------------------------------------------------ AllToAll
@@ -500,7 +500,7 @@ public final class ProcessGroup implements AutoCloseable {
 
   /** Collective, blocking. */
   public void allToAllSingle(Tensor output, Tensor input, long[] outputSplits, long[] inputSplits) {
-    allToAllSingleAsync(output, input, outputSplits, inputSplits).waitFor();
+    blocking(() -> allToAllSingleAsync(output, input, outputSplits, inputSplits));
   }
 
   /** Collective, blocking, equal split. */
@@ -525,7 +525,7 @@ public final class ProcessGroup implements AutoCloseable {
 
   /** Point-to-point, blocking. */
   public void send(Tensor tensor, int dst) {
-    sendAsync(tensor, dst).waitFor();
+    blocking(() -> sendAsync(tensor, dst));
   }
 
   /** Point-to-point: receives into {@code tensor} what {@code src} sends; sizes must match. */
@@ -539,7 +539,7 @@ public final class ProcessGroup implements AutoCloseable {
 
   /** Point-to-point, blocking. */
   public void recv(Tensor tensor, int src) {
-    recvAsync(tensor, src).waitFor();
+    blocking(() -> recvAsync(tensor, src));
   }
 
   // ------------------------------------------------------------ Barrier
@@ -554,7 +554,7 @@ public final class ProcessGroup implements AutoCloseable {
 
   /** Collective, blocking. */
   public void barrier() {
-    barrierAsync().waitFor();
+    blocking(this::barrierAsync);
   }
 
   // ------------------------------------------------------------ Groups
@@ -683,10 +683,10 @@ public final class ProcessGroup implements AutoCloseable {
    * (or closes) its group, then the ranks create a new one.
    */
   public void abort() {
-    synchronized (this) {
-      if (closed) {
-        return;
-      }
+    // No monitor: a blocking collective may be running on another thread while holding it, and
+    // aborting is what makes it return.
+    if (closed) {
+      return;
     }
     backend.abort(new BackendException("rank " + rank() + ": the process group was aborted by the application"));
     close();
@@ -733,6 +733,26 @@ public final class ProcessGroup implements AutoCloseable {
     return Collective.Buffer.of(t);
   }
 
+  /** Set while a blocking form issues its operation: the backend may run it on this thread. */
+  private boolean callerWaits;
+
+  /**
+   * The blocking form of an operation: issues it telling the backend that this thread waits for it
+   * at once (the CPU backend then runs it here when its stream is idle), then waits.
+   */
+  private void blocking(java.util.function.Supplier<Work> issue) {
+    Work w;
+    synchronized (this) {
+      callerWaits = true;
+      try {
+        w = issue.get();
+      } finally {
+        callerWaits = false;
+      }
+    }
+    w.waitFor();
+  }
+
   private Work submit(Collective call, Tensor... tensors) {
     Duration own = callTimeout.get();
     Collective c = own == null ? call : call.withTimeout(own);
@@ -748,7 +768,7 @@ public final class ProcessGroup implements AutoCloseable {
     // Taken before submitting: the backend may start the operation before submit returns.
     long enqueuedAt = System.nanoTime();
     try {
-      s = backend.submit(c);
+      s = backend.submit(c, callerWaits);
     } catch (RuntimeException e) {
       held.forEach(MemoryBlock::release);
       throw e;

@@ -162,6 +162,16 @@ class WorkTest {
     long q = 140_000;
     long count = q * p;
     long m = count * DType.INT64.size();
+    // Ring on threads too (NCCL4J_CPU_ALGO=ring); by default threads use the shared-memory algorithms.
+    System.setProperty("nccl4j.cpu.algo", "ring");
+    try {
+      ringStats(p, q, count, m);
+    } finally {
+      System.clearProperty("nccl4j.cpu.algo");
+    }
+  }
+
+  private void ringStats(int p, long q, long count, long m) {
     cluster(p).run(pg -> {
       int r = pg.rank();
       try (Tensor in = data(pg, 0, count); Tensor reduced = pg.empty(count, DType.INT64);
@@ -207,6 +217,45 @@ class WorkTest {
     });
   }
 
+
+  @ParameterizedTest
+  @ValueSource(ints = {2, 3, 4, 8})
+  void statsNameTheSharedMemoryAlgorithmsOnThreads(int p) {
+    long q = 140_000; // 1.1 MB per block: several direct chunks
+    long count = q * p;
+    long es = DType.INT64.size();
+    cluster(p).run(pg -> {
+      try (Tensor in = data(pg, 0, count); Tensor reduced = pg.empty(count, DType.INT64);
+           Tensor shard = pg.empty(q, DType.INT64); Tensor gathered = pg.empty(count, DType.INT64);
+           Tensor small = data(pg, 0, 100); Tensor smallOut = pg.empty(100, DType.INT64)) {
+        Work ar = pg.allReduceAsync(reduced, in, ReduceOp.SUM);
+        Work rs = pg.reduceScatterTensorAsync(shard, in, ReduceOp.SUM);
+        Work ag = pg.allGatherIntoTensorAsync(gathered, shard);
+        Work one = pg.allReduceAsync(smallOut, small, ReduceOp.SUM);
+        one.waitFor();
+        CollectiveStats a = ar.stats().orElseThrow();
+        assertThat(a.algorithm()).isEqualTo("direct");
+        assertThat(a.steps()).isEqualTo(2);
+        assertThat(a.bytesSent()).isEqualTo(q * es * (p - 1));
+        CollectiveStats s = rs.stats().orElseThrow();
+        assertThat(s.algorithm()).isEqualTo("direct");
+        assertThat(s.bytesReceived()).isEqualTo(q * es * (p - 1));
+        CollectiveStats g = ag.stats().orElseThrow();
+        assertThat(g.algorithm()).isEqualTo("direct");
+        assertThat(g.bytesReceived()).isEqualTo(q * es * (p - 1));
+        CollectiveStats o = one.stats().orElseThrow();
+        assertThat(o.algorithm()).isEqualTo("one-shot");
+        assertThat(o.bytesReceived()).isEqualTo(100 * es * (p - 1));
+        for (long i = 0; i < count; i += 997) {
+          assertThat(reduced.getLong(i)).isEqualTo(sumOverRanks(p, 0, i));
+          assertThat(gathered.getLong(i)).isEqualTo(sumOverRanks(p, 0, i));
+        }
+        for (long i = 0; i < 100; i++) {
+          assertThat(smallOut.getLong(i)).isEqualTo(sumOverRanks(p, 0, i));
+        }
+      }
+    });
+  }
   @Test
   void worldSizeOneStatsAreLocal() {
     cluster(1).run(pg -> {

@@ -4,6 +4,7 @@ import io.nccl4j.CollectiveStats;
 import io.nccl4j.DType;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.cpu.transport.Combiner;
+import io.nccl4j.cpu.transport.SharedMemory;
 import io.nccl4j.cpu.transport.Tag;
 import io.nccl4j.cpu.transport.Transport;
 
@@ -17,17 +18,48 @@ import io.nccl4j.cpu.transport.Transport;
  * used by that rank's execution thread.
  */
 final class Algorithms implements AutoCloseable {
+  /** AllReduce up to this size on shared memory: every rank reduces every input itself (one-shot). */
+  static final long ONE_SHOT_MAX_BYTES = 64 * 1024;
+  /** Unit of the direct algorithms: reduced in scratch that stays in cache, then written out. */
+  static final long DIRECT_CHUNK_BYTES = 256 * 1024;
+
+  /** Which algorithms to use; {@code NCCL4J_CPU_ALGO} or {@code -Dnccl4j.cpu.algo} (like NCCL_ALGO). */
+  enum Choice {
+    /** Shared-memory algorithms where the transport offers shared memory, ring otherwise. */
+    AUTO,
+    /** Ring (and chain) algorithms over messages only, whatever the transport. */
+    RING;
+
+    static Choice configured() {
+      String v = System.getProperty("nccl4j.cpu.algo", System.getenv("NCCL4J_CPU_ALGO"));
+      if (v == null || v.isBlank()) {
+        return AUTO;
+      }
+      try {
+        return valueOf(v.trim().toUpperCase(java.util.Locale.ROOT));
+      } catch (IllegalArgumentException e) {
+        throw new IllegalArgumentException("NCCL4J_CPU_ALGO / nccl4j.cpu.algo must be auto or ring, got '" + v + "'");
+      }
+    }
+  }
+
   private final Transport transport;
   private final int rank;
   private final int p;
   private final long chunkBytes;
   private final long[] scratch = new long[2];
+  private final SharedMemory shm;
 
   Algorithms(Transport transport, long chunkBytes) {
+    this(transport, chunkBytes, Choice.configured());
+  }
+
+  Algorithms(Transport transport, long chunkBytes, Choice choice) {
     this.transport = transport;
     this.rank = transport.rank();
     this.p = transport.size();
     this.chunkBytes = chunkBytes;
+    this.shm = choice == Choice.AUTO ? transport.sharedMemory() : null;
   }
 
   private int mod(int x) {
@@ -94,6 +126,10 @@ final class Algorithms implements AutoCloseable {
       return CollectiveStats.LOCAL;
     }
     int es = red.dtype().size();
+    if (shm != null) {
+      return count * es <= Math.min(ONE_SHOT_MAX_BYTES, chunkBytes)
+          ? oneShotAllReduce(tag, deadline, in, out, count, red) : directAllReduce(tag, deadline, in, out, count, red);
+    }
     long q0 = count / p;
     long rem = count % p;
     Step step = new Step(tag, deadline);
@@ -115,6 +151,107 @@ final class Algorithms implements AutoCloseable {
           left, out + start(rb, q0, rem) * es, len(rb, q0, rem) * es, null);
     }
     return step.stats("ring", 2 * (p - 1));
+  }
+
+  /**
+   * Reduces inputs {@code ins} (addresses, in rank order) into {@code dst}: x_0 ⊕ x_1 ⊕ … ⊕ x_{p−1},
+   * each premultiplied where the operator says so, then the post-operation. Every element of a
+   * result is reduced in this one order, by one rank or identically by all.
+   */
+  private static void reduceAll(Reduction red, SharedMemory.Window w, int index, long offset, long dst, long n,
+      int p) {
+    red.combine(dst, w.address(0, index) + offset, true, w.address(1, index) + offset, true, n);
+    for (int q = 2; q < p; q++) {
+      red.combine(dst, dst, false, w.address(q, index) + offset, true, n);
+    }
+    red.post(dst, n);
+  }
+
+  /**
+   * Small AllReduce on shared memory: after one synchronisation every rank reads every input and
+   * reduces it itself, in rank order (so all ranks compute the same bits), then one more
+   * synchronisation says nobody reads the inputs any more. In place, the result waits in scratch
+   * until then, since peers are still reading this rank's input.
+   */
+  private CollectiveStats oneShotAllReduce(Tag tag, long deadline, long in, long out, long count, Reduction red) {
+    long bytes = count * red.dtype().size();
+    boolean inPlace = in == out;
+    long dst = inPlace ? scratch(0) : out;
+    SharedMemory.Window w = shm.open(tag, "one-shot", bytes, deadline, in);
+    try {
+      reduceAll(red, w, 0, 0, dst, count, p);
+    } finally {
+      w.close();
+    }
+    if (inPlace) {
+      NativeMemory.copy(dst, out, bytes);
+    }
+    return new CollectiveStats("one-shot", 2, bytes * (p - 1), bytes * (p - 1));
+  }
+
+  /**
+   * Large AllReduce on shared memory: rank r reduces block r of every input (NCCL's ring block
+   * layout) and writes the result into block r of every output — each input byte is read once and
+   * each output byte written once, the least memory traffic an AllReduce can have (2·p·S in all).
+   * Only rank r touches block r anywhere, so in place is safe: a chunk is read from every input
+   * before it is written to any output.
+   */
+  private CollectiveStats directAllReduce(Tag tag, long deadline, long in, long out, long count, Reduction red) {
+    int es = red.dtype().size();
+    long q0 = count / p;
+    long rem = count % p;
+    long first = start(rank, q0, rem);
+    long mine = len(rank, q0, rem);
+    long chunk = Math.max(1, Math.min(DIRECT_CHUNK_BYTES, chunkBytes) / es);
+    long acc = scratch(0);
+    SharedMemory.Window w = shm.open(tag, "direct", count * es, deadline, in, out);
+    try {
+      for (long c0 = 0; c0 < mine; c0 += chunk) {
+        long n = Math.min(chunk, mine - c0);
+        long off = (first + c0) * es;
+        reduceAll(red, w, 0, off, acc, n, p);
+        for (int q = 0; q < p; q++) {
+          NativeMemory.copy(acc, w.address(q, 1) + off, n * es);
+        }
+      }
+    } finally {
+      w.close();
+    }
+    long moved = mine * es * (p - 1);
+    return new CollectiveStats("direct", 2, moved, moved);
+  }
+
+  /** ReduceScatter on shared memory: rank r reduces block r of every input into its output. */
+  private CollectiveStats directReduceScatter(Tag tag, long deadline, long in, long out, long q, Reduction red) {
+    int es = red.dtype().size();
+    long chunk = Math.max(1, Math.min(DIRECT_CHUNK_BYTES, chunkBytes) / es);
+    long acc = scratch(0);
+    SharedMemory.Window w = shm.open(tag, "direct", q * es, deadline, in);
+    try {
+      for (long c0 = 0; c0 < q; c0 += chunk) {
+        long n = Math.min(chunk, q - c0);
+        // Via scratch: in place, the output is this rank's own input block, still to be read.
+        reduceAll(red, w, 0, (rank * q + c0) * es, acc, n, p);
+        NativeMemory.copy(acc, out + c0 * es, n * es);
+      }
+    } finally {
+      w.close();
+    }
+    long moved = q * es * (p - 1);
+    return new CollectiveStats("direct", 2, 0, moved);
+  }
+
+  /** AllGather on shared memory: every rank copies every input into its output. */
+  private CollectiveStats directAllGather(Tag tag, long deadline, long in, long out, long bytes) {
+    SharedMemory.Window w = shm.open(tag, "direct", bytes, deadline, in);
+    try {
+      for (int q = 0; q < p; q++) {
+        NativeMemory.copy(w.address(q, 0), out + q * bytes, bytes);
+      }
+    } finally {
+      w.close();
+    }
+    return new CollectiveStats("direct", 2, 0, bytes * (p - 1));
   }
 
   private static long start(int block, long q0, long rem) {
@@ -150,6 +287,9 @@ final class Algorithms implements AutoCloseable {
       red.transform(out, in, q);
       return CollectiveStats.LOCAL;
     }
+    if (shm != null) {
+      return directReduceScatter(tag, deadline, in, out, q, red);
+    }
     int es = red.dtype().size();
     long chunk = Math.max(1, chunkBytes / es);
     Step step = new Step(tag, deadline);
@@ -179,6 +319,9 @@ final class Algorithms implements AutoCloseable {
     }
     int es = dtype.size();
     long bytes = q * es;
+    if (shm != null && p > 1) {
+      return directAllGather(tag, deadline, in, out, bytes);
+    }
     NativeMemory.copy(in, out + rank * bytes, bytes);
     if (p == 1) {
       return CollectiveStats.LOCAL;

@@ -16,8 +16,6 @@ import io.nccl4j.spi.Collective;
 import java.time.Duration;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
@@ -41,7 +39,7 @@ public final class CpuBackend implements Backend {
   private final Transport transport;
   private final Allocator allocator;
   private final Duration timeout;
-  private final ExecutorService stream;
+  private final ExecutionStream stream;
   private final Algorithms algorithms;
   private final long[] p2pSent;
   private final long[] p2pReceived;
@@ -64,11 +62,7 @@ public final class CpuBackend implements Backend {
     }
     this.timeout = timeout;
     int rank = transport.rank();
-    this.stream = Executors.newSingleThreadExecutor(r -> {
-      Thread t = new Thread(r, "nccl4j-cpu-stream-rank" + rank);
-      t.setDaemon(true);
-      return t;
-    });
+    this.stream = new ExecutionStream("nccl4j-cpu-stream-rank" + rank);
     this.algorithms = new Algorithms(transport, CHUNK_BYTES);
     this.p2pSent = new long[transport.size()];
     this.p2pReceived = new long[transport.size()];
@@ -106,17 +100,26 @@ public final class CpuBackend implements Backend {
 
   @Override
   public Submission submit(Collective c) {
+    return submit(c, false);
+  }
+
+  /** With {@code callerWaits}, runs on the calling thread when nothing is ahead (no hand-off). */
+  @Override
+  public Submission submit(Collective c, boolean callerWaits) {
     if (closed) {
       throw new IllegalStateException("CPU backend of rank " + rank() + " is closed");
     }
     CompletableFuture<CollectiveStats> f = new CompletableFuture<>();
     CompletableFuture<Long> started = new CompletableFuture<>();
     long enqueued = System.nanoTime();
+    Runnable task = () -> {
+      started.complete(System.nanoTime());
+      run(c, enqueued, f);
+    };
     try {
-      stream.execute(() -> {
-        started.complete(System.nanoTime());
-        run(c, enqueued, f);
-      });
+      if (!callerWaits || !stream.tryRunInline(task)) {
+        stream.execute(task);
+      }
     } catch (RejectedExecutionException e) {
       throw new IllegalStateException("CPU backend of rank " + rank() + " is closed", e);
     }

@@ -39,6 +39,15 @@ public interface Backend extends AutoCloseable {
   Submission submit(Collective collective);
 
   /**
+   * Like {@link #submit(Collective)}, when the caller is going to wait for the operation at once
+   * (the blocking form of a collective): a backend may then run it on the calling thread if nothing
+   * is ahead of it, and return it completed. The default simply submits.
+   */
+  default Submission submit(Collective collective, boolean callerWaits) {
+    return submit(collective);
+  }
+
+  /**
    * Enqueues several operations as one group (NCCL's ncclGroupStart/ncclGroupEnd): they may run
    * concurrently — a rank can send to and receive from the same peer in one group without
    * deadlock — and complete together. The default runs them one after another, which is only

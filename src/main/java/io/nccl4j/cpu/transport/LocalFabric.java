@@ -5,6 +5,7 @@ import io.nccl4j.PeerFailureException;
 import io.nccl4j.memory.NativeMemory;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 import java.util.concurrent.locks.LockSupport;
@@ -28,6 +29,12 @@ public final class LocalFabric {
   private final Mailbox[] boxes;
   private final AtomicReferenceArray<String> departed;
   private final AtomicReference<Failure> failure = new AtomicReference<>();
+  /** Windows alternate between two slots: a slot is reused only after every rank left the one between. */
+  private final WindowSlot[] slots;
+  /** Per rank: the collective it is waiting in a window for, or null. */
+  private final AtomicReferenceArray<Publication> inWindow;
+  /** Per rank: the collective message it is waiting to send or receive, or null. */
+  private final AtomicReferenceArray<Tag> inMessage;
 
   private record Failure(int rank, String message, Throwable cause) {}
 
@@ -41,6 +48,9 @@ public final class LocalFabric {
       boxes[i] = new Mailbox();
     }
     this.departed = new AtomicReferenceArray<>(size);
+    this.slots = new WindowSlot[] {new WindowSlot(size), new WindowSlot(size)};
+    this.inWindow = new AtomicReferenceArray<>(size);
+    this.inMessage = new AtomicReferenceArray<>(size);
   }
 
   public int size() {
@@ -132,8 +142,64 @@ public final class LocalFabric {
     }
   }
 
-  private final class Endpoint implements Transport {
+  private static final long ABORTED = 1L << 62;
+
+  /** What a rank published for one window. */
+  private record Publication(Tag tag, String algorithm, long bytes, long[] addresses) {
+    String describe() {
+      return tag + " (" + algorithm + ", " + bytes + " bytes)";
+    }
+  }
+
+  /**
+   * One of the two window slots. Counters only grow: use u of a slot is complete when
+   * {@code arrived} reaches (u+1)·size. A rank giving up sets {@link #ABORTED} in {@code arrived}
+   * with a compare-and-set that fails once the last rank has arrived, so either every rank enters
+   * the window or none does.
+   */
+  private static final class WindowSlot {
+    final AtomicReferenceArray<Publication> published;
+    final AtomicReferenceArray<Thread> waiters;
+    final AtomicLong arrived = new AtomicLong();
+    final AtomicLong left = new AtomicLong();
+
+    WindowSlot(int size) {
+      published = new AtomicReferenceArray<>(size);
+      waiters = new AtomicReferenceArray<>(size);
+    }
+
+    void wakeAll() {
+      for (int i = 0; i < waiters.length(); i++) {
+        Thread t = waiters.get(i);
+        if (t != null) {
+          LockSupport.unpark(t);
+        }
+      }
+    }
+
+    /** True if this rank withdrew (nobody will enter); false if the window completed meanwhile. */
+    boolean withdraw(long target) {
+      while (true) {
+        long v = arrived.get();
+        if ((v & ~ABORTED) >= target) {
+          return false;
+        }
+        if ((v & ABORTED) != 0 || arrived.compareAndSet(v, v | ABORTED)) {
+          wakeAll();
+          return true;
+        }
+      }
+    }
+  }
+
+  private static boolean sameCollective(Tag a, Tag b) {
+    return a != null && b != null && a.channel() == Tag.Channel.COLLECTIVE && b.channel() == Tag.Channel.COLLECTIVE
+        && a.seq() == b.seq();
+  }
+
+  private final class Endpoint implements Transport, SharedMemory {
     private final int rank;
+    private long windows;
 
     Endpoint(int rank) {
       this.rank = rank;
@@ -157,6 +223,119 @@ public final class LocalFabric {
     @Override
     public void close() {
       departed.compareAndSet(rank, null, "rank " + rank + " closed its process group");
+    }
+
+    @Override
+    public SharedMemory sharedMemory() {
+      return this;
+    }
+
+    @Override
+    public Window open(Tag tag, String algorithm, long bytes, long deadline, long... addresses) {
+      checkFailed();
+      long use = windows++;
+      WindowSlot slot = slots[(int) (use & 1)];
+      long target = ((use >> 1) + 1) * size;
+      Publication mine = new Publication(tag, algorithm, bytes, addresses.clone());
+      slot.published.set(rank, mine);
+      inWindow.set(rank, mine);
+      try {
+        long v = slot.arrived.incrementAndGet();
+        if ((v & ~ABORTED) == target) {
+          slot.wakeAll();
+        }
+        int round = 0;
+        while (((v = slot.arrived.get()) & ~ABORTED) < target) {
+          if ((v & ABORTED) != 0) {
+            checkFailed();
+            throw new PeerFailureException(-1, "a rank gave up waiting in " + tag + "; the group failed");
+          }
+          try {
+            windowWaitable(slot, mine, deadline);
+          } catch (RuntimeException e) {
+            if (slot.withdraw(target)) {
+              throw e;
+            }
+            break; // every rank arrived meanwhile: the window is open after all
+          }
+          if (round == SPIN + YIELD) {
+            // Registered before parking; the condition is checked once more before the first park.
+            slot.waiters.set(rank, Thread.currentThread());
+            round++;
+            continue;
+          }
+          pause(round++, deadline);
+        }
+      } finally {
+        slot.waiters.set(rank, null);
+        inWindow.set(rank, null);
+      }
+      // Every rank compares everyone against rank 0 and so reaches the same verdict.
+      Publication first = slot.published.get(0);
+      for (int q = 1; q < size; q++) {
+        Publication other = slot.published.get(q);
+        if (!other.tag().equals(first.tag()) || !other.algorithm().equals(first.algorithm())
+            || other.bytes() != first.bytes() || other.addresses().length != first.addresses().length) {
+          throw new CollectiveMismatchException("rank 0 is running " + first.describe() + " but rank " + q
+              + " is running " + other.describe());
+        }
+      }
+      long[][] all = new long[size][];
+      for (int q = 0; q < size; q++) {
+        all[q] = slot.published.get(q).addresses();
+      }
+      return new Window() {
+        private boolean closed;
+
+        @Override
+        public long address(int r, int index) {
+          return all[r][index];
+        }
+
+        @Override
+        public void close() {
+          if (closed) {
+            return;
+          }
+          closed = true;
+          if (slot.left.incrementAndGet() == target) {
+            slot.wakeAll();
+          }
+          int round = 0;
+          long never = System.nanoTime() + (1L << 62);
+          while (slot.left.get() < target) {
+            if (round == SPIN + YIELD) {
+              slot.waiters.set(rank, Thread.currentThread());
+              round++;
+              continue;
+            }
+            pause(round++, never);
+          }
+          slot.waiters.set(rank, null);
+        }
+      };
+    }
+
+    /** Throws if waiting for the window is hopeless: failure, deadline, a peer gone or elsewhere. */
+    private void windowWaitable(WindowSlot slot, Publication mine, long deadline) {
+      checkFailed();
+      for (int q = 0; q < size; q++) {
+        Publication theirs = slot.published.get(q);
+        if (theirs != null && theirs.tag().equals(mine.tag())) {
+          continue; // arrived
+        }
+        if (departed.get(q) != null) {
+          throw departedError(q, "waiting in " + mine.tag() + " for rank " + q);
+        }
+        Tag elsewhere = inMessage.get(q);
+        if (sameCollective(elsewhere, mine.tag())) {
+          throw new CollectiveMismatchException("rank " + q + " is running " + elsewhere + " but rank " + rank
+              + " is running " + mine.describe());
+        }
+      }
+      if (System.nanoTime() - deadline > 0) {
+        throw new TransportTimeoutException("waiting for every rank to reach " + mine.tag());
+      }
     }
 
     @Override
@@ -188,6 +367,9 @@ public final class LocalFabric {
       Message m;
       int round = 0;
       while ((m = box.queue.poll()) == null) {
+        if (round == 0 && tag.channel() == Tag.Channel.COLLECTIVE) {
+          inMessage.set(rank, tag); // cleared below, or by the failure that ends the group
+        }
         if (!waitable(from, deadline, tag, from, true)) {
           // The peer left, but it may have posted just before leaving.
           if ((m = box.queue.poll()) != null) {
@@ -204,6 +386,7 @@ public final class LocalFabric {
         pause(round++, deadline);
       }
       box.waiter = null;
+      inMessage.set(rank, null);
       if (!m.state.compareAndSet(POSTED, READING)) {
         // The sender withdrew it after failing; the fabric is failed, so report that.
         checkFailed();
@@ -275,6 +458,12 @@ public final class LocalFabric {
       checkFailed();
       if (departed.get(peer) != null) {
         return false;
+      }
+      Publication window = inWindow.get(peer);
+      if (window != null && sameCollective(window.tag(), tag)) {
+        inMessage.set(rank, null);
+        throw new CollectiveMismatchException("rank " + peer + " is running " + window.describe() + " but rank "
+            + rank + " is running " + tag);
       }
       if (System.nanoTime() - deadline > 0) {
         throw new TransportTimeoutException(receiving ? "waiting for " + tag + " data from rank " + peerRank

@@ -63,6 +63,11 @@ public interface Transport extends AutoCloseable {
     }
   }
 
+  /** Direct access to every rank's buffers when the ranks share memory; null otherwise. */
+  default SharedMemory sharedMemory() {
+    return null;
+  }
+
   /**
    * Marks the whole group failed because of {@code rank}: every pending and later exchange, on
    * every rank, fails with a {@link io.nccl4j.PeerFailureException} naming it.

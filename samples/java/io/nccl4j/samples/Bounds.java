@@ -1,0 +1,192 @@
+package io.nccl4j.samples;
+
+import io.nccl4j.memory.NativeMemory;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CyclicBarrier;
+
+/**
+ * Physical limits measured on this machine in the same run as a benchmark, so that a figure can be
+ * put next to the fastest it could possibly be.
+ *
+ * <ul>
+ *   <li>Memory bandwidth, STREAM's convention: bytes read plus bytes written per second by large
+ *       copies, the best of one thread and {@code threads} concurrent threads. An AllReduce of S
+ *       bytes on p ranks that share memory reads every input once and writes every output once:
+ *       t ≥ 2·p·S / B.</li>
+ *   <li>Loopback bandwidth: bytes per second through TCP sockets on 127.0.0.1, the best of one and
+ *       {@code streams} concurrent connections. A ring AllReduce sends 2·(p−1)·S bytes in all:
+ *       t ≥ 2·(p−1)·S / B.</li>
+ * </ul>
+ */
+final class Bounds {
+  private Bounds() {}
+
+  /** A measured bandwidth, bytes per second, and how it was measured. */
+  record Bandwidth(double bytesPerSecond, String how) {
+    double gbps() {
+      return bytesPerSecond / 1e9;
+    }
+
+    /** Seconds to move {@code bytes} at this bandwidth, in microseconds. */
+    double micros(double bytes) {
+      return bytes / bytesPerSecond * 1e6;
+    }
+  }
+
+  /** Best of 1 and {@code threads} threads copying {@code bytesPerThread} each, {@code reps} times. */
+  static Bandwidth memory(int threads, long bytesPerThread, int reps) {
+    double one = copyRate(1, bytesPerThread, reps);
+    double many = threads > 1 ? copyRate(threads, bytesPerThread, reps) : 0;
+    return many > one
+        ? new Bandwidth(many, String.format("%d threads copying %s each, read+write", threads, Sizes.format(bytesPerThread)))
+        : new Bandwidth(one, String.format("1 thread copying %s, read+write", Sizes.format(bytesPerThread)));
+  }
+
+  private static double copyRate(int threads, long bytes, int reps) {
+    long[] src = new long[threads];
+    long[] dst = new long[threads];
+    try {
+      for (int i = 0; i < threads; i++) {
+        src[i] = NativeMemory.allocate(bytes);
+        dst[i] = NativeMemory.allocate(bytes);
+        NativeMemory.fill(src[i], bytes, (byte) (i + 1));
+        NativeMemory.fill(dst[i], bytes, (byte) 0); // touch every page before timing
+      }
+      double best = 0;
+      for (int rep = 0; rep < reps; rep++) {
+        CyclicBarrier start = new CyclicBarrier(threads + 1);
+        CyclicBarrier end = new CyclicBarrier(threads + 1);
+        List<Thread> ts = new ArrayList<>();
+        for (int i = 0; i < threads; i++) {
+          final int k = i;
+          Thread t = new Thread(() -> {
+            await(start);
+            NativeMemory.copy(src[k], dst[k], bytes);
+            await(end);
+          });
+          t.start();
+          ts.add(t);
+        }
+        await(start);
+        long t0 = System.nanoTime();
+        await(end);
+        long ns = System.nanoTime() - t0;
+        for (Thread t : ts) {
+          join(t);
+        }
+        best = Math.max(best, 2.0 * bytes * threads / (ns / 1e9));
+      }
+      return best;
+    } finally {
+      for (int i = 0; i < threads; i++) {
+        if (src[i] != 0) {
+          NativeMemory.free(src[i]);
+        }
+        if (dst[i] != 0) {
+          NativeMemory.free(dst[i]);
+        }
+      }
+    }
+  }
+
+  /** Best of 1 and {@code streams} concurrent loopback connections, each sending {@code bytes}. */
+  static Bandwidth loopback(int streams, long bytes) throws IOException {
+    double one = loopbackRate(1, bytes);
+    double many = streams > 1 ? loopbackRate(streams, bytes) : 0;
+    return many > one
+        ? new Bandwidth(many, String.format("%d TCP streams on 127.0.0.1, %s each", streams, Sizes.format(bytes)))
+        : new Bandwidth(one, String.format("1 TCP stream on 127.0.0.1, %s", Sizes.format(bytes)));
+  }
+
+  private static double loopbackRate(int streams, long bytes) throws IOException {
+    try (ServerSocket server = new ServerSocket(0, streams, InetAddress.getLoopbackAddress())) {
+      List<Socket> senders = new ArrayList<>();
+      List<Socket> receivers = new ArrayList<>();
+      try {
+        for (int i = 0; i < streams; i++) {
+          Socket s = new Socket(InetAddress.getLoopbackAddress(), server.getLocalPort());
+          s.setTcpNoDelay(true);
+          s.setSendBufferSize(4 << 20);
+          senders.add(s);
+          Socket r = server.accept();
+          r.setReceiveBufferSize(4 << 20);
+          receivers.add(r);
+        }
+        CyclicBarrier start = new CyclicBarrier(2 * streams + 1);
+        CyclicBarrier end = new CyclicBarrier(2 * streams + 1);
+        List<Thread> ts = new ArrayList<>();
+        for (int i = 0; i < streams; i++) {
+          Socket s = senders.get(i);
+          Socket r = receivers.get(i);
+          ts.add(new Thread(() -> {
+            byte[] buf = new byte[1 << 20];
+            await(start);
+            try (OutputStream out = s.getOutputStream()) {
+              for (long left = bytes; left > 0; left -= buf.length) {
+                out.write(buf, 0, (int) Math.min(buf.length, left));
+              }
+            } catch (IOException e) {
+              throw new IllegalStateException("loopback sender: " + e.getMessage(), e);
+            }
+            await(end);
+          }));
+          ts.add(new Thread(() -> {
+            byte[] buf = new byte[1 << 20];
+            await(start);
+            try (InputStream in = r.getInputStream()) {
+              long got = 0;
+              while (got < bytes) {
+                int n = in.read(buf);
+                if (n < 0) {
+                  break;
+                }
+                got += n;
+              }
+            } catch (IOException e) {
+              throw new IllegalStateException("loopback receiver: " + e.getMessage(), e);
+            }
+            await(end);
+          }));
+        }
+        ts.forEach(Thread::start);
+        await(start);
+        long t0 = System.nanoTime();
+        await(end);
+        long ns = System.nanoTime() - t0;
+        ts.forEach(Bounds::join);
+        return (double) bytes * streams / (ns / 1e9);
+      } finally {
+        for (Socket s : senders) {
+          s.close();
+        }
+        for (Socket s : receivers) {
+          s.close();
+        }
+      }
+    }
+  }
+
+  private static void await(CyclicBarrier b) {
+    try {
+      b.await();
+    } catch (Exception e) {
+      throw new IllegalStateException("bandwidth measurement interrupted", e);
+    }
+  }
+
+  private static void join(Thread t) {
+    try {
+      t.join();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted", e);
+    }
+  }
+}

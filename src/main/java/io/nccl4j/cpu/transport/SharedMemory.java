@@ -1,0 +1,37 @@
+package io.nccl4j.cpu.transport;
+
+/**
+ * Direct access to the buffers of every rank, for ranks that share one address space (threads of
+ * one JVM): what NCCL's P2P and NVLS transports give kernels on one node. Algorithms on it read a
+ * peer's input and write a peer's output in place, with two synchronisations per collective
+ * instead of a message per step.
+ *
+ * <p>Every rank opens the same windows in the same order (one per collective that uses it).
+ */
+public interface SharedMemory {
+  /**
+   * Publishes this rank's {@code addresses} for {@code tag} and waits until every rank has
+   * published; then every rank may read and write the published buffers until it closes the window.
+   * Ranks must agree on {@code tag}, {@code algorithm} and {@code bytes}; if they do not, every rank
+   * gets the same {@link io.nccl4j.CollectiveMismatchException} and no memory is touched.
+   *
+   * @throws io.nccl4j.PeerFailureException if a rank failed or left first
+   * @throws TransportTimeoutException if the deadline passes first (no peer touches this rank's
+   *     memory afterwards)
+   */
+  Window open(Tag tag, String algorithm, long bytes, long deadlineNanos, long... addresses);
+
+  /** An open window. */
+  interface Window extends AutoCloseable {
+    /** The {@code index}-th address rank {@code rank} published. */
+    long address(int rank, int index);
+
+    /**
+     * Leaves the window and waits until every rank has left it, so that no peer reads or writes
+     * this rank's buffers afterwards. Peers inside a window only compute, so this wait is bounded
+     * without a deadline. Idempotent.
+     */
+    @Override
+    void close();
+  }
+}
