@@ -2,11 +2,9 @@ package io.nccl4j.launch;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import java.io.BufferedReader;
 import java.io.ByteArrayOutputStream;
 import java.io.File;
 import java.io.IOException;
-import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -21,7 +19,6 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -49,41 +46,26 @@ class MultiProcessTest {
   @TempDir
   Path tmp;
 
-  private Set<Long> before;
-  private final List<Process> started = new ArrayList<>();
+  private ChildJvms children;
 
   @BeforeEach
   void rememberChildren() {
-    before = ProcessHandle.current().descendants().map(ProcessHandle::pid).collect(Collectors.toSet());
+    children = new ChildJvms();
   }
 
   @AfterEach
   void killEverythingStartedHere() {
-    for (Process p : started) {
-      p.descendants().forEach(ProcessHandle::destroyForcibly);
-      p.destroyForcibly();
-    }
-    ProcessHandle.current().descendants().filter(h -> !before.contains(h.pid()))
-        .forEach(ProcessHandle::destroyForcibly);
+    children.killAll();
   }
 
   // ------------------------------------------------------------------ helpers
 
-  private static String java() {
-    return Paths.get(System.getProperty("java.home"), "bin", "java").toString();
-  }
-
-  /** Light JVMs: eight may share two cores. */
   private static List<String> jvm(String classpath) {
-    return new ArrayList<>(List.of(java(), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-        "-Djava.awt.headless=true", "-cp", classpath));
+    return ChildJvms.jvm(classpath);
   }
 
   private static List<String> javaCommand(Class<?> main, String... args) {
-    List<String> cmd = jvm(System.getProperty("java.class.path"));
-    cmd.add(main.getName());
-    cmd.addAll(List.of(args));
-    return cmd;
+    return ChildJvms.javaCommand(main, args);
   }
 
   /** The directory this class was loaded from (target/test-classes). */
@@ -110,38 +92,13 @@ class MultiProcessTest {
   }
 
   private Process start(ProcessBuilder pb) throws IOException {
-    Process p = pb.start();
-    started.add(p);
-    return p;
-  }
-
-  /** Reads a process's merged output into a queue of lines, on a daemon thread. */
-  private static BlockingQueue<String> lines(Process p) {
-    BlockingQueue<String> q = new LinkedBlockingQueue<>();
-    Thread t = new Thread(() -> {
-      try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
-        String line;
-        while ((line = r.readLine()) != null) {
-          q.add(line);
-        }
-      } catch (IOException e) {
-        // the process went away
-      }
-    }, "test-output-reader");
-    t.setDaemon(true);
-    t.start();
-    return q;
-  }
-
-  /** True while the process exists and is not a zombie. */
-  private static boolean alive(long pid) {
-    return ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false) && !RankMains.isZombie(pid);
+    return children.start(pb);
   }
 
   private static boolean awaitGone(List<Long> pids, Duration within) throws InterruptedException {
     long until = System.nanoTime() + within.toNanos();
     while (System.nanoTime() < until) {
-      if (pids.stream().noneMatch(MultiProcessTest::alive)) {
+      if (pids.stream().noneMatch(ChildJvms::alive)) {
         return true;
       }
       Thread.sleep(50);
@@ -315,7 +272,7 @@ class MultiProcessTest {
     cmd.addAll(List.of(io.nccl4j.samples.Cli.class.getName(), "run", "--nproc-per-node", "2", "--class",
         RankMains.PrintPidAndSleep.class.getName(), "--classpath", testClasses, "--", "300"));
     Process launcher = start(new ProcessBuilder(cmd).redirectErrorStream(true));
-    BlockingQueue<String> lines = lines(launcher);
+    BlockingQueue<String> lines = ChildJvms.lines(launcher);
     List<Long> pids = new ArrayList<>();
     Set<Integer> ranks = new HashSet<>();
     Pattern pidLine = Pattern.compile("\\[rank ([01])\\] pid (\\d+)");
@@ -335,7 +292,7 @@ class MultiProcessTest {
     }
     try {
       assertThat(ranks).as("lines: %s", seen).containsExactlyInAnyOrder(0, 1);
-      assertThat(pids).allSatisfy(pid -> assertThat(alive(pid)).isTrue());
+      assertThat(pids).allSatisfy(pid -> assertThat(ChildJvms.alive(pid)).isTrue());
       if (signal.equals("TERM")) {
         launcher.destroy();
       } else {
@@ -355,15 +312,7 @@ class MultiProcessTest {
   // ------------------------------------------------------------------ processes started here
 
   private static ProcessBuilder rank(List<String> cmd, Map<String, String> vars, Path output) {
-    ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(output.toFile());
-    Map<String, String> env = pb.environment();
-    for (String k : List.of("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
-        "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE")) {
-      env.remove(k);
-    }
-    env.putAll(vars);
-    return pb;
+    return ChildJvms.rank(cmd, vars).redirectOutput(output.toFile());
   }
 
   /**

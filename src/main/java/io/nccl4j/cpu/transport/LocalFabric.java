@@ -36,7 +36,8 @@ public final class LocalFabric {
   /** Per rank: the collective message it is waiting to send or receive, or null. */
   private final AtomicReferenceArray<Tag> inMessage;
 
-  private record Failure(int rank, String message, Throwable cause) {}
+  /** {@code timeout}: the rank waited too long (for a stopped or slow peer) rather than failed. */
+  private record Failure(int rank, String message, Throwable cause, boolean timeout) {}
 
   public LocalFabric(int size) {
     if (size < 1) {
@@ -67,10 +68,15 @@ public final class LocalFabric {
 
   /** Fails the whole fabric because of {@code rank} (first failure wins). */
   public void fail(int rank, Throwable cause) {
+    if (cause instanceof io.nccl4j.CollectiveTimeoutException) {
+      // Peers time out too, quoting it, instead of blaming a rank that only waited like them.
+      failure.compareAndSet(null, new Failure(rank, "rank " + rank + " timed out: " + cause.getMessage(), cause, true));
+      return;
+    }
     String msg = cause instanceof PeerFailureException ? cause.getMessage()
         : "rank " + rank + " failed: " + describe(cause);
     int blamed = cause instanceof PeerFailureException ? ((PeerFailureException) cause).failedRank() : rank;
-    failure.compareAndSet(null, new Failure(blamed, msg, cause));
+    failure.compareAndSet(null, new Failure(blamed, msg, cause, false));
   }
 
   /** True once any rank failed. */
@@ -90,6 +96,10 @@ public final class LocalFabric {
   private void checkFailed() {
     Failure f = failure.get();
     if (f != null) {
+      if (f.timeout) {
+        String m = f.message.endsWith(".") ? f.message.substring(0, f.message.length() - 1) : f.message;
+        throw new TransportTimeoutException("interrupted when " + m);
+      }
       throw new PeerFailureException(f.rank, f.message, f.cause);
     }
   }

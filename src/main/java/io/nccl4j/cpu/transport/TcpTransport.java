@@ -1,10 +1,12 @@
 package io.nccl4j.cpu.transport;
 
 import io.nccl4j.CollectiveMismatchException;
+import io.nccl4j.CollectiveTimeoutException;
 import io.nccl4j.OpType;
 import io.nccl4j.PeerFailureException;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.store.Store;
+import io.nccl4j.store.StoreTimeoutException;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
 import java.io.DataInputStream;
@@ -41,13 +43,20 @@ import org.slf4j.LoggerFactory;
  * <p>A peer that dies or disconnects fails every pending and later operation of this rank with a
  * {@link PeerFailureException} naming it ("connection closed by peer"). When this rank fails, it
  * sends an abort frame with the root cause to every connected peer, so failures name their origin.
+ * A timeout travels as a timeout: when this rank's operation timed out, the frame says so, and
+ * peers (and their peers) fail with a {@link TransportTimeoutException} quoting it — the backend's
+ * {@link io.nccl4j.CollectiveTimeoutException}, as if their own watchdog had fired — rather than a
+ * {@link PeerFailureException} blaming a rank that did not fail but waited, like them, for a
+ * stopped or slow one.
  */
 public final class TcpTransport implements Transport {
   private static final Logger LOG = LoggerFactory.getLogger(TcpTransport.class);
   private static final int MAGIC = 0x4e344a54; // "N4JT"
-  private static final short VERSION = 1;
+  private static final short VERSION = 2;
   private static final byte DATA = 1;
   private static final byte ABORT = 2;
+  /** An abort frame whose root rank timed out. */
+  private static final byte ABORT_TIMEOUT = 3;
   private static final int HEADER_BYTES = 19;
   private static final int CHUNK = 1 << 20;
   private static final int POLL_MS = 100;
@@ -65,7 +74,8 @@ public final class TcpTransport implements Transport {
   private final byte[] readBuf = new byte[CHUNK];
   private volatile boolean closed;
 
-  private record Failure(int rank, String message, Throwable cause) {}
+  /** {@code timeout}: {@code rank} timed out (it did not fail); this rank's operations time out too. */
+  private record Failure(int rank, String message, Throwable cause, boolean timeout) {}
 
   /**
    * Creates this rank's endpoint: listens on an ephemeral port and publishes
@@ -112,13 +122,15 @@ public final class TcpTransport implements Transport {
     return peer * 2 + channel.ordinal();
   }
 
-  private Conn conn(int peer, Tag.Channel channel) {
+  /** The connection to {@code peer} for {@code tag}, made now if this rank connects (by {@code deadline}). */
+  private Conn conn(int peer, Tag tag, long deadline) {
+    Tag.Channel channel = tag.channel();
     if (peer < 0 || peer >= size || peer == rank) {
       throw new IllegalArgumentException("rank " + rank + " cannot connect to rank " + peer);
     }
     Conn c = conns.computeIfAbsent(key(peer, channel), k -> new Conn(peer, channel));
     if (rank < peer) {
-      c.connectIfNeeded();
+      c.connectIfNeeded(tag, deadline);
     }
     return c;
   }
@@ -168,7 +180,7 @@ public final class TcpTransport implements Transport {
   @Override
   public PendingSend post(Tag tag, long deadline, int to, long src, long bytes) {
     checkFailed();
-    Conn c = conn(to, tag.channel());
+    Conn c = conn(to, tag, deadline);
     SendJob job = new SendJob(tag, src, bytes, c, deadline);
     c.queue.add(job);
     return job;
@@ -177,13 +189,13 @@ public final class TcpTransport implements Transport {
   @Override
   public void receive(Tag tag, long deadline, int from, long dst, long bytes, Combiner combiner) {
     checkFailed();
-    Conn c = conn(from, tag.channel());
+    Conn c = conn(from, tag, deadline);
     c.awaitAttached(deadline, "waiting for rank " + from + " to connect (" + tag + ")");
     InputStream in = c.in;
     byte[] header = new byte[HEADER_BYTES];
     readFully(c, in, header, 0, 1, deadline, tag);
-    if (header[0] == ABORT) {
-      throw readAbort(c, in, deadline, tag);
+    if (header[0] == ABORT || header[0] == ABORT_TIMEOUT) {
+      throw readAbort(c, in, deadline, tag, header[0] == ABORT_TIMEOUT);
     }
     readFully(c, in, header, 1, HEADER_BYTES - 1, deadline, tag);
     Tag.Channel channel = Tag.Channel.values()[header[1]];
@@ -212,7 +224,7 @@ public final class TcpTransport implements Transport {
     }
   }
 
-  private PeerFailureException readAbort(Conn c, InputStream in, long deadline, Tag tag) {
+  private RuntimeException readAbort(Conn c, InputStream in, long deadline, Tag tag, boolean timeout) {
     byte[] b = new byte[8];
     readFully(c, in, b, 0, 8, deadline, tag);
     int root = (int) (getLong(b, 0) >>> 32);
@@ -220,6 +232,11 @@ public final class TcpTransport implements Transport {
     byte[] msg = new byte[Math.max(0, Math.min(len, 1 << 16))];
     readFully(c, in, msg, 0, msg.length, deadline, tag);
     String text = new String(msg, StandardCharsets.UTF_8);
+    if (timeout) {
+      record(new Failure(root, text, null, true));
+      return new TransportTimeoutException("waiting for " + tag + " data from rank " + c.peer + " when "
+          + quoted(text));
+    }
     PeerFailureException e = new PeerFailureException(root, text);
     fail(root, e);
     return e;
@@ -269,22 +286,39 @@ public final class TcpTransport implements Transport {
   private void checkFailed() {
     Failure f = failure.get();
     if (f != null) {
+      if (f.timeout) {
+        throw new TransportTimeoutException("interrupted when " + quoted(f.message));
+      }
       throw new PeerFailureException(f.rank, f.message, f.cause);
     }
   }
 
+  /** Another rank's message inside this rank's (which the backend ends with a period). */
+  private static String quoted(String message) {
+    return message.endsWith(".") ? message.substring(0, message.length() - 1) : message;
+  }
+
   @Override
   public void fail(int failedRank, Throwable cause) {
-    String msg = cause instanceof PeerFailureException ? cause.getMessage()
-        : "rank " + failedRank + " failed: " + cause.getClass().getSimpleName() + ": " + cause.getMessage();
-    int blamed = cause instanceof PeerFailureException ? ((PeerFailureException) cause).failedRank() : failedRank;
-    if (!failure.compareAndSet(null, new Failure(blamed, msg, cause))) {
+    if (cause instanceof PeerFailureException) {
+      record(new Failure(((PeerFailureException) cause).failedRank(), cause.getMessage(), cause, false));
+    } else if (cause instanceof CollectiveTimeoutException) {
+      record(new Failure(failedRank, "rank " + failedRank + " timed out: " + cause.getMessage(), cause, true));
+    } else {
+      record(new Failure(failedRank, "rank " + failedRank + " failed: " + cause.getClass().getSimpleName() + ": "
+          + cause.getMessage(), cause, false));
+    }
+  }
+
+  /** The first failure wins: it is kept, and every connected peer is told, then the connections stop. */
+  private void record(Failure f) {
+    if (!failure.compareAndSet(null, f)) {
       return;
     }
     // Tell every connected peer why, then stop: blocked readers and writers wake up.
-    byte[] text = msg.getBytes(StandardCharsets.UTF_8);
+    byte[] text = f.message.getBytes(StandardCharsets.UTF_8);
     for (Conn c : conns.values()) {
-      c.abort(blamed, text);
+      c.abort(f.timeout ? ABORT_TIMEOUT : ABORT, f.rank, text);
     }
   }
 
@@ -328,22 +362,38 @@ public final class TcpTransport implements Transport {
       this.writer.start();
     }
 
-    void connectIfNeeded() {
+    /**
+     * Connects to the peer's listener, by the operation's deadline (or the connect timeout, if that
+     * comes first): a peer that never published its address is a timeout naming it; one whose
+     * listener refuses connections until then has gone.
+     */
+    void connectIfNeeded(Tag tag, long opDeadline) {
       synchronized (lock) {
         if (socket != null || lostReason != null) {
           return;
         }
-        String addr = new String(store.get("transport/addr/" + peer, connectTimeout), StandardCharsets.UTF_8);
+        long started = System.nanoTime();
+        long deadline = started + connectTimeout.toNanos();
+        if (opDeadline - deadline < 0) {
+          deadline = opDeadline;
+        }
+        String addr;
+        try {
+          addr = new String(store.get("transport/addr/" + peer,
+              Duration.ofNanos(Math.max(1_000_000, deadline - System.nanoTime()))), StandardCharsets.UTF_8);
+        } catch (StoreTimeoutException e) {
+          throw new TransportTimeoutException("waiting for rank " + peer + " to join the group (" + tag + ")");
+        }
         int colon = addr.lastIndexOf(':');
         String host = addr.substring(0, colon);
         int port = Integer.parseInt(addr.substring(colon + 1));
-        long deadline = System.nanoTime() + connectTimeout.toNanos();
         long backoff = 20;
         IOException last = null;
         while (System.nanoTime() - deadline < 0) {
           Socket s = new Socket();
           try {
-            s.connect(new InetSocketAddress(host, port), (int) Math.max(1, connectTimeout.toMillis()));
+            s.connect(new InetSocketAddress(host, port),
+                (int) Math.max(1, Math.min(connectTimeout.toMillis(), (deadline - System.nanoTime()) / 1_000_000)));
             s.setTcpNoDelay(true);
             DataOutputStream o = new DataOutputStream(s.getOutputStream());
             byte[] gid = groupId.getBytes(StandardCharsets.UTF_8);
@@ -364,11 +414,15 @@ public final class TcpTransport implements Transport {
               // retrying
             }
           }
-          LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(backoff));
+          LockSupport.parkNanos(Math.min(TimeUnit.MILLISECONDS.toNanos(backoff), deadline - System.nanoTime()));
           backoff = Math.min(1000, backoff * 2);
         }
+        if (last == null) {
+          throw new TransportTimeoutException("waiting to connect to rank " + peer + " (" + tag + ")");
+        }
         throw new PeerFailureException(peer, "rank " + rank + " could not connect to rank " + peer + " at " + addr
-            + " within " + connectTimeout.toMillis() + " ms: " + (last == null ? "timed out" : last.getMessage()));
+            + " within " + (System.nanoTime() - started) / 1_000_000 + " ms: "
+            + (last == null ? "timed out" : last.getMessage()));
       }
     }
 
@@ -479,7 +533,7 @@ public final class TcpTransport implements Transport {
      * Sends an abort frame naming the root cause, unless a data frame is being written (then only
      * closing is safe), and stops the connection.
      */
-    void abort(int root, byte[] text) {
+    void abort(byte kind, int root, byte[] text) {
       Socket s = socket;
       queue.add(STOP);
       if (s == null) {
@@ -490,7 +544,7 @@ public final class TcpTransport implements Transport {
         locked = writeLock.tryLock(100, TimeUnit.MILLISECONDS);
         if (locked) {
           byte[] frame = new byte[9 + Math.min(text.length, 1 << 16)];
-          frame[0] = ABORT;
+          frame[0] = kind;
           putLong(frame, 1, ((long) root << 32) | (frame.length - 9));
           System.arraycopy(text, 0, frame, 9, frame.length - 9);
           OutputStream o = out;
@@ -572,6 +626,8 @@ public final class TcpTransport implements Transport {
         LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(Math.min(POLL_MS, 1)));
       }
       if (s == FAILED) {
+        // A failure already recorded (a peer's abort frame, a timeout) is the cause, not this connection.
+        checkFailed();
         throw conn.lost(error);
       }
     }

@@ -70,7 +70,9 @@ public interface Transport extends AutoCloseable {
 
   /**
    * Marks the whole group failed because of {@code rank}: every pending and later exchange, on
-   * every rank, fails with a {@link io.nccl4j.PeerFailureException} naming it.
+   * every rank, fails with a {@link io.nccl4j.PeerFailureException} naming it — or, over TCP, when
+   * {@code cause} is a {@link io.nccl4j.CollectiveTimeoutException}, with a
+   * {@link TransportTimeoutException} quoting it (a rank that timed out did not fail).
    */
   void fail(int rank, Throwable cause);
 

@@ -1,0 +1,346 @@
+package io.nccl4j.launch;
+
+import io.nccl4j.DType;
+import io.nccl4j.PeerFailureException;
+import io.nccl4j.ProcessGroup;
+import io.nccl4j.ReduceOp;
+import io.nccl4j.Tensor;
+import io.nccl4j.Work;
+import io.nccl4j.store.Store;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+
+/**
+ * The rank program of {@code RankFailureProcessTest}: every rank runs {@link Scenario} with the
+ * same arguments (scenario, group timeout in ms, victim rank); the victim fails as the scenario
+ * says, the survivors run collectives and print, for each, one line the test parses:
+ *
+ * <pre>
+ * rank R op NAME returned [v0, v1, ...]
+ * rank R op NAME failed after N ms: CLASS failedRank=F: MESSAGE
+ * </pre>
+ *
+ * N is measured from the moment the survivor issued the operation to the moment it threw; F is
+ * {@link PeerFailureException#failedRank()}, or -1 for other exceptions. Inputs: element i of rank
+ * r in round k is {@code 100000·k + 1000·r + i}. Every rank ends with {@link System#exit}.
+ */
+public final class RankFailureMains {
+  private RankFailureMains() {}
+
+  static final int COUNT = 6;
+
+  /** Element i of rank r in round k: {@code 100000·k + 1000·r + i}. */
+  static long value(int round, int rank, int i) {
+    return 100_000L * round + 1000L * rank + i;
+  }
+
+  static long[] expectedSum(int round, int size) {
+    long[] e = new long[COUNT];
+    for (int i = 0; i < COUNT; i++) {
+      for (int r = 0; r < size; r++) {
+        e[i] += value(round, r, i);
+      }
+    }
+    return e;
+  }
+
+  private static Tensor input(ProcessGroup pg, int round) {
+    long[] v = new long[COUNT];
+    for (int i = 0; i < COUNT; i++) {
+      v[i] = value(round, pg.rank(), i);
+    }
+    return Tensor.fromArray(v, DType.INT64, pg.allocator());
+  }
+
+  private static void say(String line) {
+    System.out.println(line);
+    System.out.flush();
+  }
+
+  private static String oneLine(Throwable e) {
+    String m = String.valueOf(e.getMessage()).replace('\n', ' ').replace('\r', ' ');
+    return e.getClass().getName() + " failedRank="
+        + (e instanceof PeerFailureException ? ((PeerFailureException) e).failedRank() : -1) + ": " + m;
+  }
+
+  @FunctionalInterface
+  private interface Op {
+    void run();
+  }
+
+  /** Runs {@code op} (issued at {@code issued}) and prints how it ended; true when it returned. */
+  private static boolean report(int rank, String name, long issued, Op op, Tensor result) {
+    try {
+      op.run();
+      say("rank " + rank + " op " + name + " returned " + Arrays.toString(result.toLongArray()));
+      return true;
+    } catch (RuntimeException e) {
+      say("rank " + rank + " op " + name + " failed after " + (System.nanoTime() - issued) / 1_000_000 + " ms: "
+          + oneLine(e));
+      return false;
+    }
+  }
+
+  /** An all-reduce every rank completes: it connects the ring before anyone fails. */
+  private static void warmUp(ProcessGroup pg) {
+    try (Tensor t = input(pg, 0)) {
+      report(pg.rank(), "warmup", System.nanoTime(), () -> pg.allReduce(t, ReduceOp.SUM), t);
+    }
+  }
+
+  /**
+   * What a survivor does once the victim is gone: two all-reduces enqueued together (A and B,
+   * pending when the failure comes), then one issued after they failed (C).
+   */
+  private static void survive(ProcessGroup pg, boolean announce) {
+    int r = pg.rank();
+    try (Tensor a = input(pg, 1); Tensor b = input(pg, 2); Tensor c = input(pg, 3)) {
+      long issued = System.nanoTime();
+      Work wa = pg.allReduceAsync(a, ReduceOp.SUM);
+      Work wb = pg.allReduceAsync(b, ReduceOp.SUM);
+      if (announce) {
+        say("rank " + r + " pending");
+      }
+      report(r, "A", issued, wa::waitFor, a);
+      report(r, "B", issued, wb::waitFor, b);
+      long later = System.nanoTime();
+      report(r, "C", later, () -> pg.allReduce(c, ReduceOp.SUM), c);
+    }
+  }
+
+  /** Rank 0 hosts the store: it stays until every rank named in {@code ranks} has said it is done. */
+  private static void leave(Store store, int rank, List<Integer> ranks, Duration timeout) {
+    store.set("test/done/" + rank, new byte[] {1});
+    if (rank == 0) {
+      List<String> keys = new ArrayList<>();
+      for (int r : ranks) {
+        keys.add("test/done/" + r);
+      }
+      store.wait(keys, timeout.multipliedBy(3));
+    }
+    say("rank " + rank + " done");
+    System.exit(0);
+  }
+
+  private static List<Integer> allBut(int size, int victim) {
+    List<Integer> l = new ArrayList<>();
+    for (int r = 0; r < size; r++) {
+      if (r != victim) {
+        l.add(r);
+      }
+    }
+    return l;
+  }
+
+  /**
+   * {@code args}: scenario, group timeout in ms, victim rank (not 0: rank 0 hosts the store).
+   * Scenarios: {@code throw-before-joining} (the victim's main throws before it creates its group),
+   * {@code throw-first} (after creating it, before any collective), {@code throw} (after the warm-up), {@code exit} (System.exit(3) before iteration 2
+   * of a loop), {@code kill} (the victim prints "ready" and sleeps; the test kills it),
+   * {@code stop} (every rank loops over all-reduces; the test stops the victim),
+   * {@code stop-staggered} (after the warm-up every rank prints "ready" and waits for the file
+   * {@code args[3]}; the test stops the victim, then creates the file; the survivors then enter
+   * their collective one after the other, 600 ms apart in ring order, so that the first to time
+   * out is the victim's neighbour and the others hear of it before their own deadline), {@code abort}
+   * (the victim aborts its group twice instead of the next collective), {@code recover} (as
+   * {@code abort}, then every rank aborts and creates a new group for round 4).
+   */
+  public static final class Scenario {
+    public static void main(String[] args) throws Exception {
+      String scenario = args[0];
+      Duration timeout = Duration.ofMillis(Long.parseLong(args[1]));
+      int victim = Integer.parseInt(args[2]);
+      DistEnv env = DistEnv.fromEnvironment();
+      int rank = env.rank();
+      boolean isVictim = rank == victim;
+      say("rank " + rank + " pid " + ProcessHandle.current().pid());
+      if (isVictim && scenario.equals("throw-before-joining")) {
+        say("rank " + rank + " throws");
+        throw new IllegalStateException("rank " + rank + " throws before joining the group");
+      }
+      ProcessGroups.Joined j = ProcessGroups.init(env, "cpu", timeout);
+      ProcessGroup pg = j.group();
+      List<Integer> survivors = allBut(env.worldSize(), victim);
+      switch (scenario) {
+        case "throw-before-joining":
+        case "throw-first":
+          if (isVictim) {
+            say("rank " + rank + " throws");
+            throw new IllegalStateException("rank " + rank + " throws before its first collective");
+          }
+          survive(pg, false);
+          leave(j.store(), rank, survivors, timeout);
+          break;
+        case "throw":
+          warmUp(pg);
+          if (isVictim) {
+            say("rank " + rank + " throws");
+            throw new IllegalStateException("rank " + rank + " throws between collectives");
+          }
+          survive(pg, false);
+          leave(j.store(), rank, survivors, timeout);
+          break;
+        case "exit":
+          try (Tensor t = pg.empty(COUNT, DType.INT64)) {
+            for (int it = 0; it < 4; it++) {
+              if (isVictim && it == 2) {
+                say("rank " + rank + " exits with status 3 before iteration 2");
+                System.exit(3);
+              }
+              long[] v = new long[COUNT];
+              for (int i = 0; i < COUNT; i++) {
+                v[i] = value(10 + it, rank, i);
+              }
+              try (Tensor host = Tensor.fromArray(v, DType.INT64, pg.allocator())) {
+                t.copyFrom(host);
+              }
+              long issued = System.nanoTime();
+              if (!report(rank, "iteration" + it, issued, () -> pg.allReduce(t, ReduceOp.SUM), t)) {
+                break;
+              }
+            }
+            long later = System.nanoTime();
+            report(rank, "C", later, () -> pg.allReduce(t, ReduceOp.SUM), t);
+          }
+          leave(j.store(), rank, survivors, timeout);
+          break;
+        case "kill":
+          warmUp(pg);
+          if (isVictim) {
+            say("rank " + rank + " ready");
+            Thread.sleep(120_000);
+            System.exit(0);
+          }
+          survive(pg, true);
+          leave(j.store(), rank, survivors, timeout);
+          break;
+        case "stop":
+          stopLoop(pg, rank);
+          leave(j.store(), rank, survivors, timeout);
+          break;
+        case "stop-staggered": {
+          warmUp(pg);
+          say("rank " + rank + " ready");
+          java.nio.file.Path go = java.nio.file.Path.of(args[3]);
+          while (!java.nio.file.Files.exists(go)) {
+            Thread.sleep(10);
+          }
+          // The rank that reads from the victim starts at once, the next in the ring 600 ms later...
+          int place = Math.floorMod(rank - victim - 1, env.worldSize());
+          Thread.sleep(600L * place);
+          survive(pg, false);
+          leave(j.store(), rank, survivors, timeout);
+          break;
+        }
+        case "abort":
+          warmUp(pg);
+          if (isVictim) {
+            abortTwice(pg);
+            // Alive, with its group aborted, until every survivor has reported.
+            for (int r : survivors) {
+              j.store().get("test/done/" + r, timeout.multipliedBy(3));
+            }
+            j.store().set("test/victim-left", new byte[] {1});
+            say("rank " + rank + " done");
+            System.exit(0);
+          }
+          survive(pg, false);
+          j.store().set("test/done/" + rank, new byte[] {1});
+          if (rank == 0) {
+            j.store().get("test/victim-left", timeout.multipliedBy(3));
+          }
+          say("rank " + rank + " done");
+          System.exit(0);
+          break;
+        case "recover":
+          warmUp(pg);
+          if (isVictim) {
+            abortTwice(pg);
+          } else {
+            survive(pg, false);
+            pg.abort();
+            pg.abort();
+            say("rank " + rank + " aborted, closed=" + pg.isClosed());
+          }
+          ProcessGroups.Joined again = ProcessGroups.init(env, "cpu", timeout);
+          ProcessGroup pg2 = again.group();
+          String oldGid = new String(j.store().get("transport/gid", timeout));
+          String newGid = new String(again.store().get("transport/gid", timeout));
+          say("rank " + rank + " new group: rank " + pg2.rank() + " of " + pg2.size() + ", open=" + !pg2.isClosed()
+              + ", new transport id=" + !newGid.equals(oldGid));
+          try (Tensor t = input(pg2, 4)) {
+            report(rank, "round4", System.nanoTime(), () -> pg2.allReduce(t, ReduceOp.SUM), t);
+          }
+          pg2.close();
+          leave(again.store(), rank, allBut(env.worldSize(), -1), timeout);
+          break;
+        default:
+          throw new IllegalArgumentException("unknown scenario " + scenario);
+      }
+    }
+
+    private static void abortTwice(ProcessGroup pg) {
+      pg.abort();
+      pg.abort();
+      String after;
+      try (Tensor t = Tensor.ofLongs(1, 2, 3)) {
+        pg.allReduce(t, ReduceOp.SUM);
+        after = "returned";
+      } catch (RuntimeException e) {
+        after = e.getClass().getName();
+      }
+      say("rank " + pg.rank() + " aborted twice, closed=" + pg.isClosed() + ", next collective: " + after);
+    }
+
+    /**
+     * Every rank all-reduces in a loop, checking each result; the victim announces itself after
+     * its first iteration and is then stopped by the test. Survivors report the iteration that
+     * failed as op A and a later one as op C.
+     */
+    private static void stopLoop(ProcessGroup pg, int rank) {
+      try (Tensor t = pg.empty(COUNT, DType.INT64)) {
+        int wrong = 0;
+        int ok = 0;
+        for (int it = 0; it < 100_000; it++) {
+          long[] v = new long[COUNT];
+          for (int i = 0; i < COUNT; i++) {
+            v[i] = value(20, rank, i) + it;
+          }
+          try (Tensor host = Tensor.fromArray(v, DType.INT64, pg.allocator())) {
+            t.copyFrom(host);
+          }
+          long issued = System.nanoTime();
+          try {
+            pg.allReduce(t, ReduceOp.SUM);
+          } catch (RuntimeException e) {
+            say("rank " + rank + " iterations ok " + ok + " wrong " + wrong);
+            say("rank " + rank + " op A failed after " + (System.nanoTime() - issued) / 1_000_000 + " ms: "
+                + oneLine(e));
+            break;
+          }
+          long[] e = expectedSum(20, pg.size());
+          for (int i = 0; i < COUNT; i++) {
+            e[i] += (long) it * pg.size();
+          }
+          if (Arrays.equals(e, t.toLongArray())) {
+            ok++;
+          } else {
+            wrong++;
+          }
+          if (it == 0) {
+            say("rank " + rank + " looping");
+          }
+          try {
+            Thread.sleep(5);
+          } catch (InterruptedException ie) {
+            Thread.currentThread().interrupt();
+          }
+        }
+        long later = System.nanoTime();
+        report(rank, "C", later, () -> pg.allReduce(t, ReduceOp.SUM), t);
+      }
+    }
+  }
+}

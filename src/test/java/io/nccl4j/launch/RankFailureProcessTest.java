@@ -1,0 +1,418 @@
+package io.nccl4j.launch;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.nccl4j.CollectiveTimeoutException;
+import io.nccl4j.PeerFailureException;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Predicate;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * A rank that fails — its main throws, it exits, it is killed, stopped, or aborts its group — in a
+ * job of OS processes on the CPU backend over TCP: every survivor's pending and later collectives
+ * fail naming that rank within twice the group timeout (a stopped rank: a timeout error after at
+ * least half of it), and after abort the ranks can create a new group on the same store. The rank
+ * program is {@link RankFailureMains.Scenario}; the survivors measure each operation themselves, from
+ * issuing it to its exception, and print it. The bounds are the requirement's, nothing tighter.
+ * Every process started here is killed after each test.
+ */
+@Tag("multiprocess")
+class RankFailureProcessTest {
+  private static final Duration TIMEOUT = Duration.ofSeconds(4);
+  /** How long the test waits for a line or an exit: only a guard against a hang, measures nothing. */
+  private static final Duration GUARD = Duration.ofSeconds(60);
+  private static final Pattern FAILED = Pattern.compile(
+      "rank (\\d+) op (\\w+) failed after (\\d+) ms: ([\\w.$]+) failedRank=(-?\\d+): (.*)");
+
+  @TempDir
+  Path tmp;
+
+  private ChildJvms children;
+
+  @BeforeEach
+  void remember() {
+    children = new ChildJvms();
+  }
+
+  @AfterEach
+  void killEverythingStartedHere() {
+    children.killAll();
+  }
+
+  // ------------------------------------------------------------------ a job of processes
+
+  /** One failed operation as a survivor reported it. */
+  private record Failure(int rank, String op, long millis, String type, int failedRank, String message) {}
+
+  /** The ranks of one job, started directly here (no launcher to stop the survivors). */
+  private final class Job {
+    final int size;
+    final List<Process> ps = new ArrayList<>();
+    /** Each rank's output so far, appended by a reader thread. */
+    final List<List<String>> out = new ArrayList<>();
+    /** Counted down when a rank's output ends (it exited). */
+    final List<CountDownLatch> ended = new ArrayList<>();
+
+    Job(String scenario, int size, int victim, String... extra) throws IOException {
+      this.size = size;
+      int port = Launcher.freePort();
+      for (int r = 0; r < size; r++) {
+        Process p = children.start(ChildJvms.rank(
+            ChildJvms.javaCommand(RankFailureMains.Scenario.class, args(scenario, victim, extra)),
+            Map.of("MASTER_ADDR", "127.0.0.1", "MASTER_PORT", Integer.toString(port), "RANK", Integer.toString(r),
+                "WORLD_SIZE", Integer.toString(size))));
+        ps.add(p);
+        List<String> lines = new CopyOnWriteArrayList<>();
+        CountDownLatch end = new CountDownLatch(1);
+        out.add(lines);
+        ended.add(end);
+        Thread t = new Thread(() -> {
+          try (BufferedReader in = new BufferedReader(new InputStreamReader(p.getInputStream(),
+              StandardCharsets.UTF_8))) {
+            String line;
+            while ((line = in.readLine()) != null) {
+              lines.add(line);
+            }
+          } catch (IOException e) {
+            // the process went away
+          } finally {
+            end.countDown();
+          }
+        }, "rank" + r + "-output");
+        t.setDaemon(true);
+        t.start();
+      }
+    }
+
+    /** Waits until rank {@code r} prints a line matching {@code p}. */
+    String await(int r, Predicate<String> p) throws InterruptedException {
+      long until = System.nanoTime() + GUARD.toNanos();
+      while (System.nanoTime() < until) {
+        for (String s : out.get(r)) {
+          if (p.test(s)) {
+            return s;
+          }
+        }
+        if (ended.get(r).await(20, TimeUnit.MILLISECONDS)) {
+          break;
+        }
+      }
+      for (String s : out.get(r)) {
+        if (p.test(s)) {
+          return s;
+        }
+      }
+      throw new AssertionError("rank " + r + " did not print the expected line; output: " + all());
+    }
+
+    /** Waits for rank {@code r} to exit and returns its status; its whole output is then in {@link #out}. */
+    int exit(int r) throws InterruptedException {
+      assertThat(ps.get(r).waitFor(GUARD.toSeconds(), TimeUnit.SECONDS)).as("rank %d exits; output: %s", r, all())
+          .isTrue();
+      assertThat(ended.get(r).await(GUARD.toSeconds(), TimeUnit.SECONDS)).as("rank %d output ends", r).isTrue();
+      return ps.get(r).exitValue();
+    }
+
+    List<String> out(int r) {
+      return out.get(r);
+    }
+
+    long pid(int r) {
+      return ps.get(r).pid();
+    }
+
+    String all() {
+      StringBuilder b = new StringBuilder();
+      for (int r = 0; r < size; r++) {
+        b.append("\n--- rank ").append(r).append(": ").append(String.join("\n    ", out(r)));
+      }
+      return b.toString();
+    }
+
+    /** The failure rank {@code r} reported for {@code op}. */
+    Failure failure(int r, String op) {
+      for (String s : out(r)) {
+        Matcher m = FAILED.matcher(s);
+        if (m.matches() && m.group(2).equals(op)) {
+          return new Failure(Integer.parseInt(m.group(1)), op, Long.parseLong(m.group(3)), m.group(4),
+              Integer.parseInt(m.group(5)), m.group(6));
+        }
+      }
+      throw new AssertionError("rank " + r + " reported no failure of op " + op + "; output: " + all());
+    }
+  }
+
+  private static String[] args(String scenario, int victim, String... extra) {
+    List<String> a = new ArrayList<>(List.of(scenario, Long.toString(TIMEOUT.toMillis()), Integer.toString(victim)));
+    a.addAll(List.of(extra));
+    return a.toArray(String[]::new);
+  }
+
+  private static String sum(int round, int size) {
+    return Arrays.toString(RankFailureMains.expectedSum(round, size));
+  }
+
+  private static void kill(String signal, long pid) throws Exception {
+    Process k = new ProcessBuilder("kill", "-" + signal, Long.toString(pid)).inheritIO().start();
+    assertThat(k.waitFor(10, TimeUnit.SECONDS)).isTrue();
+    assertThat(k.exitValue()).as("kill -%s %d", signal, pid).isZero();
+  }
+
+  /** Cleanup of a stopped rank (SIGKILL ends a stopped process too; SIGCONT first, to be plain). */
+  private static void resumeAndKill(Process p) throws Exception {
+    new ProcessBuilder("kill", "-CONT", Long.toString(p.pid())).inheritIO().start().waitFor(10, TimeUnit.SECONDS);
+    p.destroyForcibly();
+    p.waitFor(10, TimeUnit.SECONDS);
+  }
+
+  /**
+   * Survivor {@code r}'s operations {@code ops} each failed with a {@link PeerFailureException}
+   * naming {@code victim}, within twice the timeout of being issued.
+   */
+  private static void failedNaming(Job job, int r, int victim, String... ops) {
+    for (String op : ops) {
+      Failure f = job.failure(r, op);
+      assertThat(f.type()).as("rank %d op %s: %s", r, op, f).isEqualTo(PeerFailureException.class.getName());
+      assertThat(f.failedRank()).as("rank %d op %s: %s", r, op, f).isEqualTo(victim);
+      assertThat(f.message()).as("rank %d op %s", r, op).contains("rank " + victim);
+      assertThat(f.millis()).as("rank %d op %s: %s", r, op, f).isLessThan(TIMEOUT.multipliedBy(2).toMillis());
+    }
+  }
+
+  private static List<Integer> survivors(int size, int victim) {
+    List<Integer> l = new ArrayList<>();
+    for (int r = 0; r < size; r++) {
+      if (r != victim) {
+        l.add(r);
+      }
+    }
+    return l;
+  }
+
+  // ------------------------------------------------------------------ the scenarios
+
+  @Test
+  void rankThrowingBetweenCollectivesFailsThePendingAndLaterCollectivesOfEveryPeer() throws Exception {
+    int size = 3;
+    int victim = 1;
+    Job job = new Job("throw", size, victim);
+    assertThat(job.exit(victim)).as("uncaught exception: status 1; output: %s", job.all()).isEqualTo(1);
+    assertThat(job.out(victim)).contains("rank 1 op warmup returned " + sum(0, size), "rank 1 throws");
+    assertThat(job.out(victim)).anyMatch(s -> s.contains("java.lang.IllegalStateException: rank 1 throws between"
+        + " collectives"));
+    for (int r : survivors(size, victim)) {
+      assertThat(job.exit(r)).as("rank %d; output: %s", r, job.all()).isZero();
+      assertThat(job.out(r)).contains("rank " + r + " op warmup returned " + sum(0, size), "rank " + r + " done");
+      failedNaming(job, r, victim, "A", "B", "C");
+    }
+  }
+
+  /**
+   * The victim dies before it joins: it never publishes its address, so no one can tell that it
+   * died rather than being late, and the survivors time out, each naming it as the rank it waited
+   * for — rank 0 (which connects to rank 1) by its deadline, not the store's or the connect timeout.
+   */
+  @Test
+  void rankThrowingBeforeJoiningTimesTheOthersOutNamingIt() throws Exception {
+    int size = 3;
+    int victim = 1;
+    Job job = new Job("throw-before-joining", size, victim);
+    assertThat(job.exit(victim)).as("output: %s", job.all()).isEqualTo(1);
+    assertThat(job.out(victim)).contains("rank 1 throws");
+    assertThat(job.out(victim)).anyMatch(s -> s.contains("java.lang.IllegalStateException: rank 1 throws before"
+        + " joining the group"));
+    Map<Integer, String> waitedFor = Map.of(0, "Rank 0 was waiting for rank 1 to join the group (ALLREDUCE #1).",
+        2, "Rank 2 was waiting for rank 1 to connect (ALLREDUCE #1).");
+    for (int r : survivors(size, victim)) {
+      assertThat(job.exit(r)).as("rank %d; output: %s", r, job.all()).isZero();
+      for (String op : List.of("A", "B", "C")) {
+        Failure f = job.failure(r, op);
+        assertThat(f.type()).as("rank %d op %s: %s", r, op, f).isEqualTo(CollectiveTimeoutException.class.getName());
+        assertThat(f.message()).as("rank %d op %s", r, op).contains("Watchdog caught collective operation timeout")
+            .contains(waitedFor.get(r));
+        assertThat(f.millis()).as("rank %d op %s: %s", r, op, f).isLessThan(TIMEOUT.multipliedBy(2).toMillis());
+      }
+    }
+  }
+
+  /**
+   * The victim dies before it ever connected to anyone: no connection breaks, so the survivors learn
+   * of it by their timeout, within the bound. Rank 2 waits for rank 1 to connect and says so; rank
+   * 0 waits for rank 2 (its ring neighbour) and, when its own deadline comes first, can only name
+   * rank 2 — hence no naming assertion for it.
+   */
+  @Test
+  void rankThrowingBeforeItsFirstCollectiveFailsEveryPeerWithinTwiceTheTimeout() throws Exception {
+    int size = 3;
+    int victim = 1;
+    Job job = new Job("throw-first", size, victim);
+    assertThat(job.exit(victim)).as("output: %s", job.all()).isEqualTo(1);
+    assertThat(job.out(victim)).contains("rank 1 throws");
+    for (int r : survivors(size, victim)) {
+      assertThat(job.exit(r)).as("rank %d; output: %s", r, job.all()).isZero();
+      for (String op : List.of("A", "B", "C")) {
+        Failure f = job.failure(r, op);
+        assertThat(f.type()).as("rank %d op %s: %s", r, op, f)
+            .isIn(PeerFailureException.class.getName(), CollectiveTimeoutException.class.getName());
+        assertThat(f.millis()).as("rank %d op %s: %s", r, op, f).isLessThan(TIMEOUT.multipliedBy(2).toMillis());
+      }
+    }
+    for (String op : List.of("A", "B", "C")) {
+      assertThat(job.failure(2, op).message()).as("rank 2 op %s", op).contains("Rank 2 was waiting for rank 1 to"
+          + " connect (ALLREDUCE #1)");
+    }
+  }
+
+  @Test
+  void rankExitingInTheMiddleOfALoopFailsTheNextIterationOfEveryPeer() throws Exception {
+    int size = 3;
+    int victim = 1;
+    Job job = new Job("exit", size, victim);
+    assertThat(job.exit(victim)).as("output: %s", job.all()).isEqualTo(3);
+    assertThat(job.out(victim)).contains("rank 1 op iteration0 returned " + sum(10, size),
+        "rank 1 op iteration1 returned " + sum(11, size), "rank 1 exits with status 3 before iteration 2");
+    for (int r : survivors(size, victim)) {
+      assertThat(job.exit(r)).as("rank %d; output: %s", r, job.all()).isZero();
+      assertThat(job.out(r)).contains("rank " + r + " op iteration0 returned " + sum(10, size),
+          "rank " + r + " op iteration1 returned " + sum(11, size));
+      assertThat(job.out(r)).noneMatch(s -> s.startsWith("rank " + r + " op iteration3"));
+      failedNaming(job, r, victim, "iteration2", "C");
+    }
+  }
+
+  @Test
+  void rankKilledWithSigkillWhileThePeersWaitFailsThemNamingIt() throws Exception {
+    int size = 4;
+    int victim = 1;
+    Job job = new Job("kill", size, victim);
+    job.await(victim, s -> s.equals("rank 1 ready"));
+    for (int r : survivors(size, victim)) {
+      job.await(r, s -> s.equals("rank " + r + " pending"));
+    }
+    kill("KILL", job.pid(victim));
+    assertThat(job.exit(victim)).isEqualTo(137);
+    for (int r : survivors(size, victim)) {
+      assertThat(job.exit(r)).as("rank %d; output: %s", r, job.all()).isZero();
+      assertThat(job.out(r)).contains("rank " + r + " op warmup returned " + sum(0, size));
+      failedNaming(job, r, victim, "A", "B", "C");
+    }
+  }
+
+  @Test
+  void rankStoppedWithSigstopGivesThePeersATimeoutAfterAtLeastHalfTheTimeout() throws Exception {
+    int size = 3;
+    int victim = 1;
+    Job job = new Job("stop", size, victim);
+    for (int r = 0; r < size; r++) {
+      int rank = r;
+      job.await(r, s -> s.equals("rank " + rank + " looping"));
+    }
+    kill("STOP", job.pid(victim));
+    try {
+      for (int r : survivors(size, victim)) {
+        assertThat(job.exit(r)).as("rank %d; output: %s", r, job.all()).isZero();
+        assertThat(job.out(r)).anyMatch(s -> s.matches("rank " + r + " iterations ok [1-9]\\d* wrong 0"));
+        for (String op : List.of("A", "C")) {
+          Failure f = job.failure(r, op);
+          assertThat(f.type()).as("rank %d op %s: %s", r, op, f).isEqualTo(CollectiveTimeoutException.class.getName());
+          assertThat(f.message()).as("rank %d op %s", r, op).contains("Watchdog caught collective operation timeout");
+        }
+        Failure a = job.failure(r, "A");
+        assertThat(a.millis()).as("rank %d: %s", r, a).isGreaterThanOrEqualTo(TIMEOUT.dividedBy(2).toMillis())
+            .isLessThan(TIMEOUT.multipliedBy(2).toMillis());
+      }
+      assertThat(ChildJvms.alive(job.pid(victim))).as("the stopped rank is still there").isTrue();
+    } finally {
+      resumeAndKill(job.ps.get(victim));
+    }
+  }
+
+  @Test
+  void rankStoppedBeforeTheCollectiveGivesEveryPeerATimeoutEvenThoseThatEnteredLater() throws Exception {
+    int size = 4;
+    int victim = 1;
+    Path go = tmp.resolve("go");
+    Job job = new Job("stop-staggered", size, victim, go.toString());
+    for (int r = 0; r < size; r++) {
+      int rank = r;
+      job.await(r, s -> s.equals("rank " + rank + " ready"));
+    }
+    kill("STOP", job.pid(victim));
+    try {
+      Files.writeString(go, "go");
+      for (int r : survivors(size, victim)) {
+        assertThat(job.exit(r)).as("rank %d; output: %s", r, job.all()).isZero();
+        assertThat(job.out(r)).contains("rank " + r + " op warmup returned " + sum(0, size));
+        for (String op : List.of("A", "B", "C")) {
+          Failure f = job.failure(r, op);
+          assertThat(f.type()).as("rank %d op %s: %s", r, op, f).isEqualTo(CollectiveTimeoutException.class.getName());
+          assertThat(f.message()).as("rank %d op %s", r, op).contains("Watchdog caught collective operation timeout")
+              .contains("Rank 2 was waiting for ALLREDUCE #2 data from rank 1.");
+        }
+        for (String op : List.of("A", "B")) {
+          Failure f = job.failure(r, op);
+          assertThat(f.millis()).as("rank %d op %s: %s", r, op, f).isGreaterThanOrEqualTo(TIMEOUT.dividedBy(2).toMillis())
+              .isLessThan(TIMEOUT.multipliedBy(2).toMillis());
+        }
+      }
+      assertThat(ChildJvms.alive(job.pid(victim))).as("the stopped rank is still there").isTrue();
+    } finally {
+      resumeAndKill(job.ps.get(victim));
+    }
+  }
+
+  @Test
+  void rankAbortingItsGroupTwiceFailsThePeersNamingIt() throws Exception {
+    int size = 3;
+    int victim = 1;
+    Job job = new Job("abort", size, victim);
+    assertThat(job.exit(victim)).as("output: %s", job.all()).isZero();
+    assertThat(job.out(victim)).contains("rank 1 op warmup returned " + sum(0, size),
+        "rank 1 aborted twice, closed=true, next collective: java.lang.IllegalStateException", "rank 1 done");
+    for (int r : survivors(size, victim)) {
+      assertThat(job.exit(r)).as("rank %d; output: %s", r, job.all()).isZero();
+      failedNaming(job, r, victim, "A", "B", "C");
+    }
+    // Rank 2 reads from rank 1 in the ring: it gets rank 1's abort frame itself.
+    assertThat(job.failure(2, "A").message()).contains("rank 1: the process group was aborted by the application");
+  }
+
+  @Test
+  void afterAnAbortEveryRankAbortsAndANewGroupOnTheSameStoreAllReducesExactly() throws Exception {
+    int size = 3;
+    int victim = 1;
+    Job job = new Job("recover", size, victim);
+    for (int r = 0; r < size; r++) {
+      assertThat(job.exit(r)).as("rank %d; output: %s", r, job.all()).isZero();
+      assertThat(job.out(r)).contains("rank " + r + " op warmup returned " + sum(0, size),
+          "rank " + r + " new group: rank " + r + " of " + size + ", open=true, new transport id=true",
+          "rank " + r + " op round4 returned " + sum(4, size), "rank " + r + " done");
+    }
+    assertThat(job.out(victim)).contains(
+        "rank 1 aborted twice, closed=true, next collective: java.lang.IllegalStateException");
+    for (int r : survivors(size, victim)) {
+      failedNaming(job, r, victim, "A", "B", "C");
+      assertThat(job.out(r)).contains("rank " + r + " aborted, closed=true");
+    }
+  }
+}
