@@ -134,6 +134,7 @@ public final class LocalFabric {
 
   private final class Endpoint implements Transport {
     private final int rank;
+    private volatile boolean closed;
 
     Endpoint(int rank) {
       this.rank = rank;
@@ -156,11 +157,19 @@ public final class LocalFabric {
 
     @Override
     public void close() {
+      closed = true;
       departed.compareAndSet(rank, null, "rank " + rank + " closed its process group");
+    }
+
+    private void ensureOpen() {
+      if (closed) {
+        throw new IllegalStateException("local transport of rank " + rank + " is closed");
+      }
     }
 
     @Override
     public PendingSend post(Tag tag, long deadline, int to, long src, long bytes) {
+      ensureOpen();
       checkFailed();
       Message m = new Message(tag, rank, src, bytes);
       box(tag.channel(), rank, to).post(m);
@@ -179,6 +188,7 @@ public final class LocalFabric {
 
     @Override
     public void receive(Tag tag, long deadline, int from, long dst, long dstBytes, Combiner combiner) {
+      ensureOpen();
       checkFailed();
       receiveFrom(tag, deadline, from, dst, dstBytes, combiner);
     }
