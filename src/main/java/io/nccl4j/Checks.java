@@ -43,7 +43,8 @@ public final class Checks {
     }
     if (output != input && output.overlaps(input) && output.address() != input.address()) {
       throw new UsageException("Tensors must be non-overlapping and dense",
-          "output overlaps input but is not the same buffer; in-place AllReduce passes one tensor");
+          "output overlaps input but is not the same buffer: output " + position(output, input, "input")
+              + "; in-place AllReduce passes one tensor");
     }
   }
 
@@ -116,7 +117,8 @@ public final class Checks {
     }
     if (output.overlaps(input)) {
       throw new UsageException("Tensors must be non-overlapping and dense",
-          "all_to_all_single cannot run in place: output overlaps input");
+          "all_to_all_single cannot run in place: output overlaps input (output " + position(output, input, "input")
+              + "); expected disjoint buffers");
     }
     return new long[][] {in, out};
   }
@@ -196,8 +198,22 @@ public final class Checks {
     long expected = whole.address() + (long) rank * part.count() * part.dtype().size();
     if (part.address() != expected) {
       throw new UsageException("Tensors must be non-overlapping and dense",
-          partName + " overlaps " + wholeName + " but is not block " + rank + " of it (" + rule + ")");
+          partName + " overlaps " + wholeName + " but is not block " + rank + " of it: expected it to start at"
+              + " element " + (long) rank * part.count() + " of " + wholeName + ", but it " + position(part, whole,
+              wholeName) + " (" + rule + ")");
     }
+  }
+
+  /** Where {@code a} starts relative to {@code b} (same dtype), in elements: "starts at element 3 of input". */
+  private static String position(Tensor a, Tensor b, String bName) {
+    long bytes = a.address() - b.address();
+    int es = a.dtype().size();
+    if (bytes % es != 0) {
+      return "starts " + Math.abs(bytes) + " bytes " + (bytes < 0 ? "before " : "into ") + bName;
+    }
+    long elements = bytes / es;
+    return elements >= 0 ? "starts at element " + elements + " of " + bName
+        : "starts " + -elements + (elements == -1 ? " element" : " elements") + " before " + bName;
   }
 
   private long[] splits(long[] given, Tensor t, String name) {

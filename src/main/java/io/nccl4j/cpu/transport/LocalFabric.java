@@ -210,6 +210,7 @@ public final class LocalFabric {
   private final class Endpoint implements Transport, SharedMemory {
     private final int rank;
     private long windows;
+    private volatile boolean closed;
 
     Endpoint(int rank) {
       this.rank = rank;
@@ -232,7 +233,14 @@ public final class LocalFabric {
 
     @Override
     public void close() {
+      closed = true;
       departed.compareAndSet(rank, null, "rank " + rank + " closed its process group");
+    }
+
+    private void ensureOpen() {
+      if (closed) {
+        throw new IllegalStateException("local transport of rank " + rank + " is closed");
+      }
     }
 
     @Override
@@ -242,6 +250,7 @@ public final class LocalFabric {
 
     @Override
     public Window open(Tag tag, String algorithm, long bytes, long deadline, long... addresses) {
+      ensureOpen();
       checkFailed();
       long use = windows++;
       WindowSlot slot = slots[(int) (use & 1)];
@@ -350,6 +359,7 @@ public final class LocalFabric {
 
     @Override
     public PendingSend post(Tag tag, long deadline, int to, long src, long bytes) {
+      ensureOpen();
       checkFailed();
       Message m = new Message(tag, rank, src, bytes);
       box(tag.channel(), rank, to).post(m);
@@ -368,6 +378,7 @@ public final class LocalFabric {
 
     @Override
     public void receive(Tag tag, long deadline, int from, long dst, long dstBytes, Combiner combiner) {
+      ensureOpen();
       checkFailed();
       receiveFrom(tag, deadline, from, dst, dstBytes, combiner);
     }

@@ -179,6 +179,7 @@ public final class TcpTransport implements Transport {
 
   @Override
   public PendingSend post(Tag tag, long deadline, int to, long src, long bytes) {
+    ensureOpen();
     checkFailed();
     Conn c = conn(to, tag, deadline);
     SendJob job = new SendJob(tag, src, bytes, c, deadline);
@@ -188,6 +189,7 @@ public final class TcpTransport implements Transport {
 
   @Override
   public void receive(Tag tag, long deadline, int from, long dst, long bytes, Combiner combiner) {
+    ensureOpen();
     checkFailed();
     Conn c = conn(from, tag, deadline);
     c.awaitAttached(deadline, "waiting for rank " + from + " to connect (" + tag + ")");
@@ -280,6 +282,13 @@ public final class TcpTransport implements Transport {
     for (int i = 7; i >= 0; i--) {
       b[at + i] = (byte) v;
       v >>>= 8;
+    }
+  }
+
+  /** Use after close would post to closed connections and stage data in freed memory. */
+  private void ensureOpen() {
+    if (closed) {
+      throw new IllegalStateException("TCP transport of rank " + rank + " is closed");
     }
   }
 
