@@ -10,9 +10,10 @@ import org.junit.jupiter.api.Tag;
 /**
  * The conformance suite, unchanged, on the CPU backend over {@link io.nccl4j.cpu.transport.TcpTransport}:
  * ranks are threads, but every byte between them goes through loopback TCP connections, as between
- * processes. The ring algorithms are the same as over the in-JVM fabric, so four dtypes (one of each
- * width and kind: 8-bit unsigned, 16-bit float, 32-bit float, 64-bit integer) cover the transport;
- * {@link CpuConformanceTest} covers every dtype.
+ * processes. Over TCP the ring algorithms run (threads sharing memory use the shared-memory ones,
+ * {@link CpuConformanceTest}, which covers every dtype; {@link CpuRingConformanceTest} runs the ring
+ * on threads); four dtypes (one of each width and kind: 8-bit unsigned, 16-bit float, 32-bit float,
+ * 64-bit integer) cover the transport and the ring.
  */
 @Tag("multirank")
 class TcpConformanceTest extends ConformanceSuite {

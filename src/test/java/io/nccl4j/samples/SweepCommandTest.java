@@ -58,7 +58,7 @@ class SweepCommandTest {
     DType t = DType.parse(dtype);
     ReduceOp rop = ReduceOp.parse(redop);
     assertThat(o.lines().get(1)).isEqualTo(String.format(Locale.ROOT,
-        "# %s, %d ranks, %s, redop %s, root 0, 1 warm-up + 2 timed iterations, 1 checked",
+        "# %s, %d ranks, %s, redop %s, root 0, 1 warm-up + 2 timed iterations (async, time = mean per call), 1 checked",
         c.name().toLowerCase(Locale.ROOT), p, dtype, c.reduces() ? rop : "none"));
     assertThat(SampleRunner.cells(o.lines().get(2))).containsExactly("size", "count", "type", "redop", "root",
         "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
@@ -81,6 +81,78 @@ class SweepCommandTest {
       checkMode(r, 5, c.hasOutOfPlace(), bytes, factor);
       checkMode(r, 9, c.hasInPlace(), bytes, factor);
     }
+  }
+
+  @Test
+  void blockingModeIsExactAndSaysItReportsTheMedian() {
+    SampleRunner.Output o = sweep("--backend", "cpu", "--world-size", "3", "-b", "1K", "-e", "256K", "-f", "16",
+        "-n", "5", "-w", "1", "-z", "1", "-d", "int32", "-o", "sum");
+    assertThat(o.ok()).as(o.text()).isTrue();
+    assertThat(o.lines().get(1)).contains("5 timed iterations (blocking, time = median per call)");
+    List<List<String>> rows = dataRows(o);
+    assertThat(rows).hasSize(3);
+    for (List<String> r : rows) {
+      assertThat(r.get(8)).isEqualTo("0");
+      assertThat(r.get(12)).isEqualTo("0");
+    }
+    assertThat(o.last()).isEqualTo("# out-of-bounds values: 0 OK");
+  }
+
+  @Test
+  void boundPrintsTheMeasuredBandwidthAndEachRowsShareOfIt() {
+    SampleRunner.Output o = sweep("--backend", "cpu", "--world-size", "2", "-b", "1M", "-e", "4M", "-f", "4",
+        "-n", "2", "-w", "1", "--bound");
+    assertThat(o.ok()).as(o.text()).isTrue();
+    String boundLine = o.lines().stream().filter(l -> l.startsWith("# bound: B = ")).findFirst().orElseThrow();
+    assertThat(boundLine).matches("# bound: B = \\d+\\.\\d{2} GB/s \\(.*read\\+write, measured now\\); AllReduce t >= 2pS / B");
+    double gbps = Double.parseDouble(boundLine.substring("# bound: B = ".length(), boundLine.indexOf(" GB/s")));
+    assertThat(gbps).isPositive();
+    List<List<String>> rows = dataRows(o);
+    assertThat(rows).hasSize(2);
+    for (List<String> r : rows) {
+      assertThat(r).hasSize(15);
+      long bytes = Long.parseLong(r.get(0));
+      double bound = Double.parseDouble(r.get(13));
+      // bound(us) = 2·p·S / B, printed to 2 decimals; B itself printed to 2 decimals of GB/s
+      double expected = 2.0 * 2 * bytes / (gbps * 1e9) * 1e6;
+      assertThat(bound).isCloseTo(expected, org.assertj.core.data.Percentage.withPercentage(1));
+      assertThat(r.get(14)).matches("\\d+%");
+    }
+  }
+
+  @Test
+  void validationOverheadComparesTheThreeModesOnExactResults() {
+    SampleRunner.Output o = sweep("--backend", "cpu", "--world-size", "3", "-b", "1K", "-e", "64K", "-f", "64",
+        "-n", "3", "-w", "1", "--rounds", "2", "--validation-overhead");
+    assertThat(o.ok()).as(o.text()).isTrue();
+    assertThat(o.lines().get(1)).isEqualTo("# validation overhead: allreduce, 3 ranks, float32, 2 rounds x"
+        + " (1 warm-up + 3 timed) per mode, rotating order");
+    assertThat(SampleRunner.cells(o.lines().get(2))).containsExactly("size", "count", "off(us)", "cheap(us)",
+        "cheap/off", "detail(us)", "detail/off", "#wrong");
+    List<List<String>> rows = dataRows(o);
+    assertThat(rows).hasSize(2);
+    for (List<String> r : rows) {
+      double off = Double.parseDouble(r.get(2));
+      double cheap = Double.parseDouble(r.get(3));
+      double detail = Double.parseDouble(r.get(5));
+      assertThat(off).isPositive();
+      assertThat(r.get(4)).matches("\\d+\\.\\d{2}x");
+      assertThat(r.get(6)).matches("\\d+\\.\\d{2}x");
+      assertRatio(r.get(4), cheap, off);
+      assertRatio(r.get(6), detail, off);
+      assertThat(r.get(7)).isEqualTo("0");
+    }
+    assertThat(o.last()).isEqualTo("# out-of-bounds values: 0 OK");
+    assertThatThrownBy(() -> sweep("--backend", "cpu", "--world-size", "2", "--op", "sendrecv",
+        "--validation-overhead")).hasMessageContaining("point-to-point is never validated");
+  }
+
+  /** A printed ratio agrees with the printed times, given their rounding to 0.1 µs. */
+  private static void assertRatio(String cell, double num, double den) {
+    double ratio = Double.parseDouble(cell.substring(0, cell.length() - 1));
+    double lo = (num - 0.05) / (den + 0.05) - 0.005;
+    double hi = (num + 0.05) / Math.max(1e-9, den - 0.05) + 0.005;
+    assertThat(ratio).as("%s vs %s / %s", cell, num, den).isBetween(lo, hi);
   }
 
   /** Columns time, algbw, busbw, #wrong starting at {@code at}. */
