@@ -61,8 +61,11 @@ final class Bounds {
       }
       double best = 0;
       for (int rep = 0; rep < reps; rep++) {
-        CyclicBarrier start = new CyclicBarrier(threads + 1);
-        CyclicBarrier end = new CyclicBarrier(threads + 1);
+        // The clock is read by the barriers' actions: the thread that trips a barrier reads it before
+        // anyone is released, so a descheduled main thread cannot shorten the interval.
+        long[] clock = new long[2];
+        CyclicBarrier start = new CyclicBarrier(threads + 1, () -> clock[0] = System.nanoTime());
+        CyclicBarrier end = new CyclicBarrier(threads + 1, () -> clock[1] = System.nanoTime());
         List<Thread> ts = new ArrayList<>();
         for (int i = 0; i < threads; i++) {
           final int k = i;
@@ -75,12 +78,11 @@ final class Bounds {
           ts.add(t);
         }
         await(start);
-        long t0 = System.nanoTime();
         await(end);
-        long ns = System.nanoTime() - t0;
         for (Thread t : ts) {
           join(t);
         }
+        long ns = clock[1] - clock[0];
         best = Math.max(best, 2.0 * bytes * threads / (ns / 1e9));
       }
       return best;
@@ -119,8 +121,9 @@ final class Bounds {
           r.setReceiveBufferSize(4 << 20);
           receivers.add(r);
         }
-        CyclicBarrier start = new CyclicBarrier(2 * streams + 1);
-        CyclicBarrier end = new CyclicBarrier(2 * streams + 1);
+        long[] clock = new long[2];
+        CyclicBarrier start = new CyclicBarrier(2 * streams + 1, () -> clock[0] = System.nanoTime());
+        CyclicBarrier end = new CyclicBarrier(2 * streams + 1, () -> clock[1] = System.nanoTime());
         List<Thread> ts = new ArrayList<>();
         for (int i = 0; i < streams; i++) {
           Socket s = senders.get(i);
@@ -157,10 +160,9 @@ final class Bounds {
         }
         ts.forEach(Thread::start);
         await(start);
-        long t0 = System.nanoTime();
         await(end);
-        long ns = System.nanoTime() - t0;
         ts.forEach(Bounds::join);
+        long ns = clock[1] - clock[0];
         return (double) bytes * streams / (ns / 1e9);
       } finally {
         for (Socket s : senders) {

@@ -4,11 +4,27 @@ package io.nccl4j;
  * An operation ran longer than the group's timeout. The message has the form of PyTorch's
  * watchdog: {@code Watchdog caught collective operation timeout: WorkCPU(SeqNum=…, OpType=…,
  * NumelIn=…, NumelOut=…, Timeout(ms)=…) ran for N milliseconds before timing out.}
+ *
+ * <p>When one rank times out its peers are interrupted with the same exception type, so that a
+ * launcher or test can tell the first timeout from its echoes, {@link #timedOutRank()} names the
+ * rank whose own wait passed the deadline.
  */
 public class CollectiveTimeoutException extends BackendException {
   private static final long serialVersionUID = 1L;
 
+  private final int timedOutRank;
+
   public CollectiveTimeoutException(String message) {
+    this(message, -1);
+  }
+
+  public CollectiveTimeoutException(String message, int timedOutRank) {
     super(message);
+    this.timedOutRank = timedOutRank;
+  }
+
+  /** The rank whose own wait timed out first, or -1 when not known. */
+  public int timedOutRank() {
+    return timedOutRank;
   }
 }

@@ -103,7 +103,8 @@ final class GroupWork implements Work {
       return new PeerFailureException(p.failedRank(), p.getMessage(), p);
     }
     if (cause instanceof CollectiveTimeoutException) {
-      CollectiveTimeoutException t = new CollectiveTimeoutException(cause.getMessage());
+      CollectiveTimeoutException t = new CollectiveTimeoutException(cause.getMessage(),
+          ((CollectiveTimeoutException) cause).timedOutRank());
       t.initCause(cause);
       return t;
     }

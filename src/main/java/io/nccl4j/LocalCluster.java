@@ -379,14 +379,25 @@ public final class LocalCluster {
     return m == null ? t.getClass().getName() : t.getClass().getSimpleName() + ": " + m;
   }
 
-  /** A rank's own error beats a peer-failure report; among equals, the earlier one wins. */
+  /**
+   * A rank's own error beats a report of another rank's failure or timeout; among equals, the
+   * earlier one wins.
+   */
   private static boolean rootCauseFirst(Throwable[] errors, long[] at, int r, int current) {
-    boolean rPeer = errors[r] instanceof PeerFailureException;
-    boolean cPeer = errors[current] instanceof PeerFailureException;
+    boolean rPeer = isEcho(errors[r], r);
+    boolean cPeer = isEcho(errors[current], current);
     if (rPeer != cPeer) {
       return !rPeer;
     }
     return at[r] - at[current] < 0;
+  }
+
+  /** True when {@code e} only reports that another rank failed or timed out. */
+  private static boolean isEcho(Throwable e, int rank) {
+    if (e instanceof PeerFailureException) {
+      return true;
+    }
+    return e instanceof CollectiveTimeoutException t && t.timedOutRank() >= 0 && t.timedOutRank() != rank;
   }
 
   private void closeAllocator(Allocator alloc, int rank) {

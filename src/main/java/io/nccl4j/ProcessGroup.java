@@ -332,7 +332,7 @@ public final class ProcessGroup implements AutoCloseable {
       }
       CollectiveTimeoutException t = new CollectiveTimeoutException("Rank " + rank() + " is running collective: "
           + mine + ", but ranks " + absent + " did not reach collective #" + mine.seq() + " within "
-          + limit.toMillis() + " ms");
+          + limit.toMillis() + " ms", rank());
       backend.abort(t);
       throw t;
     }

@@ -193,7 +193,12 @@ class FailurePropagationTest {
     assertThat(later.get(0)).isInstanceOf(CollectiveTimeoutException.class);
     assertThat(later.get(0).getMessage()).contains("Watchdog caught collective operation timeout");
 
-    assertThat(seen.get(1)).isInstanceOf(BackendException.class);
+    assertThat(((CollectiveTimeoutException) e0).timedOutRank()).isZero();
+    // Rank 1 is interrupted by rank 0's timeout and says so; it is not reported as the first failure
+    // even when its exception is recorded before rank 0's.
+    assertThat(seen.get(1)).isInstanceOf(CollectiveTimeoutException.class);
+    assertThat(((CollectiveTimeoutException) seen.get(1)).timedOutRank()).isZero();
+    assertThat(seen.get(1).getMessage()).contains("Rank 1 was interrupted when rank 0 timed out");
     assertThat(thrown).isInstanceOf(RankFailedException.class);
     assertThat(((RankFailedException) thrown).rank()).isZero();
     assertThat(thrown.getCause()).isSameAs(e0);

@@ -21,7 +21,7 @@ final class Algorithms implements AutoCloseable {
   /** AllReduce up to this size on shared memory: every rank reduces every input itself (one-shot). */
   static final long ONE_SHOT_MAX_BYTES = 64 * 1024;
   /** Unit of the direct algorithms: reduced in scratch that stays in cache, then written out. */
-  static final long DIRECT_CHUNK_BYTES = 256 * 1024;
+  static final long DIRECT_CHUNK_BYTES = 32768;
 
   /** Which algorithms to use; {@code NCCL4J_CPU_ALGO} or {@code -Dnccl4j.cpu.algo} (like NCCL_ALGO). */
   enum Choice {
@@ -49,6 +49,10 @@ final class Algorithms implements AutoCloseable {
   private final long chunkBytes;
   private final long[] scratch = new long[2];
   private final SharedMemory shm;
+  private final long[] sources;
+  /** Largest chunk reduced through heap arrays (also the direct algorithms' chunk, at most). */
+  private static final long ARRAY_CHUNK_BYTES = DIRECT_CHUNK_BYTES;
+  private final ArrayReducer arrays = new ArrayReducer(ARRAY_CHUNK_BYTES);
 
   Algorithms(Transport transport, long chunkBytes) {
     this(transport, chunkBytes, Choice.configured());
@@ -60,6 +64,7 @@ final class Algorithms implements AutoCloseable {
     this.p = transport.size();
     this.chunkBytes = chunkBytes;
     this.shm = choice == Choice.AUTO ? transport.sharedMemory() : null;
+    this.sources = new long[p];
   }
 
   private int mod(int x) {
@@ -154,39 +159,43 @@ final class Algorithms implements AutoCloseable {
   }
 
   /**
-   * Reduces inputs {@code ins} (addresses, in rank order) into {@code dst}: x_0 ⊕ x_1 ⊕ … ⊕ x_{p−1},
-   * each premultiplied where the operator says so, then the post-operation. Every element of a
-   * result is reduced in this one order, by one rank or identically by all.
+   * Reduces the {@code index}-th published buffer of every rank, at {@code offset}, into {@code dst}:
+   * x_0 ⊕ x_1 ⊕ … ⊕ x_{p−1}, each premultiplied where the operator says so, then the
+   * post-operation. Every element of a result is reduced in this one order, by one rank or
+   * identically by all. Through heap arrays where that gives the same bits (vectorised), else the
+   * scalar kernel.
    */
-  private static void reduceAll(Reduction red, SharedMemory.Window w, int index, long offset, long dst, long n,
-      int p) {
-    red.combine(dst, w.address(0, index) + offset, true, w.address(1, index) + offset, true, n);
-    for (int q = 2; q < p; q++) {
-      red.combine(dst, dst, false, w.address(q, index) + offset, true, n);
+  private void reduceAll(Reduction red, SharedMemory.Window w, int index, long offset, long dst, long n) {
+    for (int q = 0; q < p; q++) {
+      sources[q] = w.address(q, index) + offset;
+    }
+    Reduction.ArrayOp op = red.arrayOp();
+    if (op != null && n * red.dtype().size() <= ARRAY_CHUNK_BYTES) {
+      arrays.reduce(op, sources, p, dst, (int) n);
+    } else {
+      red.combine(dst, sources[0], true, sources[1], true, n);
+      for (int q = 2; q < p; q++) {
+        red.combine(dst, dst, false, sources[q], true, n);
+      }
     }
     red.post(dst, n);
   }
 
   /**
-   * Small AllReduce on shared memory: after one synchronisation every rank reads every input and
-   * reduces it itself, in rank order (so all ranks compute the same bits), then one more
-   * synchronisation says nobody reads the inputs any more. In place, the result waits in scratch
-   * until then, since peers are still reading this rank's input.
+   * Small AllReduce on shared memory: every rank stages a copy of its input in the fabric, one
+   * synchronisation, then every rank reads every copy and reduces it itself, in rank order (so all
+   * ranks compute the same bits), straight into its output — in place too, since peers read the
+   * copies. One synchronisation per AllReduce: what small-message latency is made of.
    */
   private CollectiveStats oneShotAllReduce(Tag tag, long deadline, long in, long out, long count, Reduction red) {
     long bytes = count * red.dtype().size();
-    boolean inPlace = in == out;
-    long dst = inPlace ? scratch(0) : out;
-    SharedMemory.Window w = shm.open(tag, "one-shot", bytes, deadline, in);
+    SharedMemory.Window w = shm.openStaged(tag, "one-shot", in, bytes, deadline);
     try {
-      reduceAll(red, w, 0, 0, dst, count, p);
+      reduceAll(red, w, 0, 0, out, count);
     } finally {
       w.close();
     }
-    if (inPlace) {
-      NativeMemory.copy(dst, out, bytes);
-    }
-    return new CollectiveStats("one-shot", 2, bytes * (p - 1), bytes * (p - 1));
+    return new CollectiveStats("one-shot", 1, bytes * (p - 1), bytes * (p - 1));
   }
 
   /**
@@ -209,7 +218,7 @@ final class Algorithms implements AutoCloseable {
       for (long c0 = 0; c0 < mine; c0 += chunk) {
         long n = Math.min(chunk, mine - c0);
         long off = (first + c0) * es;
-        reduceAll(red, w, 0, off, acc, n, p);
+        reduceAll(red, w, 0, off, acc, n);
         for (int q = 0; q < p; q++) {
           NativeMemory.copy(acc, w.address(q, 1) + off, n * es);
         }
@@ -231,7 +240,7 @@ final class Algorithms implements AutoCloseable {
       for (long c0 = 0; c0 < q; c0 += chunk) {
         long n = Math.min(chunk, q - c0);
         // Via scratch: in place, the output is this rank's own input block, still to be read.
-        reduceAll(red, w, 0, (rank * q + c0) * es, acc, n, p);
+        reduceAll(red, w, 0, (rank * q + c0) * es, acc, n);
         NativeMemory.copy(acc, out + c0 * es, n * es);
       }
     } finally {

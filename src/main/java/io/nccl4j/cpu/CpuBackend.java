@@ -217,7 +217,8 @@ public final class CpuBackend implements Backend {
           "Watchdog caught collective operation timeout: WorkCPU(SeqNum=" + c.seq() + ", OpType="
               + c.op().torchName() + ", NumelIn=" + c.numelIn() + ", NumelOut=" + c.numelOut()
               + ", Timeout(ms)=" + limit.toMillis() + ") ran for " + ranMs
-              + " milliseconds before timing out. Rank " + rank() + " was " + e.getMessage() + ".");
+              + " milliseconds before timing out. Rank " + rank() + " was " + e.getMessage() + ".",
+          e.timedOutRank() < 0 ? rank() : e.timedOutRank());
       fail(f, t);
     } catch (BackendException e) {
       fail(f, e);
@@ -240,7 +241,8 @@ public final class CpuBackend implements Backend {
       return new PeerFailureException(((PeerFailureException) cause).failedRank(), msg, cause);
     }
     if (cause instanceof CollectiveTimeoutException) {
-      CollectiveTimeoutException t = new CollectiveTimeoutException(msg);
+      CollectiveTimeoutException t = new CollectiveTimeoutException(msg,
+          ((CollectiveTimeoutException) cause).timedOutRank());
       t.initCause(cause);
       return t;
     }

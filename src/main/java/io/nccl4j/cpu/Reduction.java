@@ -107,6 +107,49 @@ public final class Reduction {
     }
   }
 
+  /**
+   * The element-wise kernel as a plain operator on heap arrays, for the reductions whose scalar
+   * definition is exactly Java's own arithmetic — SUM and PRODUCT of float32, float64 and the 32-
+   * and 64-bit integers (wrapping; signedness does not matter), MIN and MAX of signed 32- and 64-bit
+   * integers — so that an array loop gives the same bits; null for the others (premultiplied,
+   * 8- and 16-bit types, floating MIN/MAX with NCCL's NaN rule, unsigned MIN/MAX).
+   * The post-operation (integer AVG) is not included: apply {@link #post} after.
+   */
+  ArrayOp arrayOp() {
+    if (pre) {
+      return null;
+    }
+    switch (dtype) {
+      case FLOAT32:
+        return base == Base.SUM ? ArrayOp.F32_SUM : base == Base.PROD ? ArrayOp.F32_PROD : null;
+      case FLOAT64:
+        return base == Base.SUM ? ArrayOp.F64_SUM : base == Base.PROD ? ArrayOp.F64_PROD : null;
+      case INT32: case UINT32:
+        if (base == Base.SUM) {
+          return ArrayOp.I32_SUM;
+        }
+        if (base == Base.PROD) {
+          return ArrayOp.I32_PROD;
+        }
+        return dtype == DType.INT32 ? (base == Base.MIN ? ArrayOp.I32_MIN : ArrayOp.I32_MAX) : null;
+      case INT64: case UINT64:
+        if (base == Base.SUM) {
+          return ArrayOp.I64_SUM;
+        }
+        if (base == Base.PROD) {
+          return ArrayOp.I64_PROD;
+        }
+        return dtype == DType.INT64 ? (base == Base.MIN ? ArrayOp.I64_MIN : ArrayOp.I64_MAX) : null;
+      default:
+        return null;
+    }
+  }
+
+  /** The operators {@link #arrayOp} offers. */
+  enum ArrayOp {
+    F32_SUM, F32_PROD, F64_SUM, F64_PROD, I32_SUM, I32_PROD, I32_MIN, I32_MAX, I64_SUM, I64_PROD, I64_MIN, I64_MAX
+  }
+
   /** Applies the post-operation (integer AVG division) in place. */
   public void post(long dst, long n) {
     if (divisor <= 1) {

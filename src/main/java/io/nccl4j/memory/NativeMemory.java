@@ -68,6 +68,40 @@ public final class NativeMemory {
     }
   }
 
+  /** Copies {@code n} elements from native memory into a heap array (an intrinsic memcpy). */
+  public static void toArray(long src, float[] dst, int n) {
+    U.copyMemory(null, src, dst, Unsafe.ARRAY_FLOAT_BASE_OFFSET, 4L * n);
+  }
+
+  public static void toArray(long src, double[] dst, int n) {
+    U.copyMemory(null, src, dst, Unsafe.ARRAY_DOUBLE_BASE_OFFSET, 8L * n);
+  }
+
+  public static void toArray(long src, int[] dst, int n) {
+    U.copyMemory(null, src, dst, Unsafe.ARRAY_INT_BASE_OFFSET, 4L * n);
+  }
+
+  public static void toArray(long src, long[] dst, int n) {
+    U.copyMemory(null, src, dst, Unsafe.ARRAY_LONG_BASE_OFFSET, 8L * n);
+  }
+
+  /** Copies {@code n} elements of a heap array into native memory. */
+  public static void fromArray(float[] src, long dst, int n) {
+    U.copyMemory(src, Unsafe.ARRAY_FLOAT_BASE_OFFSET, null, dst, 4L * n);
+  }
+
+  public static void fromArray(double[] src, long dst, int n) {
+    U.copyMemory(src, Unsafe.ARRAY_DOUBLE_BASE_OFFSET, null, dst, 8L * n);
+  }
+
+  public static void fromArray(int[] src, long dst, int n) {
+    U.copyMemory(src, Unsafe.ARRAY_INT_BASE_OFFSET, null, dst, 4L * n);
+  }
+
+  public static void fromArray(long[] src, long dst, int n) {
+    U.copyMemory(src, Unsafe.ARRAY_LONG_BASE_OFFSET, null, dst, 8L * n);
+  }
+
   public static void fill(long address, long bytes, byte value) {
     for (long off = 0; off < bytes; off += COPY_CHUNK) {
       U.setMemory(address + off, Math.min(COPY_CHUNK, bytes - off), value);

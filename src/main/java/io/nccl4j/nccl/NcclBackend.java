@@ -434,7 +434,7 @@ public final class NcclBackend implements Backend {
             + p.c.seq() + ", OpType=" + p.c.op().torchName() + ", NumelIn=" + p.c.numelIn() + ", NumelOut="
             + p.c.numelOut() + ", Timeout(ms)=" + limit.toMillis() + ") ran for "
             + (now - p.enqueued) / 1_000_000 + " milliseconds before timing out. Rank " + rank() + " on "
-            + device() + "; the communicator was aborted."));
+            + device() + "; the communicator was aborted.", rank()));
         continue;
       }
       if (now - lastAsyncCheck > ASYNC_ERROR_POLL_NANOS && nccl.version().atLeast(NcclVersion.V2_4)) {
@@ -504,7 +504,8 @@ public final class NcclBackend implements Backend {
       return new PeerFailureException(((PeerFailureException) cause).failedRank(), msg, cause);
     }
     if (cause instanceof CollectiveTimeoutException) {
-      CollectiveTimeoutException t = new CollectiveTimeoutException(msg);
+      CollectiveTimeoutException t = new CollectiveTimeoutException(msg,
+          ((CollectiveTimeoutException) cause).timedOutRank());
       t.initCause(cause);
       return t;
     }

@@ -21,8 +21,15 @@ import java.util.concurrent.locks.LockSupport;
  * wakes every waiter within a slice.
  */
 public final class LocalFabric {
-  private static final int SPIN = 200;
-  private static final int YIELD = 50;
+  /**
+   * Rounds of busy spinning before yielding: long when every rank can have a core (a peer arrives
+   * within microseconds, and a spin sees it in nanoseconds), short when ranks outnumber cores — a
+   * spinning rank then only delays the peer it waits for, which needs its core. Measured in
+   * docs/PERFORMANCE.md; {@code -Dnccl4j.cpu.spin} / {@code -Dnccl4j.cpu.yield} override.
+   */
+  private final int spin;
+  /** Rounds of Thread.yield after spinning, before parking in short slices. */
+  private final int yields;
   private static final long MAX_PARK_NANOS = 1_000_000;
 
   private final int size;
@@ -33,6 +40,10 @@ public final class LocalFabric {
   private final WindowSlot[] slots;
   /** Per rank: the collective it is waiting in a window for, or null. */
   private final AtomicReferenceArray<Publication> inWindow;
+  /** Staging buffers of {@link SharedMemory#openStaged}: [parity][rank], with their capacities. */
+  private final long[][] staging = new long[2][];
+  private final long[][] stagingBytes = new long[2][];
+  private final AtomicInteger closedEndpoints = new AtomicInteger();
   /** Per rank: the collective message it is waiting to send or receive, or null. */
   private final AtomicReferenceArray<Tag> inMessage;
 
@@ -49,9 +60,35 @@ public final class LocalFabric {
       boxes[i] = new Mailbox();
     }
     this.departed = new AtomicReferenceArray<>(size);
+    boolean oversubscribed = size > Runtime.getRuntime().availableProcessors();
+    this.spin = Integer.getInteger("nccl4j.cpu.spin", oversubscribed ? 10 : 200);
+    this.yields = Integer.getInteger("nccl4j.cpu.yield", 500);
     this.slots = new WindowSlot[] {new WindowSlot(size), new WindowSlot(size)};
     this.inWindow = new AtomicReferenceArray<>(size);
     this.inMessage = new AtomicReferenceArray<>(size);
+    for (int k = 0; k < 2; k++) {
+      staging[k] = new long[size];
+      stagingBytes[k] = new long[size];
+    }
+  }
+
+  /**
+   * Frees the staging buffers once every endpoint has closed: until then a peer may still be
+   * reading the copy a departed rank left in a window.
+   */
+  private void endpointClosed() {
+    if (closedEndpoints.incrementAndGet() == size) {
+      synchronized (staging) {
+        for (int k = 0; k < 2; k++) {
+          for (int r = 0; r < size; r++) {
+            if (staging[k][r] != 0) {
+              NativeMemory.free(staging[k][r]);
+              staging[k][r] = 0;
+            }
+          }
+        }
+      }
+    }
   }
 
   public int size() {
@@ -98,7 +135,7 @@ public final class LocalFabric {
     if (f != null) {
       if (f.timeout) {
         String m = f.message.endsWith(".") ? f.message.substring(0, f.message.length() - 1) : f.message;
-        throw new TransportTimeoutException("interrupted when " + m);
+        throw new TransportTimeoutException("interrupted when " + m, f.rank);
       }
       throw new PeerFailureException(f.rank, f.message, f.cause);
     }
@@ -141,10 +178,10 @@ public final class LocalFabric {
   }
 
   /** Spin, then yield, then park; returns false when the caller should re-check everything. */
-  private static void pause(int round, long deadlineNanos) {
-    if (round < SPIN) {
+  private void pause(int round, long deadlineNanos) {
+    if (round < spin) {
       Thread.onSpinWait();
-    } else if (round < SPIN + YIELD) {
+    } else if (round < spin + yields) {
       Thread.yield();
     } else {
       long left = deadlineNanos - System.nanoTime();
@@ -233,8 +270,12 @@ public final class LocalFabric {
 
     @Override
     public void close() {
+      boolean first = !closed;
       closed = true;
       departed.compareAndSet(rank, null, "rank " + rank + " closed its process group");
+      if (first) {
+        endpointClosed();
+      }
     }
 
     private void ensureOpen() {
@@ -249,8 +290,34 @@ public final class LocalFabric {
     }
 
     @Override
+    public Window openStaged(Tag tag, String algorithm, long src, long bytes, long deadline) {
+      ensureOpen();
+      int parity = (int) (windows & 1);
+      long buffer;
+      synchronized (staging) {
+        // Only this rank writes its own entries; the lock orders them with endpointClosed().
+        if (stagingBytes[parity][rank] < bytes) {
+          if (staging[parity][rank] != 0) {
+            NativeMemory.free(staging[parity][rank]);
+          }
+          long capacity = Math.max(bytes, 64 * 1024);
+          staging[parity][rank] = NativeMemory.allocate(capacity);
+          stagingBytes[parity][rank] = capacity;
+        }
+        buffer = staging[parity][rank];
+      }
+      NativeMemory.copy(src, buffer, bytes);
+      return enter(tag, algorithm, bytes, deadline, false, buffer);
+    }
+
+    @Override
     public Window open(Tag tag, String algorithm, long bytes, long deadline, long... addresses) {
       ensureOpen();
+      return enter(tag, algorithm, bytes, deadline, true, addresses);
+    }
+
+    private Window enter(Tag tag, String algorithm, long bytes, long deadline, boolean exitBarrier,
+        long... addresses) {
       checkFailed();
       long use = windows++;
       WindowSlot slot = slots[(int) (use & 1)];
@@ -277,7 +344,7 @@ public final class LocalFabric {
             }
             break; // every rank arrived meanwhile: the window is open after all
           }
-          if (round == SPIN + YIELD) {
+          if (round == spin + yields) {
             // Registered before parking; the condition is checked once more before the first park.
             slot.waiters.set(rank, Thread.currentThread());
             round++;
@@ -317,13 +384,17 @@ public final class LocalFabric {
             return;
           }
           closed = true;
-          if (slot.left.incrementAndGet() == target) {
+          long left = slot.left.incrementAndGet(); // counted for every window, so targets stay aligned
+          if (!exitBarrier) {
+            return;
+          }
+          if (left == target) {
             slot.wakeAll();
           }
           int round = 0;
           long never = System.nanoTime() + (1L << 62);
           while (slot.left.get() < target) {
-            if (round == SPIN + YIELD) {
+            if (round == spin + yields) {
               slot.waiters.set(rank, Thread.currentThread());
               round++;
               continue;
@@ -398,7 +469,7 @@ public final class LocalFabric {
           }
           throw departedError(from, "waiting for " + tag + " data from rank " + from);
         }
-        if (round == SPIN + YIELD) {
+        if (round == spin + yields) {
           box.waiter = Thread.currentThread();
           if ((m = box.queue.poll()) != null) {
             break;

@@ -21,6 +21,16 @@ public interface SharedMemory {
    */
   Window open(Tag tag, String algorithm, long bytes, long deadlineNanos, long... addresses);
 
+  /**
+   * Like {@link #open}, with one synchronisation instead of two, for small buffers: this rank's
+   * {@code bytes} at {@code src} are first copied into staging memory the fabric owns, and the
+   * window publishes that. Peers read the copies, so this rank may change or free {@code src} as
+   * soon as this returns, and closing the window does not wait. Staging memory alternates between
+   * two buffers per rank, and a rank writes one again only two windows later, when every peer has
+   * arrived at the window between and so has finished reading it.
+   */
+  Window openStaged(Tag tag, String algorithm, long src, long bytes, long deadlineNanos);
+
   /** An open window. */
   interface Window extends AutoCloseable {
     /** The {@code index}-th address rank {@code rank} published. */

@@ -296,7 +296,7 @@ public final class TcpTransport implements Transport {
     Failure f = failure.get();
     if (f != null) {
       if (f.timeout) {
-        throw new TransportTimeoutException("interrupted when " + quoted(f.message));
+        throw new TransportTimeoutException("interrupted when " + quoted(f.message), f.rank);
       }
       throw new PeerFailureException(f.rank, f.message, f.cause);
     }
