@@ -363,8 +363,17 @@ public final class LocalCluster {
 
   /** Fails every other rank's operations with an error naming {@code rank} (first failure wins). */
   private static void abortOthers(Backend[] backends, int rank, Throwable e) {
-    PeerFailureException cause = e instanceof PeerFailureException ? (PeerFailureException) e
-        : new PeerFailureException(rank, "rank " + rank + " failed: " + describe(e), e);
+    BackendException cause;
+    if (e instanceof PeerFailureException) {
+      cause = (PeerFailureException) e;
+    } else if (e instanceof CollectiveTimeoutException t) {
+      // The others time out too, quoting it, instead of blaming a rank that only waited like them.
+      int origin = t.timedOutRank() >= 0 ? t.timedOutRank() : rank;
+      cause = new CollectiveTimeoutException("rank " + origin + " timed out: " + t.getMessage(), origin);
+      cause.initCause(t);
+    } else {
+      cause = new PeerFailureException(rank, "rank " + rank + " failed: " + describe(e), e);
+    }
     synchronized (backends) {
       for (Backend b : backends) {
         if (b != null) {

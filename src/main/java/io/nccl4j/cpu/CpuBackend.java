@@ -295,8 +295,13 @@ public final class CpuBackend implements Backend {
     if (broken == null) {
       broken = cause;
     }
-    transport.fail(cause instanceof PeerFailureException ? ((PeerFailureException) cause).failedRank() : rank(),
-        cause);
+    int blamed = rank();
+    if (cause instanceof PeerFailureException p) {
+      blamed = p.failedRank();
+    } else if (cause instanceof CollectiveTimeoutException t && t.timedOutRank() >= 0) {
+      blamed = t.timedOutRank();
+    }
+    transport.fail(blamed, cause);
   }
 
   /** True once an operation failed; every later operation fails with the same cause. */

@@ -107,7 +107,9 @@ public final class LocalFabric {
   public void fail(int rank, Throwable cause) {
     if (cause instanceof io.nccl4j.CollectiveTimeoutException) {
       // Peers time out too, quoting it, instead of blaming a rank that only waited like them.
-      failure.compareAndSet(null, new Failure(rank, "rank " + rank + " timed out: " + cause.getMessage(), cause, true));
+      String said = "rank " + rank + " timed out: ";
+      String m = cause.getMessage().startsWith(said) ? cause.getMessage() : said + cause.getMessage();
+      failure.compareAndSet(null, new Failure(rank, m, cause, true));
       return;
     }
     String msg = cause instanceof PeerFailureException ? cause.getMessage()

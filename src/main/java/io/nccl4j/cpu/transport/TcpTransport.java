@@ -312,7 +312,9 @@ public final class TcpTransport implements Transport {
     if (cause instanceof PeerFailureException) {
       record(new Failure(((PeerFailureException) cause).failedRank(), cause.getMessage(), cause, false));
     } else if (cause instanceof CollectiveTimeoutException) {
-      record(new Failure(failedRank, "rank " + failedRank + " timed out: " + cause.getMessage(), cause, true));
+      String said = "rank " + failedRank + " timed out: ";
+      String m = cause.getMessage().startsWith(said) ? cause.getMessage() : said + cause.getMessage();
+      record(new Failure(failedRank, m, cause, true));
     } else {
       record(new Failure(failedRank, "rank " + failedRank + " failed: " + cause.getClass().getSimpleName() + ": "
           + cause.getMessage(), cause, false));
