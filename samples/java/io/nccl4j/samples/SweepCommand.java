@@ -123,8 +123,9 @@ final class SweepCommand implements Callable<Integer> {
     if (validationOverhead) {
       return validationOverhead(o, backend, p, coll, t, rop, sizes);
     }
+    boolean measureBound = bound && backend.name().equals("cpu") && coll == Coll.ALLREDUCE && reporterProcess();
     Bounds.Bandwidth limit = null;
-    if (bound && backend.name().equals("cpu") && coll == Coll.ALLREDUCE && reporterProcess()) {
+    if (measureBound && !Groups.launched()) {
       limit = measureLimit(p);
     }
     Groups.Gathered<List<Row>> g = Groups.call(common, backend, p,
@@ -132,6 +133,10 @@ final class SweepCommand implements Callable<Integer> {
         new TypeReference<List<Row>>() { });
     if (!g.reporter()) {
       return g.mine().get(0).stream().allMatch(r -> r.wrong()[0] == 0 && r.wrong()[1] == 0);
+    }
+    if (measureBound && Groups.launched()) {
+      // After the run: before it, the other ranks' JVMs are starting and compiling on the same cores.
+      limit = measureLimit(p);
     }
     return report(o, backend, p, coll, t, rop, g.all().get(0), limit);
   }
@@ -555,13 +560,13 @@ final class SweepCommand implements Callable<Integer> {
         "busbw(GB/s)", "#wrong", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong"));
     List<String> sub = new ArrayList<>(List.of("", "", "", "", "", "out-of-place", "", "", "", "in-place", "", "", ""));
     if (limit != null) {
-      heads.addAll(List.of("bound(us)", "of bound"));
-      sub.addAll(List.of("", ""));
+      heads.addAll(List.of("bound(us)", "of bound", "of bound"));
+      sub.addAll(List.of("", "out-of-place", "in-place"));
     }
     Table table = new Table(heads.toArray(String[]::new));
     table.row((Object[]) sub.toArray());
     List<String> csv = new ArrayList<>(List.of("size,count,type,redop,root,oop_time_us,oop_algbw,oop_busbw,oop_wrong,"
-        + "ip_time_us,ip_algbw,ip_busbw,ip_wrong"));
+        + "ip_time_us,ip_algbw,ip_busbw,ip_wrong" + (limit == null ? "" : ",bound_us,oop_of_bound_pct,ip_of_bound_pct")));
     List<Double> xs = new ArrayList<>();
     List<Double> bus = new ArrayList<>();
     long totalWrong = 0;
@@ -594,11 +599,16 @@ final class SweepCommand implements Callable<Integer> {
         csv.add(r.bytes() + "," + r.count() + "," + t + "," + redopText + "," + rootText + "," + String.join(",", cols));
       } else {
         double b = boundMicros(limit, r.bytes(), p);
-        String pct = String.format(Locale.ROOT, "%.0f%%", 100 * b / r.micros()[best]);
+        String[] pct = new String[2];
+        String[] share = new String[2];
+        for (int m = 0; m < 2; m++) {
+          pct[m] = r.measured()[m] ? String.format(Locale.ROOT, "%.0f%%", 100 * b / r.micros()[m]) : "N/A";
+          share[m] = r.measured()[m] ? Double.toString(100 * b / r.micros()[m]) : "";
+        }
         table.row(r.bytes(), r.count(), t, redopText, rootText, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5],
-            cols[6], cols[7], String.format(Locale.ROOT, "%.2f", b), pct);
+            cols[6], cols[7], String.format(Locale.ROOT, "%.2f", b), pct[0], pct[1]);
         csv.add(r.bytes() + "," + r.count() + "," + t + "," + redopText + "," + rootText + "," + String.join(",", cols)
-            + "," + b + "," + 100 * b / r.micros()[best]);
+            + "," + b + "," + share[0] + "," + share[1]);
       }
     }
     table.print(o);

@@ -110,13 +110,17 @@ class SweepCommandTest {
     List<List<String>> rows = dataRows(o);
     assertThat(rows).hasSize(2);
     for (List<String> r : rows) {
-      assertThat(r).hasSize(15);
+      assertThat(r).hasSize(16);
       long bytes = Long.parseLong(r.get(0));
       double bound = Double.parseDouble(r.get(13));
       // bound(us) = 2·p·S / B, printed to 2 decimals; B itself printed to 2 decimals of GB/s
       double expected = 2.0 * 2 * bytes / (gbps * 1e9) * 1e6;
       assertThat(bound).isCloseTo(expected, org.assertj.core.data.Percentage.withPercentage(1));
-      assertThat(r.get(14)).matches("\\d+%");
+      // of bound = bound / time, out of place and in place
+      for (int m = 0; m < 2; m++) {
+        double time = Double.parseDouble(r.get(5 + 4 * m));
+        assertThat(r.get(14 + m)).isEqualTo(String.format(java.util.Locale.ROOT, "%.0f%%", 100 * bound / time));
+      }
     }
   }
 
