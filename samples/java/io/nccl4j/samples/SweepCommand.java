@@ -602,8 +602,10 @@ final class SweepCommand implements Callable<Integer> {
         String[] pct = new String[2];
         String[] share = new String[2];
         for (int m = 0; m < 2; m++) {
-          pct[m] = r.measured()[m] ? String.format(Locale.ROOT, "%.0f%%", 100 * b / r.micros()[m]) : "N/A";
-          share[m] = r.measured()[m] ? Double.toString(100 * b / r.micros()[m]) : "";
+          // One rank in place has nothing to move: no bound to compare with.
+          boolean comparable = r.measured()[m] && !(p == 1 && m == 1);
+          pct[m] = comparable ? String.format(Locale.ROOT, "%.0f%%", 100 * b / r.micros()[m]) : "N/A";
+          share[m] = comparable ? Double.toString(100 * b / r.micros()[m]) : "";
         }
         table.row(r.bytes(), r.count(), t, redopText, rootText, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5],
             cols[6], cols[7], String.format(Locale.ROOT, "%.2f", b), pct[0], pct[1]);

@@ -72,6 +72,8 @@ public final class TcpTransport implements Transport {
   private final Duration connectTimeout;
   private final long staging;
   private final byte[] readBuf = new byte[CHUNK];
+  /** Receives in progress; close() frees the staging buffer only when there are none. */
+  private final AtomicInteger receivers = new AtomicInteger();
   private volatile boolean closed;
 
   /** {@code timeout}: {@code rank} timed out (it did not fail); this rank's operations time out too. */
@@ -189,6 +191,17 @@ public final class TcpTransport implements Transport {
 
   @Override
   public void receive(Tag tag, long deadline, int from, long dst, long bytes, Combiner combiner) {
+    // Counted before checking that the transport is open, so that close() either sees this receive
+    // (and waits for it before freeing the staging buffer) or this receive sees close().
+    receivers.incrementAndGet();
+    try {
+      receiveOpen(tag, deadline, from, dst, bytes, combiner);
+    } finally {
+      receivers.decrementAndGet();
+    }
+  }
+
+  private void receiveOpen(Tag tag, long deadline, int from, long dst, long bytes, Combiner combiner) {
     ensureOpen();
     checkFailed();
     Conn c = conn(from, tag, deadline);
@@ -346,6 +359,18 @@ public final class TcpTransport implements Transport {
     }
     for (Conn c : conns.values()) {
       c.close();
+    }
+    // A receive abandoned by its backend (still running after the timeout) may be reducing from the
+    // staging buffer; closed sockets stop it within one read. Freeing under it would corrupt memory,
+    // so the buffer is leaked, with a warning, if it does not stop.
+    long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+    while (receivers.get() > 0 && System.nanoTime() - until < 0) {
+      LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1));
+    }
+    if (receivers.get() > 0) {
+      LOG.warn("rank {}: a receive is still running after close; its {} byte staging buffer is not freed", rank,
+          CHUNK);
+      return;
     }
     NativeMemory.free(staging);
   }
