@@ -567,10 +567,14 @@ final class SweepCommand implements Callable<Integer> {
     table.row((Object[]) sub.toArray());
     List<String> csv = new ArrayList<>(List.of("size,count,type,redop,root,oop_time_us,oop_algbw,oop_busbw,oop_wrong,"
         + "ip_time_us,ip_algbw,ip_busbw,ip_wrong" + (limit == null ? "" : ",bound_us,oop_of_bound_pct,ip_of_bound_pct")));
-    List<Double> xs = new ArrayList<>();
-    List<Double> bus = new ArrayList<>();
+    // Chart lines: out of place, in place, and the bound in the same unit (busbw at the bound's time);
+    // algbw where busbw is zero by definition (one rank), which a logarithmic axis cannot show.
+    double busFactor = c.busFactor(p);
+    double chartFactor = busFactor > 0 ? busFactor : 1;
+    String chartUnit = busFactor > 0 ? "busbw (GB/s)" : "algbw (GB/s)";
+    List<List<Double>> xs = List.of(new ArrayList<>(), new ArrayList<>(), new ArrayList<>());
+    List<List<Double>> bus = List.of(new ArrayList<>(), new ArrayList<>(), new ArrayList<>());
     long totalWrong = 0;
-    double factor = c.busFactor(p);
     for (Row r : rows) {
       String[] cols = new String[8];
       for (int m = 0; m < 2; m++) {
@@ -584,13 +588,16 @@ final class SweepCommand implements Callable<Integer> {
         double algbw = BenchCommand.gbps(r.bytes(), r.micros()[m]);
         cols[m * 4] = String.format(Locale.ROOT, "%.2f", r.micros()[m]);
         cols[m * 4 + 1] = String.format(Locale.ROOT, "%.3f", algbw);
-        cols[m * 4 + 2] = String.format(Locale.ROOT, "%.3f", algbw * factor);
+        cols[m * 4 + 2] = String.format(Locale.ROOT, "%.3f", algbw * busFactor);
         cols[m * 4 + 3] = Long.toString(r.wrong()[m]);
         totalWrong += r.wrong()[m];
       }
-      int best = r.measured()[0] ? 0 : 1;
-      xs.add((double) r.bytes());
-      bus.add(BenchCommand.gbps(r.bytes(), r.micros()[best]) * factor);
+      for (int m = 0; m < 2; m++) {
+        if (r.measured()[m] && r.micros()[m] > 0) {
+          xs.get(m).add((double) r.bytes());
+          bus.get(m).add(BenchCommand.gbps(r.bytes(), r.micros()[m]) * chartFactor);
+        }
+      }
       String redopText = c.reduces() ? rop.toString().toLowerCase(Locale.ROOT) : "none";
       String rootText = c == Coll.BROADCAST || c == Coll.REDUCE ? Integer.toString(root) : "-1";
       if (limit == null) {
@@ -599,6 +606,8 @@ final class SweepCommand implements Callable<Integer> {
         csv.add(r.bytes() + "," + r.count() + "," + t + "," + redopText + "," + rootText + "," + String.join(",", cols));
       } else {
         double b = boundMicros(limit, r.bytes(), p);
+        xs.get(2).add((double) r.bytes());
+        bus.get(2).add(BenchCommand.gbps(r.bytes(), b) * chartFactor);
         String[] pct = new String[2];
         String[] share = new String[2];
         for (int m = 0; m < 2; m++) {
@@ -621,7 +630,7 @@ final class SweepCommand implements Callable<Integer> {
       doc.put("op", c.name().toLowerCase(Locale.ROOT));
       doc.put("worldSize", p);
       doc.put("dtype", t.torchName());
-      doc.put("busFactor", factor);
+      doc.put("busFactor", busFactor);
       doc.put("blocking", blocking == 1);
       if (limit != null) {
         doc.put("boundBytesPerSecond", limit.bytesPerSecond());
@@ -630,9 +639,15 @@ final class SweepCommand implements Callable<Integer> {
       doc.put("rows", rows);
       Json.write(out.resolve("sweep.json"), doc);
       BenchCommand.writeLines(out.resolve("sweep.csv"), csv);
-      Charts.save(Charts.chart(c.name().toLowerCase(Locale.ROOT) + " bus bandwidth (" + backend.name() + ", " + p
-          + " ranks, " + t + ")", "size S (bytes)", "busbw (GB/s)", true, false,
-          List.of(new Charts.Line("busbw", xs, bus, null))), out.resolve("sweep"));
+      List<Charts.Line> lines = new ArrayList<>();
+      String[] names = {"out-of-place", "in-place", "bound"};
+      for (int m = 0; m < 3; m++) {
+        if (!xs.get(m).isEmpty() && !(m == 2 && p == 1)) {
+          lines.add(new Charts.Line(names[m], xs.get(m), bus.get(m), null));
+        }
+      }
+      Charts.save(Charts.chart(c.name().toLowerCase(Locale.ROOT) + " bandwidth (" + backend.name() + ", " + p
+          + " ranks, " + t + ")", "size S (bytes)", chartUnit, true, true, lines), out.resolve("sweep"));
       o.println("wrote " + out.resolve("sweep.json") + ", sweep.csv, sweep.png, sweep.svg");
     }
     return totalWrong == 0;

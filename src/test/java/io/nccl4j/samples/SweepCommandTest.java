@@ -125,6 +125,34 @@ class SweepCommandTest {
   }
 
   @Test
+  void outWritesTheTableAsCsvAndJsonWithTheBusFactorOfTheWorldSize(@org.junit.jupiter.api.io.TempDir
+      java.nio.file.Path dir) throws Exception {
+    // -f 4 differs from the bus factor of 3 ranks (4/3), so mixing the two up shows.
+    SampleRunner.Output o = sweep("--backend", "cpu", "--world-size", "3", "-b", "1K", "-e", "16K", "-f", "4",
+        "-n", "2", "-w", "1", "--bound", "--out", dir.toString());
+    assertThat(o.ok()).as(o.text()).isTrue();
+    com.fasterxml.jackson.databind.JsonNode doc = new com.fasterxml.jackson.databind.ObjectMapper()
+        .readTree(dir.resolve("sweep.json").toFile());
+    assertThat(doc.get("busFactor").asDouble()).isEqualTo(4.0 / 3);
+    assertThat(doc.get("worldSize").asInt()).isEqualTo(3);
+    assertThat(doc.get("rows")).hasSize(3);
+    List<String> csv = java.nio.file.Files.readAllLines(dir.resolve("sweep.csv"));
+    assertThat(csv.get(0)).endsWith(",ip_wrong,bound_us,oop_of_bound_pct,ip_of_bound_pct");
+    List<List<String>> rows = dataRows(o);
+    assertThat(csv).hasSize(1 + rows.size());
+    for (int i = 0; i < rows.size(); i++) {
+      String[] cells = csv.get(i + 1).split(",");
+      assertThat(cells).hasSize(16);
+      assertThat(cells[0]).isEqualTo(rows.get(i).get(0));
+      assertThat(cells[7]).isEqualTo(rows.get(i).get(7)); // busbw out of place, as printed
+      assertThat(Double.parseDouble(cells[13])).isCloseTo(Double.parseDouble(rows.get(i).get(13)),
+          org.assertj.core.data.Offset.offset(0.006));
+    }
+    assertThat(dir.resolve("sweep.png")).isNotEmptyFile();
+    assertThat(dir.resolve("sweep.svg")).isNotEmptyFile();
+  }
+
+  @Test
   void validationOverheadComparesTheThreeModesOnExactResults() {
     SampleRunner.Output o = sweep("--backend", "cpu", "--world-size", "3", "-b", "1K", "-e", "64K", "-f", "64",
         "-n", "3", "-w", "1", "--rounds", "2", "--validation-overhead");
