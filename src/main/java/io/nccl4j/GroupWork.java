@@ -5,12 +5,14 @@ import java.time.Duration;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 
-/** The Work a ProcessGroup hands out: completed by the backend's future, after buffers are released. */
-final class GroupWork implements Work {
+/**
+ * The Work a ProcessGroup hands out: completed by the group once the backend reports, after buffers
+ * are released. Waiting uses the object's monitor; the CompletableFuture view is created only when
+ * asked for, since most Works are only waited for.
+ */
+class GroupWork implements Work {
   /** How long past the group timeout a blocking wait keeps waiting for the backend's own timeout. */
   private static final Duration WAIT_MARGIN = Duration.ofSeconds(30);
 
@@ -18,9 +20,16 @@ final class GroupWork implements Work {
   private final long seq;
   private final Duration timeout;
   private volatile Backend.StreamWaiter streamWaiter;
-  private final CompletableFuture<Work> future = new CompletableFuture<>();
+  private volatile CompletableFuture<Work> future;
   private volatile CollectiveStats stats;
   private volatile Throwable failure;
+  private volatile boolean done;
+  /**
+   * Set by a thread about to wait, so that {@link #finish} takes the monitor to wake it only when
+   * someone waits. Both sides write their flag before reading the other's (both volatile), so at
+   * least one of them sees the other.
+   */
+  private volatile boolean waiting;
 
   GroupWork(OpType op, long seq, Duration timeout, Backend.StreamWaiter streamWaiter) {
     this.op = op;
@@ -33,14 +42,34 @@ final class GroupWork implements Work {
     streamWaiter = w;
   }
 
+  /** Completes this Work (the first call wins). */
   void finish(CollectiveStats s, Throwable error) {
+    if (done) {
+      return;
+    }
     if (error != null) {
-      Throwable cause = error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
-      failure = cause;
-      future.completeExceptionally(cause);
+      failure = error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
     } else {
       stats = s;
-      future.complete(this);
+    }
+    done = true;
+    if (waiting) {
+      synchronized (this) {
+        notifyAll();
+      }
+    }
+    CompletableFuture<Work> f = future;
+    if (f != null) {
+      complete(f);
+    }
+  }
+
+  private void complete(CompletableFuture<Work> f) {
+    Throwable x = failure;
+    if (x != null) {
+      f.completeExceptionally(x);
+    } else {
+      f.complete(this);
     }
   }
 
@@ -56,12 +85,12 @@ final class GroupWork implements Work {
 
   @Override
   public boolean isCompleted() {
-    return future.isDone();
+    return done;
   }
 
   @Override
   public boolean isSuccess() {
-    return future.isDone() && failure == null;
+    return done && failure == null;
   }
 
   @Override
@@ -81,17 +110,29 @@ final class GroupWork implements Work {
 
   @Override
   public boolean waitFor(Duration limit) {
-    try {
-      future.get(limit.toNanos(), TimeUnit.NANOSECONDS);
-      return true;
-    } catch (TimeoutException e) {
-      return false;
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new IllegalStateException("Interrupted while waiting for " + this, e);
-    } catch (ExecutionException e) {
-      throw rethrowable(e.getCause());
+    if (!done) {
+      long deadline = System.nanoTime() + limit.toNanos();
+      synchronized (this) {
+        waiting = true;
+        while (!done) {
+          long left = deadline - System.nanoTime();
+          if (left <= 0) {
+            return false;
+          }
+          try {
+            TimeUnit.NANOSECONDS.timedWait(this, left);
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("Interrupted while waiting for " + this, e);
+          }
+        }
+      }
     }
+    Throwable f = failure;
+    if (f != null) {
+      throw rethrowable(f);
+    }
+    return true;
   }
 
   private static RuntimeException rethrowable(Throwable cause) {
@@ -134,7 +175,21 @@ final class GroupWork implements Work {
 
   @Override
   public CompletableFuture<Work> future() {
-    return future.copy();
+    CompletableFuture<Work> f = future;
+    if (f == null) {
+      synchronized (this) {
+        f = future;
+        if (f == null) {
+          f = new CompletableFuture<>();
+          future = f;
+        }
+      }
+      // finish() may have run before the future existed; completing twice is harmless.
+      if (done) {
+        complete(f);
+      }
+    }
+    return f.copy();
   }
 
   @Override
