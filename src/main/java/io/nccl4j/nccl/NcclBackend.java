@@ -20,7 +20,6 @@ import io.nccl4j.spi.Collective.Buffer;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.locks.LockSupport;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -58,7 +57,24 @@ public final class NcclBackend implements Backend {
   private final ArrayDeque<CudaEvent> eventPool = new ArrayDeque<>();
   /** Every event this backend created, so that close() destroys those of failed operations too. */
   private final java.util.List<CudaEvent> allEvents = new java.util.ArrayList<>();
-  private final ConcurrentLinkedDeque<Pending> pending = new ConcurrentLinkedDeque<>();
+  /**
+   * Operations in flight, oldest first, linked through {@link Pending#next} so that enqueueing
+   * allocates no queue node. {@code head} is the operation taken last (at first a sentinel); the
+   * next one is the oldest in flight. Submit appends at {@code tail} under this object's lock; the
+   * progress thread and an abort take from the head by compare-and-set, so each operation is taken,
+   * and completed, exactly once.
+   */
+  private volatile Pending head = new Pending(null, 0, null, null);
+  private Pending tail = head;
+  private static final java.lang.invoke.VarHandle HEAD;
+
+  static {
+    try {
+      HEAD = java.lang.invoke.MethodHandles.lookup().findVarHandle(NcclBackend.class, "head", Pending.class);
+    } catch (ReflectiveOperationException e) {
+      throw new ExceptionInInitializerError(e);
+    }
+  }
   private final Thread progress;
   private final long scalarBuffer;
   private final int[] intOut = new int[1];
@@ -79,6 +95,8 @@ public final class NcclBackend implements Backend {
     final Completion completion;
     /** Set (under the object's lock) when the event went back to the pool: the work has finished. */
     boolean recycled;
+    /** The operation enqueued after this one; cleared once this one leaves the queue. */
+    volatile Pending next;
 
     Pending(Collective c, long enqueued, CudaEvent done, Completion completion) {
       this.c = c;
@@ -289,7 +307,8 @@ public final class NcclBackend implements Backend {
       CudaEvent done = takeEvent();
       done.record(commStream);
       Pending p = new Pending(first, enqueued, done, completion);
-      pending.add(p);
+      tail.next = p;
+      tail = p;
       LockSupport.unpark(progress);
       return p;
     }
@@ -447,8 +466,8 @@ public final class NcclBackend implements Backend {
     }
     long lastAsyncCheck = System.nanoTime();
     int idle = 0;
-    while (!(closed && pending.isEmpty())) {
-      Pending p = pending.peek();
+    while (!(closed && oldest() == null)) {
+      Pending p = oldest();
       if (p == null) {
         LockSupport.parkNanos(1_000_000);
         continue;
@@ -461,12 +480,14 @@ public final class NcclBackend implements Backend {
         continue;
       }
       if (complete) {
-        pending.poll();
-        synchronized (p) {
-          p.recycled = true;
-          giveEvent(p.done);
+        // Unless an abort took it first and failed it.
+        if (take(p)) {
+          synchronized (p) {
+            p.recycled = true;
+            giveEvent(p.done);
+          }
+          complete(p, null);
         }
-        complete(p, null);
         idle = 0;
         continue;
       }
@@ -526,9 +547,50 @@ public final class NcclBackend implements Backend {
   private void drainPending(BackendException cause) {
     Pending p;
     boolean first = true;
-    while ((p = pending.poll()) != null) {
+    while ((p = takeOldest()) != null) {
       complete(p, first ? cause : stillBroken(cause));
       first = false;
+    }
+  }
+
+  /** Takes {@code p} off the queue if it is still the oldest in flight. */
+  private boolean take(Pending p) {
+    Pending h = head;
+    if (h.next != p || !HEAD.compareAndSet(this, h, p)) {
+      return false;
+    }
+    // A Work keeps its Pending (as its stream waiter): it must not keep every later one too.
+    h.next = null;
+    return true;
+  }
+
+  /** The oldest operation in flight, or null. */
+  private Pending oldest() {
+    while (true) {
+      Pending h = head;
+      Pending n = h.next;
+      // Null either because nothing is in flight, or because h was just taken past and cleared.
+      if (n != null || head == h) {
+        return n;
+      }
+    }
+  }
+
+  /** Takes the oldest operation in flight off the queue; null when there is none. */
+  private Pending takeOldest() {
+    while (true) {
+      Pending h = head;
+      Pending n = h.next;
+      if (n == null) {
+        if (head == h) {
+          return null;
+        }
+        continue;
+      }
+      if (HEAD.compareAndSet(this, h, n)) {
+        h.next = null;
+        return n;
+      }
     }
   }
 
