@@ -83,6 +83,11 @@ public final class NcclBackend implements Backend {
   private volatile BackendException broken;
   private volatile boolean closing;
   private volatile boolean closed;
+  /**
+   * Set while the progress thread parks with nothing in flight: only then does submit wake it (a
+   * progress thread waiting for an earlier operation has nothing to gain from the new one).
+   */
+  private volatile boolean idleParked;
 
   /**
    * An enqueued operation: its completion event belongs to it until the progress thread recycles
@@ -309,7 +314,11 @@ public final class NcclBackend implements Backend {
       Pending p = new Pending(first, enqueued, done, completion);
       tail.next = p;
       tail = p;
-      LockSupport.unpark(progress);
+      // Written after the append, as the progress thread sets the flag before it looks: either it
+      // sees this operation or this sees it parked.
+      if (idleParked) {
+        LockSupport.unpark(progress);
+      }
       return p;
     }
   }
@@ -469,7 +478,20 @@ public final class NcclBackend implements Backend {
     while (!(closed && oldest() == null)) {
       Pending p = oldest();
       if (p == null) {
-        LockSupport.parkNanos(1_000_000);
+        // Spin a little first: in a stream of collectives the next one is usually microseconds
+        // away, and waking a parked thread costs the submitter a system call.
+        if (idle < 200) {
+          Thread.onSpinWait();
+        } else if (idle < 250) {
+          Thread.yield();
+        } else {
+          idleParked = true;
+          if (oldest() == null && !closed) {
+            LockSupport.parkNanos(1_000_000);
+          }
+          idleParked = false;
+        }
+        idle++;
         continue;
       }
       boolean complete;
