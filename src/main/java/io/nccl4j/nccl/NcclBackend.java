@@ -96,10 +96,12 @@ public final class NcclBackend implements Backend {
   private final class Pending implements StreamWaiter {
     final Collective c;
     final long enqueued;
-    final CudaEvent done;
+    /**
+     * Null once the progress thread gave the event back to the pool (under the object's lock): the
+     * work has finished. Only the progress thread clears it.
+     */
+    CudaEvent done;
     final Completion completion;
-    /** Set (under the object's lock) when the event went back to the pool: the work has finished. */
-    boolean recycled;
     /** The operation enqueued after this one; cleared once this one leaves the queue. */
     volatile Pending next;
 
@@ -113,8 +115,8 @@ public final class NcclBackend implements Backend {
     @Override
     public void waitOn(DeviceStream consumer) {
       synchronized (this) {
-        // Once recycled the work has finished on the device: nothing to wait for.
-        if (!recycled) {
+        // Once the event is recycled the work has finished on the device: nothing to wait for.
+        if (done != null) {
           CudaCall.check(cuda.streamWaitEvent(consumer.handle(), done.handle()), cuda, "cudaStreamWaitEvent",
               device());
         }
@@ -505,8 +507,8 @@ public final class NcclBackend implements Backend {
         // Unless an abort took it first and failed it.
         if (take(p)) {
           synchronized (p) {
-            p.recycled = true;
             giveEvent(p.done);
+            p.done = null;
           }
           complete(p, null);
         }
