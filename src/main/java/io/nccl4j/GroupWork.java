@@ -21,13 +21,16 @@ class GroupWork implements Work {
   private final Duration timeout;
   private volatile Backend.StreamWaiter streamWaiter;
   private volatile CompletableFuture<Work> future;
-  private volatile CollectiveStats stats;
-  private volatile Throwable failure;
-  private volatile boolean done;
+  /**
+   * Null while pending; then the failure (a Throwable), the statistics, or {@link #NO_STATS}. One
+   * field rather than three keeps a Work, made for every operation, small.
+   */
+  private volatile Object outcome;
+  private static final Object NO_STATS = new Object();
   /**
    * Set by a thread about to wait, so that {@link #finish} takes the monitor to wake it only when
-   * someone waits. Both sides write their flag before reading the other's (both volatile), so at
-   * least one of them sees the other.
+   * someone waits. Each side writes (waiting, outcome) before reading the other's, both volatile,
+   * so at least one of them sees the other.
    */
   private volatile boolean waiting;
 
@@ -44,15 +47,14 @@ class GroupWork implements Work {
 
   /** Completes this Work (the first call wins). */
   void finish(CollectiveStats s, Throwable error) {
-    if (done) {
+    if (outcome != null) {
       return;
     }
     if (error != null) {
-      failure = error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
+      outcome = error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
     } else {
-      stats = s;
+      outcome = s != null ? s : NO_STATS;
     }
-    done = true;
     if (waiting) {
       synchronized (this) {
         notifyAll();
@@ -65,12 +67,18 @@ class GroupWork implements Work {
   }
 
   private void complete(CompletableFuture<Work> f) {
-    Throwable x = failure;
+    Throwable x = failure();
     if (x != null) {
       f.completeExceptionally(x);
     } else {
       f.complete(this);
     }
+  }
+
+  /** The failure, or null while pending or after success. */
+  private Throwable failure() {
+    Object o = outcome;
+    return o instanceof Throwable ? (Throwable) o : null;
   }
 
   @Override
@@ -85,17 +93,18 @@ class GroupWork implements Work {
 
   @Override
   public boolean isCompleted() {
-    return done;
+    return outcome != null;
   }
 
   @Override
   public boolean isSuccess() {
-    return done && failure == null;
+    Object o = outcome;
+    return o != null && !(o instanceof Throwable);
   }
 
   @Override
   public Optional<Throwable> exception() {
-    return Optional.ofNullable(failure);
+    return Optional.ofNullable(failure());
   }
 
   @Override
@@ -110,11 +119,11 @@ class GroupWork implements Work {
 
   @Override
   public boolean waitFor(Duration limit) {
-    if (!done) {
+    if (outcome == null) {
       long deadline = System.nanoTime() + limit.toNanos();
       synchronized (this) {
         waiting = true;
-        while (!done) {
+        while (outcome == null) {
           long left = deadline - System.nanoTime();
           if (left <= 0) {
             return false;
@@ -128,7 +137,7 @@ class GroupWork implements Work {
         }
       }
     }
-    Throwable f = failure;
+    Throwable f = failure();
     if (f != null) {
       throw rethrowable(f);
     }
@@ -166,7 +175,7 @@ class GroupWork implements Work {
       waitFor();
       return;
     }
-    Throwable f = failure;
+    Throwable f = failure();
     if (f != null) {
       throw rethrowable(f);
     }
@@ -185,7 +194,7 @@ class GroupWork implements Work {
         }
       }
       // finish() may have run before the future existed; completing twice is harmless.
-      if (done) {
+      if (outcome != null) {
         complete(f);
       }
     }
@@ -194,12 +203,13 @@ class GroupWork implements Work {
 
   @Override
   public Optional<CollectiveStats> stats() {
-    return Optional.ofNullable(stats);
+    Object o = outcome;
+    return o instanceof CollectiveStats ? Optional.of((CollectiveStats) o) : Optional.empty();
   }
 
   @Override
   public String toString() {
     return "Work(SeqNum=" + seq + ", OpType=" + op.torchName() + ", "
-        + (!isCompleted() ? "pending" : failure == null ? "completed" : "failed: " + failure.getMessage()) + ")";
+        + (!isCompleted() ? "pending" : failure() == null ? "completed" : "failed: " + failure().getMessage()) + ")";
   }
 }
