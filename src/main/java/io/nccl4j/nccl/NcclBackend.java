@@ -477,14 +477,17 @@ public final class NcclBackend implements Backend {
     }
     long lastAsyncCheck = System.nanoTime();
     int idle = 0;
+    // Consecutive polls that found nothing in flight; apart from idle, which paces waiting for an
+    // operation in flight and must not start out at its longest after a quiet spell.
+    int empty = 0;
     while (!(closed && oldest() == null)) {
       Pending p = oldest();
       if (p == null) {
         // Spin a little first: in a stream of collectives the next one is usually microseconds
         // away, and waking a parked thread costs the submitter a system call.
-        if (idle < 200) {
+        if (empty < 200) {
           Thread.onSpinWait();
-        } else if (idle < 250) {
+        } else if (empty < 250) {
           Thread.yield();
         } else {
           idleParked = true;
@@ -493,9 +496,10 @@ public final class NcclBackend implements Backend {
           }
           idleParked = false;
         }
-        idle++;
+        empty++;
         continue;
       }
+      empty = 0;
       boolean complete;
       try {
         complete = p.done.isComplete();
