@@ -120,11 +120,13 @@ class GroupWork implements Work {
   @Override
   public boolean waitFor(Duration limit) {
     if (outcome == null) {
-      long deadline = System.nanoTime() + limit.toNanos();
+      long nanos = limit.toNanos();
+      long start = System.nanoTime();
       synchronized (this) {
         waiting = true;
         while (outcome == null) {
-          long left = deadline - System.nanoTime();
+          // Elapsed time rather than a deadline: start + nanos overflows for very long limits.
+          long left = nanos - (System.nanoTime() - start);
           if (left <= 0) {
             return false;
           }
