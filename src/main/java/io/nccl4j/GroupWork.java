@@ -5,12 +5,14 @@ import java.time.Duration;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 
-/** The Work a ProcessGroup hands out: completed by the backend's future, after buffers are released. */
-final class GroupWork implements Work {
+/**
+ * The Work a ProcessGroup hands out: completed by the group once the backend reports, after buffers
+ * are released. Waiting uses the object's monitor; the CompletableFuture view is created only when
+ * asked for, since most Works are only waited for.
+ */
+class GroupWork implements Work {
   /** How long past the group timeout a blocking wait keeps waiting for the backend's own timeout. */
   private static final Duration WAIT_MARGIN = Duration.ofSeconds(30);
 
@@ -18,9 +20,19 @@ final class GroupWork implements Work {
   private final long seq;
   private final Duration timeout;
   private volatile Backend.StreamWaiter streamWaiter;
-  private final CompletableFuture<Work> future = new CompletableFuture<>();
-  private volatile CollectiveStats stats;
-  private volatile Throwable failure;
+  private volatile CompletableFuture<Work> future;
+  /**
+   * Null while pending; then the failure (a Throwable), the statistics, or {@link #NO_STATS}. One
+   * field rather than three keeps a Work, made for every operation, small.
+   */
+  private volatile Object outcome;
+  private static final Object NO_STATS = new Object();
+  /**
+   * Set by a thread about to wait, so that {@link #finish} takes the monitor to wake it only when
+   * someone waits. Each side writes (waiting, outcome) before reading the other's, both volatile,
+   * so at least one of them sees the other.
+   */
+  private volatile boolean waiting;
 
   GroupWork(OpType op, long seq, Duration timeout, Backend.StreamWaiter streamWaiter) {
     this.op = op;
@@ -33,15 +45,40 @@ final class GroupWork implements Work {
     streamWaiter = w;
   }
 
+  /** Completes this Work (the first call wins). */
   void finish(CollectiveStats s, Throwable error) {
-    if (error != null) {
-      Throwable cause = error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
-      failure = cause;
-      future.completeExceptionally(cause);
-    } else {
-      stats = s;
-      future.complete(this);
+    if (outcome != null) {
+      return;
     }
+    if (error != null) {
+      outcome = error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
+    } else {
+      outcome = s != null ? s : NO_STATS;
+    }
+    if (waiting) {
+      synchronized (this) {
+        notifyAll();
+      }
+    }
+    CompletableFuture<Work> f = future;
+    if (f != null) {
+      complete(f);
+    }
+  }
+
+  private void complete(CompletableFuture<Work> f) {
+    Throwable x = failure();
+    if (x != null) {
+      f.completeExceptionally(x);
+    } else {
+      f.complete(this);
+    }
+  }
+
+  /** The failure, or null while pending or after success. */
+  private Throwable failure() {
+    Object o = outcome;
+    return o instanceof Throwable ? (Throwable) o : null;
   }
 
   @Override
@@ -56,17 +93,18 @@ final class GroupWork implements Work {
 
   @Override
   public boolean isCompleted() {
-    return future.isDone();
+    return outcome != null;
   }
 
   @Override
   public boolean isSuccess() {
-    return future.isDone() && failure == null;
+    Object o = outcome;
+    return o != null && !(o instanceof Throwable);
   }
 
   @Override
   public Optional<Throwable> exception() {
-    return Optional.ofNullable(failure);
+    return Optional.ofNullable(failure());
   }
 
   @Override
@@ -81,17 +119,31 @@ final class GroupWork implements Work {
 
   @Override
   public boolean waitFor(Duration limit) {
-    try {
-      future.get(limit.toNanos(), TimeUnit.NANOSECONDS);
-      return true;
-    } catch (TimeoutException e) {
-      return false;
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new IllegalStateException("Interrupted while waiting for " + this, e);
-    } catch (ExecutionException e) {
-      throw rethrowable(e.getCause());
+    if (outcome == null) {
+      long nanos = limit.toNanos();
+      long start = System.nanoTime();
+      synchronized (this) {
+        waiting = true;
+        while (outcome == null) {
+          // Elapsed time rather than a deadline: start + nanos overflows for very long limits.
+          long left = nanos - (System.nanoTime() - start);
+          if (left <= 0) {
+            return false;
+          }
+          try {
+            TimeUnit.NANOSECONDS.timedWait(this, left);
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("Interrupted while waiting for " + this, e);
+          }
+        }
+      }
     }
+    Throwable f = failure();
+    if (f != null) {
+      throw rethrowable(f);
+    }
+    return true;
   }
 
   private static RuntimeException rethrowable(Throwable cause) {
@@ -125,7 +177,7 @@ final class GroupWork implements Work {
       waitFor();
       return;
     }
-    Throwable f = failure;
+    Throwable f = failure();
     if (f != null) {
       throw rethrowable(f);
     }
@@ -134,17 +186,32 @@ final class GroupWork implements Work {
 
   @Override
   public CompletableFuture<Work> future() {
-    return future.copy();
+    CompletableFuture<Work> f = future;
+    if (f == null) {
+      synchronized (this) {
+        f = future;
+        if (f == null) {
+          f = new CompletableFuture<>();
+          future = f;
+        }
+      }
+      // finish() may have run before the future existed; completing twice is harmless.
+      if (outcome != null) {
+        complete(f);
+      }
+    }
+    return f.copy();
   }
 
   @Override
   public Optional<CollectiveStats> stats() {
-    return Optional.ofNullable(stats);
+    Object o = outcome;
+    return o instanceof CollectiveStats ? Optional.of((CollectiveStats) o) : Optional.empty();
   }
 
   @Override
   public String toString() {
     return "Work(SeqNum=" + seq + ", OpType=" + op.torchName() + ", "
-        + (!isCompleted() ? "pending" : failure == null ? "completed" : "failed: " + failure.getMessage()) + ")";
+        + (!isCompleted() ? "pending" : failure() == null ? "completed" : "failed: " + failure().getMessage()) + ")";
   }
 }

@@ -33,8 +33,9 @@ public final class ProcessGroup implements AutoCloseable {
   private long p2pSeq;
   private Coalesced coalescing;
   private final ThreadLocal<Duration> callTimeout = new ThreadLocal<>();
-  private final java.util.List<io.nccl4j.trace.CollectiveObserver> observers =
-      new java.util.concurrent.CopyOnWriteArrayList<>();
+  /** Copied on change, so that notifying (on every operation) needs neither a lock nor an iterator. */
+  private volatile io.nccl4j.trace.CollectiveObserver[] observers = {};
+  private final Object observersLock = new Object();
   private volatile boolean closed;
 
   private volatile Validation validation = Validation.fromEnvironment();
@@ -50,7 +51,7 @@ public final class ProcessGroup implements AutoCloseable {
     int capacity = envInt("NCCL4J_FLIGHT_RECORDER_SIZE", io.nccl4j.trace.FlightRecorder.DEFAULT_CAPACITY);
     this.recorder = capacity > 0 ? new io.nccl4j.trace.FlightRecorder(capacity) : null;
     if (recorder != null) {
-      observers.add(recorder);
+      addObserver(recorder);
     }
     String dir = System.getenv("NCCL4J_FLIGHT_RECORDER_DIR");
     this.dumpDir = dir == null || dir.isBlank() ? null : java.nio.file.Paths.get(dir);
@@ -214,26 +215,50 @@ public final class ProcessGroup implements AutoCloseable {
    * counts, traces, flight recording).
    */
   public void addObserver(io.nccl4j.trace.CollectiveObserver observer) {
-    observers.add(java.util.Objects.requireNonNull(observer, "observer"));
+    java.util.Objects.requireNonNull(observer, "observer");
+    synchronized (observersLock) {
+      io.nccl4j.trace.CollectiveObserver[] os = java.util.Arrays.copyOf(observers, observers.length + 1);
+      os[os.length - 1] = observer;
+      observers = os;
+    }
   }
 
   public void removeObserver(io.nccl4j.trace.CollectiveObserver observer) {
-    observers.remove(observer);
+    synchronized (observersLock) {
+      io.nccl4j.trace.CollectiveObserver[] os = observers;
+      for (int i = 0; i < os.length; i++) {
+        if (os[i].equals(observer)) {
+          io.nccl4j.trace.CollectiveObserver[] fewer = new io.nccl4j.trace.CollectiveObserver[os.length - 1];
+          System.arraycopy(os, 0, fewer, 0, i);
+          System.arraycopy(os, i + 1, fewer, i, os.length - i - 1);
+          observers = fewer;
+          return;
+        }
+      }
+    }
   }
 
   private void notifyEnqueued(Collective c, long now) {
-    if (!observers.isEmpty()) {
+    io.nccl4j.trace.CollectiveObserver[] os = observers;
+    if (os.length > 0) {
       String path = io.nccl4j.trace.Range.currentPath();
-      for (io.nccl4j.trace.CollectiveObserver o : observers) {
+      for (io.nccl4j.trace.CollectiveObserver o : os) {
         o.enqueued(rank(), c, path, now);
       }
     }
   }
 
+  private void notifyStarted(Collective c, long nanos) {
+    for (io.nccl4j.trace.CollectiveObserver o : observers) {
+      o.started(rank(), c, nanos);
+    }
+  }
+
   private void notifyCompleted(Collective c, CollectiveStats stats, Throwable error) {
-    if (!observers.isEmpty()) {
+    io.nccl4j.trace.CollectiveObserver[] os = observers;
+    if (os.length > 0) {
       long now = System.nanoTime();
-      for (io.nccl4j.trace.CollectiveObserver o : observers) {
+      for (io.nccl4j.trace.CollectiveObserver o : os) {
         o.completed(rank(), c, stats, error, now);
       }
     }
@@ -454,7 +479,7 @@ public final class ProcessGroup implements AutoCloseable {
       ensureOpen();
       checks.broadcast(tensor, root);
       return submit(new Collective(OpType.BROADCAST, ++collectiveSeq, buf(tensor), buf(tensor), null, root, null, null),
-          tensor);
+          tensor, null);
     }
   }
 
@@ -472,7 +497,7 @@ public final class ProcessGroup implements AutoCloseable {
       ensureOpen();
       checks.reduce(tensor, root, op);
       return submit(new Collective(OpType.REDUCE, ++collectiveSeq, buf(tensor), buf(tensor), op, root, null, null),
-          tensor);
+          tensor, null);
     }
   }
 
@@ -519,7 +544,7 @@ public final class ProcessGroup implements AutoCloseable {
     synchronized (this) {
       ensureOpen();
       checks.send(tensor, dst);
-      return submit(new Collective(OpType.SEND, ++p2pSeq, buf(tensor), null, null, dst, null, null), tensor);
+      return submit(new Collective(OpType.SEND, ++p2pSeq, buf(tensor), null, null, dst, null, null), tensor, null);
     }
   }
 
@@ -533,7 +558,7 @@ public final class ProcessGroup implements AutoCloseable {
     synchronized (this) {
       ensureOpen();
       checks.recv(tensor, src);
-      return submit(new Collective(OpType.RECV, ++p2pSeq, null, buf(tensor), null, src, null, null), tensor);
+      return submit(new Collective(OpType.RECV, ++p2pSeq, null, buf(tensor), null, src, null, null), null, tensor);
     }
   }
 
@@ -548,7 +573,7 @@ public final class ProcessGroup implements AutoCloseable {
   public Work barrierAsync() {
     synchronized (this) {
       ensureOpen();
-      return submit(new Collective(OpType.BARRIER, ++collectiveSeq, null, null, null, -1, null, null));
+      return submit(new Collective(OpType.BARRIER, ++collectiveSeq, null, null, null, -1, null, null), null, null);
     }
   }
 
@@ -596,10 +621,11 @@ public final class ProcessGroup implements AutoCloseable {
 
     private Coalesced() {}
 
-    private GroupWork add(Collective c, Tensor... ts) {
+    private GroupWork add(Collective c, Tensor input, Tensor output) {
       GroupWork w = new GroupWork(c.op(), c.seq(), c.timeoutOr(timeout()), null);
       ops.add(c);
-      tensors.addAll(java.util.Arrays.asList(ts));
+      tensors.add(input);
+      tensors.add(output);
       works.add(w);
       return w;
     }
@@ -654,8 +680,8 @@ public final class ProcessGroup implements AutoCloseable {
     GroupWork withStreams = new GroupWork(OpType.COALESCED, seq, timeout(), s.streamWaiter());
     g.works.forEach(w -> w.setStreamWaiter(s.streamWaiter()));
     g.ops.forEach(c -> notifyEnqueued(c, enqueuedAt));
-    if (s.started() != null && !observers.isEmpty()) {
-      s.started().thenAccept(t -> g.ops.forEach(c -> observers.forEach(o -> o.started(rank(), c, t))));
+    if (s.started() != null && observers.length > 0) {
+      s.started().thenAccept(t -> g.ops.forEach(c -> notifyStarted(c, t)));
     }
     s.done().whenComplete((stats, error) -> {
       held.forEach(MemoryBlock::release);
@@ -730,7 +756,7 @@ public final class ProcessGroup implements AutoCloseable {
   }
 
   private static Collective.Buffer buf(Tensor t) {
-    return Collective.Buffer.of(t);
+    return t == null ? null : t.collectiveBuffer();
   }
 
   /** Set while a blocking form issues its operation: the backend may run it on this thread. */
@@ -753,42 +779,121 @@ public final class ProcessGroup implements AutoCloseable {
     w.waitFor();
   }
 
-  private Work submit(Collective call, Tensor... tensors) {
+  /** Submits {@code call}, keeping the memory of {@code input} and {@code output} (either may be null) until it completes. */
+  private Work submit(Collective call, Tensor input, Tensor output) {
     Duration own = callTimeout.get();
     Collective c = own == null ? call : call.withTimeout(own);
     validate(c);
     if (coalescing != null) {
-      return coalescing.add(c, tensors);
+      return coalescing.add(c, input, output);
     }
-    List<MemoryBlock> held = new ArrayList<>(2);
-    for (Tensor t : tensors) {
-      retain(t, held);
-    }
-    Backend.Submission s;
+    Issued work = new Issued(c, retain(input), retain(output));
     // Taken before submitting: the backend may start the operation before submit returns.
     long enqueuedAt = System.nanoTime();
     try {
-      s = backend.submit(c, callerWaits);
+      work.setStreamWaiter(backend.submit(c, callerWaits, work));
     } catch (RuntimeException e) {
-      held.forEach(MemoryBlock::release);
+      work.release();
       throw e;
     }
     notifyEnqueued(c, enqueuedAt);
-    if (s.started() != null && !observers.isEmpty()) {
-      s.started().thenAccept(t -> observers.forEach(o -> o.started(rank(), c, t)));
+    work.enqueued();
+    return work;
+  }
+
+  /**
+   * One operation in flight: its Work, and the backend's completion, holding what completing it
+   * needs (the operation, the memory kept alive until then), so that an operation costs one object
+   * here. The backend may report before the observers have seen the enqueue (the progress thread
+   * can be that quick); what it reports then is held back until {@link #enqueued}, so that
+   * observers always see enqueued, started, completed in that order.
+   */
+  private final class Issued extends GroupWork implements Backend.Completion {
+    private static final int ENQUEUED = 1;
+    private static final int STARTED = 2;
+    private static final int COMPLETED = 4;
+    private static final java.lang.invoke.VarHandle STATE;
+
+    static {
+      try {
+        STATE = java.lang.invoke.MethodHandles.lookup().findVarHandle(Issued.class, "state", int.class);
+      } catch (ReflectiveOperationException e) {
+        throw new ExceptionInInitializerError(e);
+      }
     }
-    GroupWork work = new GroupWork(c.op(), c.seq(), c.timeoutOr(timeout()), s.streamWaiter());
-    s.done().whenComplete((stats, error) -> {
+
+    private final Collective c;
+    private final MemoryBlock input;
+    private final MemoryBlock output;
+    /** ENQUEUED, STARTED and COMPLETED as each happens. */
+    private volatile int state;
+    private long startedAt;
+    private CollectiveStats result;
+    private Throwable error;
+
+    Issued(Collective c, MemoryBlock input, MemoryBlock output) {
+      super(c.op(), c.seq(), c.timeoutOr(timeout()), null);
+      this.c = c;
+      this.input = input;
+      this.output = output;
+    }
+
+    /** The observers have seen the enqueue: passes on what the backend already reported. */
+    void enqueued() {
+      int before = (int) STATE.getAndBitwiseOr(this, ENQUEUED);
+      if ((before & STARTED) != 0) {
+        notifyStarted(c, startedAt);
+      }
+      if ((before & COMPLETED) != 0) {
+        complete();
+      }
+    }
+
+    @Override
+    public void started(long nanos) {
+      startedAt = nanos;
+      if (((int) STATE.getAndBitwiseOr(this, STARTED) & ENQUEUED) != 0) {
+        notifyStarted(c, nanos);
+      }
+    }
+
+    @Override
+    public void completed(CollectiveStats stats, Throwable failure) {
+      result = stats;
+      error = failure;
+      if (((int) STATE.getAndBitwiseOr(this, COMPLETED) & ENQUEUED) != 0) {
+        complete();
+      }
+    }
+
+    private void complete() {
       // Release before completing so that a caller who waits and then measures memory sees it freed.
-      held.forEach(MemoryBlock::release);
-      notifyCompleted(c, stats, error);
+      release();
+      notifyCompleted(c, result, error);
       if (error != null) {
         dumpOnFailure(error instanceof java.util.concurrent.CompletionException && error.getCause() != null
             ? error.getCause() : error);
       }
-      work.finish(stats, error);
-    });
-    return work;
+      finish(result, error);
+    }
+
+    void release() {
+      if (input != null) {
+        input.release();
+      }
+      if (output != null) {
+        output.release();
+      }
+    }
+  }
+
+  private static MemoryBlock retain(Tensor t) {
+    if (t == null) {
+      return null;
+    }
+    MemoryBlock b = t.memoryBlock();
+    b.retain();
+    return b;
   }
 
   private static void retain(Tensor t, List<MemoryBlock> held) {

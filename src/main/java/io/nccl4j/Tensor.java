@@ -30,6 +30,12 @@ public final class Tensor implements AutoCloseable {
   /** The tensor that owns the block's first reference; {@code this} for a base tensor. */
   private final Tensor base;
   private volatile boolean closed;
+  /**
+   * This tensor as a collective sees it, made on first use and kept: a tensor's address, count,
+   * type and device never change, and a training loop passes the same tensors on every step. A
+   * racing first use may make two equal ones; the record's fields are final, so either is safe.
+   */
+  private io.nccl4j.spi.Collective.Buffer collectiveBuffer;
 
   private Tensor(MemoryBlock block, long byteOffset, long count, DType dtype, Device device, Tensor base) {
     this.block = block;
@@ -232,6 +238,21 @@ public final class Tensor implements AutoCloseable {
 
   public boolean isClosed() {
     return closed || base.closed;
+  }
+
+  /**
+   * The description a collective gets.
+   *
+   * @throws IllegalStateException if the tensor (or its base) is closed
+   */
+  io.nccl4j.spi.Collective.Buffer collectiveBuffer() {
+    ensureOpen();
+    io.nccl4j.spi.Collective.Buffer b = collectiveBuffer;
+    if (b == null) {
+      b = io.nccl4j.spi.Collective.Buffer.of(this);
+      collectiveBuffer = b;
+    }
+    return b;
   }
 
   /** The underlying memory block (for backends, which keep it alive while a collective runs). */

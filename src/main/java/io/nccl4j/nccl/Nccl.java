@@ -137,6 +137,10 @@ public final class Nccl {
 
   /** Makes {@code device} current for the calling thread. */
   void setDevice(int device) {
-    CudaCall.check(cuda.setDevice(device), cuda, "cudaSetDevice", Device.cuda(device));
+    int rc = cuda.setDevice(device);
+    // The Device is built only for the error: this runs on every enqueue.
+    if (rc != CudaApi.SUCCESS) {
+      throw CudaCall.error(rc, cuda, "cudaSetDevice", Device.cuda(device));
+    }
   }
 }

@@ -20,7 +20,6 @@ import io.nccl4j.spi.Collective.Buffer;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.locks.LockSupport;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -52,12 +51,30 @@ public final class NcclBackend implements Backend {
   private final Duration timeout;
   private final Duration abortDeadline;
   private final int device;
+  private final Device cudaDevice;
   private final CudaStream commStream;
   private final CudaEvent ready;
   private final ArrayDeque<CudaEvent> eventPool = new ArrayDeque<>();
   /** Every event this backend created, so that close() destroys those of failed operations too. */
   private final java.util.List<CudaEvent> allEvents = new java.util.ArrayList<>();
-  private final ConcurrentLinkedDeque<Pending> pending = new ConcurrentLinkedDeque<>();
+  /**
+   * Operations in flight, oldest first, linked through {@link Pending#next} so that enqueueing
+   * allocates no queue node. {@code head} is the operation taken last (at first a sentinel); the
+   * next one is the oldest in flight. Submit appends at {@code tail} under this object's lock; the
+   * progress thread and an abort take from the head by compare-and-set, so each operation is taken,
+   * and completed, exactly once.
+   */
+  private volatile Pending head = new Pending(null, 0, null, null);
+  private Pending tail = head;
+  private static final java.lang.invoke.VarHandle HEAD;
+
+  static {
+    try {
+      HEAD = java.lang.invoke.MethodHandles.lookup().findVarHandle(NcclBackend.class, "head", Pending.class);
+    } catch (ReflectiveOperationException e) {
+      throw new ExceptionInInitializerError(e);
+    }
+  }
   private final Thread progress;
   private final long scalarBuffer;
   private final int[] intOut = new int[1];
@@ -66,20 +83,58 @@ public final class NcclBackend implements Backend {
   private volatile BackendException broken;
   private volatile boolean closing;
   private volatile boolean closed;
+  /**
+   * Set while the progress thread parks with nothing in flight: only then does submit wake it (a
+   * progress thread waiting for an earlier operation has nothing to gain from the new one).
+   */
+  private volatile boolean idleParked;
 
-  /** An enqueued operation: its completion event belongs to it until the progress thread recycles it. */
-  private static final class Pending {
+  /**
+   * An enqueued operation: its completion event belongs to it until the progress thread recycles
+   * it. It is also the operation's stream waiter, so that one object per operation does both.
+   */
+  private final class Pending implements StreamWaiter {
     final Collective c;
     final long enqueued;
-    final CudaEvent done;
-    final CompletableFuture<CollectiveStats> future = new CompletableFuture<>();
-    /** Set (under the object's lock) when the event went back to the pool: the work has finished. */
-    boolean recycled;
+    /**
+     * Null once the progress thread gave the event back to the pool (under the object's lock): the
+     * work has finished. Only the progress thread clears it.
+     */
+    CudaEvent done;
+    final Completion completion;
+    /** The operation enqueued after this one; cleared once this one leaves the queue. */
+    volatile Pending next;
 
-    Pending(Collective c, long enqueued, CudaEvent done) {
+    Pending(Collective c, long enqueued, CudaEvent done, Completion completion) {
       this.c = c;
       this.enqueued = enqueued;
       this.done = done;
+      this.completion = completion;
+    }
+
+    @Override
+    public void waitOn(DeviceStream consumer) {
+      synchronized (this) {
+        // Once the event is recycled the work has finished on the device: nothing to wait for.
+        if (done != null) {
+          CudaCall.check(cuda.streamWaitEvent(consumer.handle(), done.handle()), cuda, "cudaStreamWaitEvent",
+              device());
+        }
+      }
+    }
+  }
+
+  /** Completes a future, for the future-based forms of submit. */
+  private static final class FutureCompletion implements Completion {
+    final CompletableFuture<CollectiveStats> future = new CompletableFuture<>();
+
+    @Override
+    public void completed(CollectiveStats stats, Throwable error) {
+      if (error != null) {
+        future.completeExceptionally(error);
+      } else {
+        future.complete(stats);
+      }
     }
   }
 
@@ -103,6 +158,7 @@ public final class NcclBackend implements Backend {
     this.allocator = allocator;
     this.timeout = timeout;
     this.device = comm.deviceIndex();
+    this.cudaDevice = Device.cuda(device);
     if (!allocator.device().equals(Device.cuda(device))) {
       throw new IllegalArgumentException("The allocator of rank " + comm.rank() + " must be on cuda:" + device
           + ", got " + allocator.device());
@@ -138,7 +194,7 @@ public final class NcclBackend implements Backend {
 
   @Override
   public Device device() {
-    return Device.cuda(device);
+    return cudaDevice;
   }
 
   @Override
@@ -172,36 +228,52 @@ public final class NcclBackend implements Backend {
 
   @Override
   public Submission submit(Collective c) {
-    return submitOps(java.util.List.of(c));
+    FutureCompletion f = new FutureCompletion();
+    return new Submission(f.future, submitOps(c, null, f));
+  }
+
+  @Override
+  public StreamWaiter submit(Collective c, boolean callerWaits, Completion completion) {
+    return submitOps(c, null, completion);
   }
 
   /** One NCCL group (ncclGroupStart/End) around every operation; one completion event for all. */
   @Override
   public Submission submitGroup(java.util.List<Collective> ops) {
-    return submitOps(ops);
+    FutureCompletion f = new FutureCompletion();
+    return new Submission(f.future, submitOps(null, ops, f));
   }
 
-  private Submission submitOps(java.util.List<Collective> ops) {
+  /**
+   * Enqueues {@code single}, or every operation of {@code ops} in one NCCL group. Returns the stream
+   * waiter, or null when the operation failed before it was enqueued (the completion has the failure).
+   */
+  private StreamWaiter submitOps(Collective single, java.util.List<Collective> ops, Completion completion) {
     if (closed || closing) {
       throw new IllegalStateException("NCCL backend of rank " + rank() + " is closed");
     }
-    for (Collective c : ops) {
-      requireSupported(c);
+    if (ops == null) {
+      requireSupported(single);
+    } else {
+      for (Collective c : ops) {
+        requireSupported(c);
+      }
     }
     // fail() takes the same lock, so an abort never frees the communicator under an enqueue, and
     // an operation enqueued before the abort is in the pending queue the abort drains.
     synchronized (this) {
       BackendException b = broken;
       if (b != null) {
-        return Submission.hostOnly(CompletableFuture.failedFuture(stillBroken(b)));
+        completion.completed(null, stillBroken(b));
+        return null;
       }
       long enqueued = System.nanoTime();
       nccl.setDevice(device);
       ready.record(currentStream);
       commStream.waitEvent(ready);
-      Collective first = ops.get(0);
+      Collective first = ops == null ? single : ops.get(0);
       try {
-        if (ops.size() == 1) {
+        if (ops == null || ops.size() == 1) {
           check(enqueue(first), ncclFunction(first));
         } else {
           check(api.groupStart(), "ncclGroupStart");
@@ -226,7 +298,8 @@ public final class NcclBackend implements Backend {
         throw e;
       } catch (BackendException e) {
         fail(e);
-        return Submission.hostOnly(CompletableFuture.failedFuture(e));
+        completion.completed(null, e);
+        return null;
       }
       if (comm.isNonBlocking()) {
         // The enqueue may still be in progress inside NCCL; record completion only after it.
@@ -234,23 +307,21 @@ public final class NcclBackend implements Backend {
           comm.awaitReady(first.timeoutOr(timeout), ncclFunction(first));
         } catch (BackendException e) {
           fail(e);
-          return Submission.hostOnly(CompletableFuture.failedFuture(e));
+          completion.completed(null, e);
+          return null;
         }
       }
       CudaEvent done = takeEvent();
       done.record(commStream);
-      Pending p = new Pending(first, enqueued, done);
-      pending.add(p);
-      LockSupport.unpark(progress);
-      return new Submission(p.future, consumer -> {
-        synchronized (p) {
-          // Once recycled the work has finished on the device: nothing to wait for.
-          if (!p.recycled) {
-            CudaCall.check(cuda.streamWaitEvent(consumer.handle(), done.handle()), cuda, "cudaStreamWaitEvent",
-                device());
-          }
-        }
-      });
+      Pending p = new Pending(first, enqueued, done, completion);
+      tail.next = p;
+      tail = p;
+      // Written after the append, as the progress thread sets the flag before it looks: either it
+      // sees this operation or this sees it parked.
+      if (idleParked) {
+        LockSupport.unpark(progress);
+      }
+      return p;
     }
   }
 
@@ -301,19 +372,25 @@ public final class NcclBackend implements Backend {
     Buffer in = c.input();
     Buffer out = c.output();
     switch (c.op()) {
-      case ALLREDUCE:
-        return reducing(c.reduceOp(), in.dtype(), op -> api.allReduce(in.address(), out.address(), in.count(),
-            in.dtype().ncclCode(), op, h, s));
-      case REDUCE_SCATTER:
-        return reducing(c.reduceOp(), in.dtype(), op -> api.reduceScatter(in.address(), out.address(), out.count(),
-            in.dtype().ncclCode(), op, h, s));
+      case ALLREDUCE: {
+        int op = ncclOp(c.reduceOp(), in.dtype());
+        return reduced(c.reduceOp(), op,
+            api.allReduce(in.address(), out.address(), in.count(), in.dtype().ncclCode(), op, h, s));
+      }
+      case REDUCE_SCATTER: {
+        int op = ncclOp(c.reduceOp(), in.dtype());
+        return reduced(c.reduceOp(), op,
+            api.reduceScatter(in.address(), out.address(), out.count(), in.dtype().ncclCode(), op, h, s));
+      }
       case ALLGATHER:
         return api.allGather(in.address(), out.address(), in.count(), in.dtype().ncclCode(), h, s);
       case BROADCAST:
         return api.broadcast(in.address(), in.address(), in.count(), in.dtype().ncclCode(), c.peer(), h, s);
-      case REDUCE:
-        return reducing(c.reduceOp(), in.dtype(), op -> api.reduce(in.address(), in.address(), in.count(),
-            in.dtype().ncclCode(), op, c.peer(), h, s));
+      case REDUCE: {
+        int op = ncclOp(c.reduceOp(), in.dtype());
+        return reduced(c.reduceOp(), op,
+            api.reduce(in.address(), in.address(), in.count(), in.dtype().ncclCode(), op, c.peer(), h, s));
+      }
       case ALLTOALL:
         return allToAll(c, h, s);
       case SEND:
@@ -333,29 +410,25 @@ public final class NcclBackend implements Backend {
     }
   }
 
-  @FunctionalInterface
-  private interface OpCall {
-    int call(int ncclOp);
+  /** NCCL's operator for {@code op}: a PreMulSum operator is created here, and destroyed by {@link #reduced}. */
+  private int ncclOp(ReduceOp op, DType dtype) {
+    if (op.kind() != ReduceOp.Kind.PREMUL_SUM) {
+      return op.ncclCode();
+    }
+    writeScalar(dtype, op.scalar());
+    check(api.redOpCreatePreMulSum(intOut, scalarBuffer, dtype.ncclCode(), comm.handle()),
+        "ncclRedOpCreatePreMulSum");
+    return intOut[0];
   }
 
-  /** Maps the operator, creating (and afterwards destroying) a PreMulSum operator when needed. */
-  private int reducing(ReduceOp op, DType dtype, OpCall call) {
-    switch (op.kind()) {
-      case AVG:
-        return call.call(op.ncclCode());
-      case PREMUL_SUM: {
-        writeScalar(dtype, op.scalar());
-        check(api.redOpCreatePreMulSum(intOut, scalarBuffer, dtype.ncclCode(), comm.handle()),
-            "ncclRedOpCreatePreMulSum");
-        int userOp = intOut[0];
-        int result = call.call(userOp);
-        // NCCL copies the operator into the enqueued work, so it can be destroyed right away.
-        int drc = api.redOpDestroy(userOp, comm.handle());
-        return result != 0 ? result : drc;
-      }
-      default:
-        return call.call(op.ncclCode());
+  /** {@code rc}, the reducing call's result, once a PreMulSum operator is destroyed. */
+  private int reduced(ReduceOp op, int ncclOp, int rc) {
+    if (op.kind() != ReduceOp.Kind.PREMUL_SUM) {
+      return rc;
     }
+    // NCCL copies the operator into the enqueued work, so it can be destroyed right away.
+    int drc = api.redOpDestroy(ncclOp, comm.handle());
+    return rc != 0 ? rc : drc;
   }
 
   /** The scalar in the element type, as NCCL reads a host-immediate scalar. */
@@ -404,12 +477,29 @@ public final class NcclBackend implements Backend {
     }
     long lastAsyncCheck = System.nanoTime();
     int idle = 0;
-    while (!(closed && pending.isEmpty())) {
-      Pending p = pending.peek();
+    // Consecutive polls that found nothing in flight; apart from idle, which paces waiting for an
+    // operation in flight and must not start out at its longest after a quiet spell.
+    int empty = 0;
+    while (!(closed && oldest() == null)) {
+      Pending p = oldest();
       if (p == null) {
-        LockSupport.parkNanos(1_000_000);
+        // Spin a little first: in a stream of collectives the next one is usually microseconds
+        // away, and waking a parked thread costs the submitter a system call.
+        if (empty < 200) {
+          Thread.onSpinWait();
+        } else if (empty < 250) {
+          Thread.yield();
+        } else {
+          idleParked = true;
+          if (oldest() == null && !closed) {
+            LockSupport.parkNanos(1_000_000);
+          }
+          idleParked = false;
+        }
+        empty++;
         continue;
       }
+      empty = 0;
       boolean complete;
       try {
         complete = p.done.isComplete();
@@ -418,12 +508,14 @@ public final class NcclBackend implements Backend {
         continue;
       }
       if (complete) {
-        pending.poll();
-        synchronized (p) {
-          p.recycled = true;
-          giveEvent(p.done);
+        // Unless an abort took it first and failed it.
+        if (take(p)) {
+          synchronized (p) {
+            giveEvent(p.done);
+            p.done = null;
+          }
+          complete(p, null);
         }
-        p.future.complete(null);
         idle = 0;
         continue;
       }
@@ -483,9 +575,59 @@ public final class NcclBackend implements Backend {
   private void drainPending(BackendException cause) {
     Pending p;
     boolean first = true;
-    while ((p = pending.poll()) != null) {
-      p.future.completeExceptionally(first ? cause : stillBroken(cause));
+    while ((p = takeOldest()) != null) {
+      complete(p, first ? cause : stillBroken(cause));
       first = false;
+    }
+  }
+
+  /** Takes {@code p} off the queue if it is still the oldest in flight. */
+  private boolean take(Pending p) {
+    Pending h = head;
+    if (h.next != p || !HEAD.compareAndSet(this, h, p)) {
+      return false;
+    }
+    // A Work keeps its Pending (as its stream waiter): it must not keep every later one too.
+    h.next = null;
+    return true;
+  }
+
+  /** The oldest operation in flight, or null. */
+  private Pending oldest() {
+    while (true) {
+      Pending h = head;
+      Pending n = h.next;
+      // Null either because nothing is in flight, or because h was just taken past and cleared.
+      if (n != null || head == h) {
+        return n;
+      }
+    }
+  }
+
+  /** Takes the oldest operation in flight off the queue; null when there is none. */
+  private Pending takeOldest() {
+    while (true) {
+      Pending h = head;
+      Pending n = h.next;
+      if (n == null) {
+        if (head == h) {
+          return null;
+        }
+        continue;
+      }
+      if (HEAD.compareAndSet(this, h, n)) {
+        h.next = null;
+        return n;
+      }
+    }
+  }
+
+  /** Reports the outcome; a completion that throws must not stop the progress thread or an abort. */
+  private void complete(Pending p, BackendException error) {
+    try {
+      p.completion.completed(null, error);
+    } catch (RuntimeException e) {
+      LOG.warn("rank {}: completing {} failed", rank(), p.c.label(), e);
     }
   }
 

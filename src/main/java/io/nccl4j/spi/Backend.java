@@ -48,6 +48,34 @@ public interface Backend extends AutoCloseable {
   }
 
   /**
+   * Like {@link #submit(Collective, boolean)}, reporting to {@code completion} rather than through
+   * futures, so that a caller can keep everything it needs at completion in one object. The
+   * completion may be called before this returns, on this thread or another. Returns how to make a
+   * device stream wait for the operation (null for backends without device streams). The default
+   * adapts {@link #submit(Collective, boolean)}; backends override it to avoid the futures.
+   */
+  default StreamWaiter submit(Collective collective, boolean callerWaits, Completion completion) {
+    Submission s = submit(collective, callerWaits);
+    if (s.started() != null) {
+      s.started().thenAccept(completion::started);
+    }
+    s.done().whenComplete(completion::completed);
+    return s.streamWaiter();
+  }
+
+  /** Receives the outcome of one operation submitted with {@link #submit(Collective, boolean, Completion)}. */
+  interface Completion {
+    /** The operation started executing at {@code nanos} ({@link System#nanoTime()}); not called by backends that cannot tell. */
+    default void started(long nanos) {}
+
+    /**
+     * Called once: with the statistics (or null when the backend has none) on success, or with the
+     * failure, a {@link io.nccl4j.BackendException} (possibly wrapped in a CompletionException).
+     */
+    void completed(CollectiveStats stats, Throwable error);
+  }
+
+  /**
    * Enqueues several operations as one group (NCCL's ncclGroupStart/ncclGroupEnd): they may run
    * concurrently — a rank can send to and receive from the same peer in one group without
    * deadlock — and complete together. The default runs them one after another, which is only

@@ -20,7 +20,8 @@ import java.util.Map;
  * (scheduled, started, completed, failed) and the enqueue, start and end times. Dumped as JSON per
  * rank — automatically on a timeout, abort or mismatch when a dump directory is set, or on demand —
  * and read back by {@code ./nccl4j trace analyze DIR}, which finds the first collective where the
- * ranks diverge. Thread-safe; about one small object per operation.
+ * ranks diverge. Thread-safe. Each slot's entry is made once and then overwritten in place, so that
+ * recording allocates nothing once the ring has filled.
  */
 public final class FlightRecorder implements CollectiveObserver {
   /** Default number of operations kept, as PyTorch's TORCH_NCCL_TRACE_BUFFER_SIZE. */
@@ -47,6 +48,9 @@ public final class FlightRecorder implements CollectiveObserver {
 
   private final int capacity;
   private final Entry[] ring;
+  /** The operation each slot was last written for, to forget it when the slot is overwritten. */
+  private final Collective[] keys;
+  /** Entries of the operations that have not completed yet. */
   private final Map<Collective, Entry> live = new IdentityHashMap<>();
   private final long originNanos = System.nanoTime();
   private final long originMicros;
@@ -58,6 +62,7 @@ public final class FlightRecorder implements CollectiveObserver {
     }
     this.capacity = capacity;
     this.ring = new Entry[capacity];
+    this.keys = new Collective[capacity];
     Instant now = Instant.now();
     this.originMicros = now.getEpochSecond() * 1_000_000 + now.getNano() / 1000;
   }
@@ -72,7 +77,16 @@ public final class FlightRecorder implements CollectiveObserver {
 
   @Override
   public synchronized void enqueued(int rank, Collective c, String rangePath, long nanos) {
-    Entry e = new Entry();
+    int slot = (int) (next++ % capacity);
+    Entry e = ring[slot];
+    if (e == null) {
+      e = new Entry();
+      ring[slot] = e;
+    } else {
+      // Only if still live for this entry: the same operation may have been recorded again since.
+      live.remove(keys[slot], e);
+    }
+    keys[slot] = c;
     e.seq = c.seq();
     e.op = c.op().torchName();
     e.pointToPoint = c.op().isPointToPoint();
@@ -86,12 +100,9 @@ public final class FlightRecorder implements CollectiveObserver {
     e.outputSplits = c.outputSplits();
     e.state = "scheduled";
     e.enqueuedMicros = micros(nanos);
-    int slot = (int) (next++ % capacity);
-    Entry evicted = ring[slot];
-    if (evicted != null) {
-      live.values().remove(evicted);
-    }
-    ring[slot] = e;
+    e.startedMicros = 0;
+    e.completedMicros = 0;
+    e.error = null;
     live.put(c, e);
   }
 
