@@ -17,6 +17,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -31,6 +32,13 @@ public final class TcpStoreServer implements AutoCloseable {
   private final HashStore store = new HashStore(Duration.ofDays(365));
   private final Set<Socket> clients = ConcurrentHashMap.newKeySet();
   private final Thread acceptor;
+  /**
+   * Requests read and not yet answered, except while a get or wait blocks for its keys. close()
+   * lets them finish, so that a client whose set was applied also hears so.
+   */
+  private final AtomicInteger answering = new AtomicInteger();
+  /** Closes the server when the JVM exits, e.g. by System.exit in the rank that hosts it. */
+  private final Thread exitHook;
   private volatile boolean closed;
 
   private TcpStoreServer(ServerSocket server) {
@@ -38,6 +46,8 @@ public final class TcpStoreServer implements AutoCloseable {
     this.acceptor = new Thread(this::acceptLoop, "nccl4j-store-server:" + server.getLocalPort());
     this.acceptor.setDaemon(true);
     this.acceptor.start();
+    this.exitHook = new Thread(this::drainAndClose, "nccl4j-store-server-exit:" + server.getLocalPort());
+    Runtime.getRuntime().addShutdownHook(exitHook);
   }
 
   /**
@@ -94,7 +104,12 @@ public final class TcpStoreServer implements AutoCloseable {
       }
       while (!closed) {
         byte[] request = Wire.readFrame(in);
-        Wire.writeFrame(out, handle(request));
+        answering.incrementAndGet();
+        try {
+          Wire.writeFrame(out, handle(request));
+        } finally {
+          answering.decrementAndGet();
+        }
       }
     } catch (IOException e) {
       // the client went away
@@ -122,7 +137,7 @@ public final class TcpStoreServer implements AutoCloseable {
         case Wire.GET: {
           String key = Wire.readString(in);
           long ms = in.readLong();
-          byte[] v = store.get(key, Duration.ofMillis(ms));
+          byte[] v = blocking(() -> store.get(key, Duration.ofMillis(ms)));
           out.writeByte(Wire.OK);
           Wire.writeBytes(out, v);
           break;
@@ -145,7 +160,11 @@ public final class TcpStoreServer implements AutoCloseable {
         }
         case Wire.WAIT: {
           List<String> keys = readKeys(in);
-          store.wait(keys, Duration.ofMillis(in.readLong()));
+          long ms = in.readLong();
+          blocking(() -> {
+            store.wait(keys, Duration.ofMillis(ms));
+            return null;
+          });
           out.writeByte(Wire.OK);
           break;
         }
@@ -191,9 +210,36 @@ public final class TcpStoreServer implements AutoCloseable {
     return keys;
   }
 
-  /** Stops accepting, closes every client connection. Idempotent. */
+  /** A wait for keys does not hold up close(): only requests being answered do. */
+  private <T> T blocking(java.util.function.Supplier<T> wait) {
+    answering.decrementAndGet();
+    try {
+      return wait.get();
+    } finally {
+      answering.incrementAndGet();
+    }
+  }
+
+  /**
+   * Stops accepting, lets requests being answered finish (at most {@link #DRAIN}), closes every
+   * client connection. Idempotent.
+   */
   @Override
   public void close() {
+    if (closed) {
+      return;
+    }
+    try {
+      Runtime.getRuntime().removeShutdownHook(exitHook);
+    } catch (IllegalStateException exiting) {
+      // the hook is running or about to
+    }
+    drainAndClose();
+  }
+
+  private static final Duration DRAIN = Duration.ofSeconds(2);
+
+  private synchronized void drainAndClose() {
     if (closed) {
       return;
     }
@@ -202,6 +248,10 @@ public final class TcpStoreServer implements AutoCloseable {
       server.close();
     } catch (IOException e) {
       // closing anyway
+    }
+    long until = System.nanoTime() + DRAIN.toNanos();
+    while (answering.get() > 0 && System.nanoTime() - until < 0) {
+      java.util.concurrent.locks.LockSupport.parkNanos(1_000_000);
     }
     for (Socket c : clients) {
       try {
