@@ -16,4 +16,13 @@ public class BackendException extends RuntimeException {
   public BackendException(String message, Throwable cause) {
     super(message, cause);
   }
+
+  /**
+   * The same failure, of the same type and with the same details, told with {@code message} and
+   * caused by this one: for rethrowing on another thread, or for every later operation of a broken
+   * group. Subclasses with details of their own override it.
+   */
+  public BackendException withMessage(String message) {
+    return new BackendException(message, this);
+  }
 }

@@ -11,4 +11,11 @@ public class CollectiveMismatchException extends BackendException {
   public CollectiveMismatchException(String message) {
     super(message);
   }
+
+  @Override
+  public CollectiveMismatchException withMessage(String message) {
+    CollectiveMismatchException m = new CollectiveMismatchException(message);
+    m.initCause(this);
+    return m;
+  }
 }

@@ -23,6 +23,13 @@ public class CollectiveTimeoutException extends BackendException {
     this.timedOutRank = timedOutRank;
   }
 
+  @Override
+  public CollectiveTimeoutException withMessage(String message) {
+    CollectiveTimeoutException t = new CollectiveTimeoutException(message, timedOutRank);
+    t.initCause(this);
+    return t;
+  }
+
   /** The rank whose own wait timed out first, or -1 when not known. */
   public int timedOutRank() {
     return timedOutRank;

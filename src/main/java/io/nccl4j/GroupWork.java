@@ -150,23 +150,8 @@ class GroupWork implements Work {
     if (cause instanceof UsageException) {
       return new UsageException(((UsageException) cause).torchMessage(), cause.getMessage());
     }
-    if (cause instanceof PeerFailureException) {
-      PeerFailureException p = (PeerFailureException) cause;
-      return new PeerFailureException(p.failedRank(), p.getMessage(), p);
-    }
-    if (cause instanceof CollectiveTimeoutException) {
-      CollectiveTimeoutException t = new CollectiveTimeoutException(cause.getMessage(),
-          ((CollectiveTimeoutException) cause).timedOutRank());
-      t.initCause(cause);
-      return t;
-    }
-    if (cause instanceof CollectiveMismatchException) {
-      CollectiveMismatchException m = new CollectiveMismatchException(cause.getMessage());
-      m.initCause(cause);
-      return m;
-    }
     if (cause instanceof BackendException) {
-      return new BackendException(cause.getMessage(), cause);
+      return ((BackendException) cause).withMessage(cause.getMessage());
     }
     return new BackendException(String.valueOf(cause), cause);
   }

@@ -17,6 +17,11 @@ public class PeerFailureException extends BackendException {
     this(failedRank, message, null);
   }
 
+  @Override
+  public PeerFailureException withMessage(String message) {
+    return new PeerFailureException(failedRank, message, this);
+  }
+
   /** The rank that failed first. */
   public int failedRank() {
     return failedRank;

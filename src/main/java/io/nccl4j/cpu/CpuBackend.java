@@ -1,7 +1,6 @@
 package io.nccl4j.cpu;
 
 import io.nccl4j.BackendException;
-import io.nccl4j.CollectiveMismatchException;
 import io.nccl4j.CollectiveStats;
 import io.nccl4j.CollectiveTimeoutException;
 import io.nccl4j.Device;
@@ -236,22 +235,7 @@ public final class CpuBackend implements Backend {
   }
 
   private static BackendException stillBroken(BackendException cause) {
-    String msg = "Process group is broken by an earlier failure: " + cause.getMessage();
-    if (cause instanceof PeerFailureException) {
-      return new PeerFailureException(((PeerFailureException) cause).failedRank(), msg, cause);
-    }
-    if (cause instanceof CollectiveTimeoutException) {
-      CollectiveTimeoutException t = new CollectiveTimeoutException(msg,
-          ((CollectiveTimeoutException) cause).timedOutRank());
-      t.initCause(cause);
-      return t;
-    }
-    if (cause instanceof CollectiveMismatchException) {
-      CollectiveMismatchException m = new CollectiveMismatchException(msg);
-      m.initCause(cause);
-      return m;
-    }
-    return new BackendException(msg, cause);
+    return cause.withMessage("Process group is broken by an earlier failure: " + cause.getMessage());
   }
 
   private CollectiveStats execute(Collective c, long deadline) {

@@ -1,13 +1,11 @@
 package io.nccl4j.nccl;
 
 import io.nccl4j.BackendException;
-import io.nccl4j.CollectiveMismatchException;
 import io.nccl4j.CollectiveStats;
 import io.nccl4j.CollectiveTimeoutException;
 import io.nccl4j.DType;
 import io.nccl4j.Device;
 import io.nccl4j.DeviceStream;
-import io.nccl4j.PeerFailureException;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Scalar;
 import io.nccl4j.memory.Allocator;
@@ -641,27 +639,7 @@ public final class NcclBackend implements Backend {
   }
 
   private static BackendException stillBroken(BackendException cause) {
-    String msg = "Process group is broken by an earlier failure: " + cause.getMessage();
-    if (cause instanceof PeerFailureException) {
-      return new PeerFailureException(((PeerFailureException) cause).failedRank(), msg, cause);
-    }
-    if (cause instanceof CollectiveTimeoutException) {
-      CollectiveTimeoutException t = new CollectiveTimeoutException(msg,
-          ((CollectiveTimeoutException) cause).timedOutRank());
-      t.initCause(cause);
-      return t;
-    }
-    if (cause instanceof CollectiveMismatchException) {
-      CollectiveMismatchException m = new CollectiveMismatchException(msg);
-      m.initCause(cause);
-      return m;
-    }
-    if (cause instanceof NcclException) {
-      NcclException n = new NcclException(((NcclException) cause).result(), msg);
-      n.initCause(cause);
-      return n;
-    }
-    return new BackendException(msg, cause);
+    return cause.withMessage("Process group is broken by an earlier failure: " + cause.getMessage());
   }
 
   private CudaEvent takeEvent() {

@@ -15,6 +15,13 @@ public class NcclException extends BackendException {
     this.result = result;
   }
 
+  @Override
+  public NcclException withMessage(String message) {
+    NcclException n = new NcclException(result, message);
+    n.initCause(this);
+    return n;
+  }
+
   /** The raw {@code ncclResult_t}. */
   public int result() {
     return result;
