@@ -33,8 +33,8 @@ public final class ProcessGroup implements AutoCloseable {
   private long p2pSeq;
   private Coalesced coalescing;
   private final ThreadLocal<Duration> callTimeout = new ThreadLocal<>();
-  /** Copied on change, so that notifying (on every operation) needs neither a lock nor an iterator. */
-  private volatile io.nccl4j.trace.CollectiveObserver[] observers = {};
+  /** What completing an operation needs; see {@link Completer}. */
+  private final Completer completer;
   private final Object observersLock = new Object();
   private volatile boolean closed;
 
@@ -48,6 +48,7 @@ public final class ProcessGroup implements AutoCloseable {
   private ProcessGroup(Backend backend) {
     this.backend = Objects.requireNonNull(backend, "backend");
     this.checks = new Checks(backend.rank(), backend.size(), backend.device());
+    this.completer = new Completer(this, backend);
     int capacity = envInt("NCCL4J_FLIGHT_RECORDER_SIZE", io.nccl4j.trace.FlightRecorder.DEFAULT_CAPACITY);
     this.recorder = capacity > 0 ? new io.nccl4j.trace.FlightRecorder(capacity) : null;
     if (recorder != null) {
@@ -217,21 +218,22 @@ public final class ProcessGroup implements AutoCloseable {
   public void addObserver(io.nccl4j.trace.CollectiveObserver observer) {
     java.util.Objects.requireNonNull(observer, "observer");
     synchronized (observersLock) {
-      io.nccl4j.trace.CollectiveObserver[] os = java.util.Arrays.copyOf(observers, observers.length + 1);
+      io.nccl4j.trace.CollectiveObserver[] os = java.util.Arrays.copyOf(completer.observers,
+          completer.observers.length + 1);
       os[os.length - 1] = observer;
-      observers = os;
+      completer.observers = os;
     }
   }
 
   public void removeObserver(io.nccl4j.trace.CollectiveObserver observer) {
     synchronized (observersLock) {
-      io.nccl4j.trace.CollectiveObserver[] os = observers;
+      io.nccl4j.trace.CollectiveObserver[] os = completer.observers;
       for (int i = 0; i < os.length; i++) {
         if (os[i].equals(observer)) {
           io.nccl4j.trace.CollectiveObserver[] fewer = new io.nccl4j.trace.CollectiveObserver[os.length - 1];
           System.arraycopy(os, 0, fewer, 0, i);
           System.arraycopy(os, i + 1, fewer, i, os.length - i - 1);
-          observers = fewer;
+          completer.observers = fewer;
           return;
         }
       }
@@ -239,29 +241,61 @@ public final class ProcessGroup implements AutoCloseable {
   }
 
   private void notifyEnqueued(Collective c, long now) {
-    io.nccl4j.trace.CollectiveObserver[] os = observers;
+    io.nccl4j.trace.CollectiveObserver[] os = completer.observers;
     if (os.length > 0) {
       String path = io.nccl4j.trace.Range.currentPath();
       for (io.nccl4j.trace.CollectiveObserver o : os) {
-        o.enqueued(rank(), c, path, now);
+        o.enqueued(completer.rank, c, path, now);
       }
     }
   }
 
-  private void notifyStarted(Collective c, long nanos) {
-    for (io.nccl4j.trace.CollectiveObserver o : observers) {
-      o.started(rank(), c, nanos);
+  /**
+   * What completing an operation needs, apart from the group: the completing thread (a backend's
+   * progress thread) reads this on every operation, while the calling thread writes the group's
+   * own fields (sequence numbers, its monitor) on every call; kept apart, and padded, so that the
+   * two threads do not pass a cache line back and forth on each operation.
+   */
+  private static final class Completer extends CompleterPadding {
+    final ProcessGroup group;
+    final Backend backend;
+    final int rank;
+    /** Copied on change, so that notifying (on every operation) needs neither a lock nor an iterator. */
+    volatile io.nccl4j.trace.CollectiveObserver[] observers = {};
+    @SuppressWarnings("unused")
+    private long q1, q2, q3, q4, q5, q6, q7, q8;
+
+    Completer(ProcessGroup group, Backend backend) {
+      this.group = group;
+      this.backend = backend;
+      this.rank = backend.rank();
+    }
+
+    void notifyStarted(Collective c, long nanos) {
+      for (io.nccl4j.trace.CollectiveObserver o : observers) {
+        o.started(rank, c, nanos);
+      }
+    }
+
+    void notifyCompleted(Collective c, CollectiveStats stats, Throwable error) {
+      io.nccl4j.trace.CollectiveObserver[] os = observers;
+      if (os.length > 0) {
+        long now = System.nanoTime();
+        for (io.nccl4j.trace.CollectiveObserver o : os) {
+          o.completed(rank, c, stats, error, now);
+        }
+      }
+    }
+
+    void failed(Throwable error) {
+      group.dumpOnFailure(error instanceof java.util.concurrent.CompletionException && error.getCause() != null
+          ? error.getCause() : error);
     }
   }
 
-  private void notifyCompleted(Collective c, CollectiveStats stats, Throwable error) {
-    io.nccl4j.trace.CollectiveObserver[] os = observers;
-    if (os.length > 0) {
-      long now = System.nanoTime();
-      for (io.nccl4j.trace.CollectiveObserver o : os) {
-        o.completed(rank(), c, stats, error, now);
-      }
-    }
+  private static class CompleterPadding {
+    @SuppressWarnings("unused")
+    private long p1, p2, p3, p4, p5, p6, p7, p8;
   }
 
   /**
@@ -318,7 +352,7 @@ public final class ProcessGroup implements AutoCloseable {
     long h = mine.cheapHash();
     try (Tensor host = Tensor.ofLongs(h, -h)) {
       cheapValidationBuffer.copyFrom(host);
-      Collective check = new Collective(OpType.ALLREDUCE, -mine.seq(), Collective.Buffer.of(cheapValidationBuffer),
+      Collective check = Collective.of(OpType.ALLREDUCE, -mine.seq(), Collective.Buffer.of(cheapValidationBuffer),
           Collective.Buffer.of(cheapValidationBuffer), ReduceOp.MAX, -1, null, null, limit);
       Backend.Submission s = backend.submit(check, true);
       try {
@@ -409,8 +443,7 @@ public final class ProcessGroup implements AutoCloseable {
     synchronized (this) {
       ensureOpen();
       checks.allReduce(output, input, op);
-      return submit(new Collective(OpType.ALLREDUCE, ++collectiveSeq, buf(input), buf(output), op, -1, null, null),
-          input, output);
+      return submit(OpType.ALLREDUCE, ++collectiveSeq, input, output, op, -1, null, null);
     }
   }
 
@@ -440,8 +473,7 @@ public final class ProcessGroup implements AutoCloseable {
     synchronized (this) {
       ensureOpen();
       checks.reduceScatter(output, input, op);
-      return submit(new Collective(OpType.REDUCE_SCATTER, ++collectiveSeq, buf(input), buf(output), op, -1, null, null),
-          input, output);
+      return submit(OpType.REDUCE_SCATTER, ++collectiveSeq, input, output, op, -1, null, null);
     }
   }
 
@@ -461,8 +493,7 @@ public final class ProcessGroup implements AutoCloseable {
     synchronized (this) {
       ensureOpen();
       checks.allGather(output, input);
-      return submit(new Collective(OpType.ALLGATHER, ++collectiveSeq, buf(input), buf(output), null, -1, null, null),
-          input, output);
+      return submit(OpType.ALLGATHER, ++collectiveSeq, input, output, null, -1, null, null);
     }
   }
 
@@ -478,8 +509,7 @@ public final class ProcessGroup implements AutoCloseable {
     synchronized (this) {
       ensureOpen();
       checks.broadcast(tensor, root);
-      return submit(new Collective(OpType.BROADCAST, ++collectiveSeq, buf(tensor), buf(tensor), null, root, null, null),
-          tensor, null);
+      return submit(OpType.BROADCAST, ++collectiveSeq, tensor, tensor, null, root, null, null);
     }
   }
 
@@ -496,8 +526,7 @@ public final class ProcessGroup implements AutoCloseable {
     synchronized (this) {
       ensureOpen();
       checks.reduce(tensor, root, op);
-      return submit(new Collective(OpType.REDUCE, ++collectiveSeq, buf(tensor), buf(tensor), op, root, null, null),
-          tensor, null);
+      return submit(OpType.REDUCE, ++collectiveSeq, tensor, tensor, op, root, null, null);
     }
   }
 
@@ -518,8 +547,7 @@ public final class ProcessGroup implements AutoCloseable {
     synchronized (this) {
       ensureOpen();
       long[][] resolved = checks.allToAll(output, input, outputSplits, inputSplits);
-      return submit(new Collective(OpType.ALLTOALL, ++collectiveSeq, buf(input), buf(output), null, -1,
-          resolved[0], resolved[1]), input, output);
+      return submit(OpType.ALLTOALL, ++collectiveSeq, input, output, null, -1, resolved[0], resolved[1]);
     }
   }
 
@@ -544,7 +572,7 @@ public final class ProcessGroup implements AutoCloseable {
     synchronized (this) {
       ensureOpen();
       checks.send(tensor, dst);
-      return submit(new Collective(OpType.SEND, ++p2pSeq, buf(tensor), null, null, dst, null, null), tensor, null);
+      return submit(OpType.SEND, ++p2pSeq, tensor, null, null, dst, null, null);
     }
   }
 
@@ -558,7 +586,7 @@ public final class ProcessGroup implements AutoCloseable {
     synchronized (this) {
       ensureOpen();
       checks.recv(tensor, src);
-      return submit(new Collective(OpType.RECV, ++p2pSeq, null, buf(tensor), null, src, null, null), null, tensor);
+      return submit(OpType.RECV, ++p2pSeq, null, tensor, null, src, null, null);
     }
   }
 
@@ -573,7 +601,7 @@ public final class ProcessGroup implements AutoCloseable {
   public Work barrierAsync() {
     synchronized (this) {
       ensureOpen();
-      return submit(new Collective(OpType.BARRIER, ++collectiveSeq, null, null, null, -1, null, null), null, null);
+      return submit(OpType.BARRIER, ++collectiveSeq, null, null, null, -1, null, null);
     }
   }
 
@@ -680,15 +708,14 @@ public final class ProcessGroup implements AutoCloseable {
     GroupWork withStreams = new GroupWork(OpType.COALESCED, seq, timeout(), s.streamWaiter());
     g.works.forEach(w -> w.setStreamWaiter(s.streamWaiter()));
     g.ops.forEach(c -> notifyEnqueued(c, enqueuedAt));
-    if (s.started() != null && observers.length > 0) {
-      s.started().thenAccept(t -> g.ops.forEach(c -> notifyStarted(c, t)));
+    if (s.started() != null && completer.observers.length > 0) {
+      s.started().thenAccept(t -> g.ops.forEach(c -> completer.notifyStarted(c, t)));
     }
     s.done().whenComplete((stats, error) -> {
       held.forEach(MemoryBlock::release);
-      g.ops.forEach(c -> notifyCompleted(c, stats, error));
+      g.ops.forEach(c -> completer.notifyCompleted(c, stats, error));
       if (error != null) {
-        dumpOnFailure(error instanceof java.util.concurrent.CompletionException && error.getCause() != null
-            ? error.getCause() : error);
+        completer.failed(error);
       }
       g.works.forEach(w -> w.finish(stats, error));
       withStreams.finish(stats, error);
@@ -779,121 +806,175 @@ public final class ProcessGroup implements AutoCloseable {
     w.waitFor();
   }
 
-  /** Submits {@code call}, keeping the memory of {@code input} and {@code output} (either may be null) until it completes. */
-  private Work submit(Collective call, Tensor input, Tensor output) {
+  /**
+   * Validates and submits one operation on {@code input} and {@code output} (either may be null;
+   * the same tensor when in place), keeping their memory until it completes.
+   */
+  private Work submit(OpType op, long seq, Tensor input, Tensor output, ReduceOp reduceOp, int peer,
+      long[] inputSplits, long[] outputSplits) {
     Duration own = callTimeout.get();
-    Collective c = own == null ? call : call.withTimeout(own);
-    validate(c);
     if (coalescing != null) {
+      Collective c = Collective.of(op, seq, buf(input), buf(output), reduceOp, peer, inputSplits, outputSplits, own);
+      validate(c);
       return coalescing.add(c, input, output);
     }
-    Issued work = new Issued(c, retain(input), retain(output));
-    // Taken before submitting: the backend may start the operation before submit returns.
-    long enqueuedAt = System.nanoTime();
+    Issued work = new Issued(completer, op, seq, buf(input), buf(output), reduceOp, peer, inputSplits, outputSplits, own);
+    validate(work);
+    work.retain();
+    // Observers see the enqueue before the backend can report anything, so that they always see
+    // enqueued, started, completed in that order; as in PyTorch's flight recorder, a call the
+    // backend then refuses stays recorded, as failed.
+    notifyEnqueued(work, System.nanoTime());
     try {
-      work.setStreamWaiter(backend.submit(c, callerWaits, work));
+      backend.submit(work, callerWaits, work);
     } catch (RuntimeException e) {
       work.release();
+      completer.notifyCompleted(work, null, e);
       throw e;
     }
-    notifyEnqueued(c, enqueuedAt);
-    work.enqueued();
     return work;
   }
 
   /**
-   * One operation in flight: its Work, and the backend's completion, holding what completing it
-   * needs (the operation, the memory kept alive until then), so that an operation costs one object
-   * here. The backend may report before the observers have seen the enqueue (the progress thread
-   * can be that quick); what it reports then is held back until {@link #enqueued}, so that
-   * observers always see enqueued, started, completed in that order.
+   * One operation in flight, in one object: the Collective the backend and the observers get, the
+   * Work the caller gets, and the completion the backend reports to. The memory it keeps alive is
+   * found through its buffers. Small on purpose (64 bytes with compressed references): it is the
+   * only object the async path allocates per call.
    */
-  private final class Issued extends GroupWork implements Backend.Completion {
-    private static final int ENQUEUED = 1;
-    private static final int STARTED = 2;
-    private static final int COMPLETED = 4;
-    private static final java.lang.invoke.VarHandle STATE;
+  private static final class Issued extends AbstractWork implements Collective, Backend.Completion {
+    private final Completer k;
+    private final OpType op;
+    private final long seq;
+    private final Collective.Buffer input;
+    private final Collective.Buffer output;
+    private final ReduceOp reduceOp;
+    private final int peer;
+    private final long[] inputSplits;
+    private final long[] outputSplits;
+    private final Duration timeout;
 
-    static {
-      try {
-        STATE = java.lang.invoke.MethodHandles.lookup().findVarHandle(Issued.class, "state", int.class);
-      } catch (ReflectiveOperationException e) {
-        throw new ExceptionInInitializerError(e);
-      }
-    }
-
-    private final Collective c;
-    private final MemoryBlock input;
-    private final MemoryBlock output;
-    /** ENQUEUED, STARTED and COMPLETED as each happens. */
-    private volatile int state;
-    private long startedAt;
-    private CollectiveStats result;
-    private Throwable error;
-
-    Issued(Collective c, MemoryBlock input, MemoryBlock output) {
-      super(c.op(), c.seq(), c.timeoutOr(timeout()), null);
-      this.c = c;
+    Issued(Completer k, OpType op, long seq, Collective.Buffer input, Collective.Buffer output, ReduceOp reduceOp,
+        int peer, long[] inputSplits, long[] outputSplits, Duration timeout) {
+      this.k = k;
+      this.op = op;
+      this.seq = seq;
       this.input = input;
       this.output = output;
+      this.reduceOp = reduceOp;
+      this.peer = peer;
+      this.inputSplits = inputSplits;
+      this.outputSplits = outputSplits;
+      this.timeout = timeout;
     }
 
-    /** The observers have seen the enqueue: passes on what the backend already reported. */
-    void enqueued() {
-      int before = (int) STATE.getAndBitwiseOr(this, ENQUEUED);
-      if ((before & STARTED) != 0) {
-        notifyStarted(c, startedAt);
-      }
-      if ((before & COMPLETED) != 0) {
-        complete();
-      }
+    @Override
+    public OpType op() {
+      return op;
+    }
+
+    @Override
+    public long seq() {
+      return seq;
+    }
+
+    @Override
+    public Collective.Buffer input() {
+      return input;
+    }
+
+    @Override
+    public Collective.Buffer output() {
+      return output;
+    }
+
+    @Override
+    public ReduceOp reduceOp() {
+      return reduceOp;
+    }
+
+    @Override
+    public int peer() {
+      return peer;
+    }
+
+    @Override
+    public long[] inputSplits() {
+      return inputSplits;
+    }
+
+    @Override
+    public long[] outputSplits() {
+      return outputSplits;
+    }
+
+    @Override
+    public Duration timeout() {
+      return timeout;
+    }
+
+    @Override
+    public OpType opType() {
+      return op;
+    }
+
+    @Override
+    public long sequenceNumber() {
+      return seq;
+    }
+
+    @Override
+    Duration waitTimeout() {
+      return timeoutOr(k.backend.timeout());
+    }
+
+    @Override
+    boolean waitOnDevice(DeviceStream consumer) {
+      return k.backend.waitStream(this, consumer);
     }
 
     @Override
     public void started(long nanos) {
-      startedAt = nanos;
-      if (((int) STATE.getAndBitwiseOr(this, STARTED) & ENQUEUED) != 0) {
-        notifyStarted(c, nanos);
-      }
+      k.notifyStarted(this, nanos);
     }
 
     @Override
-    public void completed(CollectiveStats stats, Throwable failure) {
-      result = stats;
-      error = failure;
-      if (((int) STATE.getAndBitwiseOr(this, COMPLETED) & ENQUEUED) != 0) {
-        complete();
-      }
-    }
-
-    private void complete() {
+    public void completed(CollectiveStats stats, Throwable error) {
       // Release before completing so that a caller who waits and then measures memory sees it freed.
       release();
-      notifyCompleted(c, result, error);
+      k.notifyCompleted(this, stats, error);
       if (error != null) {
-        dumpOnFailure(error instanceof java.util.concurrent.CompletionException && error.getCause() != null
-            ? error.getCause() : error);
+        k.failed(error);
       }
-      finish(result, error);
+      finish(stats, error);
+    }
+
+    /** Keeps the memory of both buffers (once each, even when in place) until {@link #release}. */
+    void retain() {
+      MemoryBlock in = input == null ? null : input.memory();
+      MemoryBlock out = output == null ? null : output.memory();
+      if (in != null) {
+        in.retain();
+      }
+      if (out != null) {
+        try {
+          out.retain();
+        } catch (RuntimeException e) {
+          if (in != null) {
+            in.release();
+          }
+          throw e;
+        }
+      }
     }
 
     void release() {
-      if (input != null) {
-        input.release();
+      if (input != null && input.memory() != null) {
+        input.memory().release();
       }
-      if (output != null) {
-        output.release();
+      if (output != null && output.memory() != null) {
+        output.memory().release();
       }
     }
-  }
-
-  private static MemoryBlock retain(Tensor t) {
-    if (t == null) {
-      return null;
-    }
-    MemoryBlock b = t.memoryBlock();
-    b.retain();
-    return b;
   }
 
   private static void retain(Tensor t, List<MemoryBlock> held) {

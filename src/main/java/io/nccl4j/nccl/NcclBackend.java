@@ -8,6 +8,8 @@ import io.nccl4j.Device;
 import io.nccl4j.DeviceStream;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Scalar;
+import io.nccl4j.concurrent.PaddedCounter;
+import io.nccl4j.concurrent.PaddedLock;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.nccl.bind.CudaApi;
@@ -16,7 +18,6 @@ import io.nccl4j.spi.Backend;
 import io.nccl4j.spi.Collective;
 import io.nccl4j.spi.Collective.Buffer;
 import java.time.Duration;
-import java.util.ArrayDeque;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.locks.LockSupport;
 import org.slf4j.Logger;
@@ -27,7 +28,7 @@ import org.slf4j.LoggerFactory;
  * communicator, on one non-blocking communication stream.
  *
  * <p>Every operation follows the same template: record an event on the current stream (the stream
- * that produced the inputs; the legacy default stream unless {@link #setCurrentStream} says
+ * that produced.get() the inputs; the legacy default stream unless {@link #setCurrentStream} says
  * otherwise), make the communication stream wait for it, call NCCL on the communication stream,
  * record a completion event. The host never blocks in {@link #submit}. A progress thread polls the
  * completion events in order and completes the Works; it also enforces the timeout and polls
@@ -52,27 +53,26 @@ public final class NcclBackend implements Backend {
   private final Device cudaDevice;
   private final CudaStream commStream;
   private final CudaEvent ready;
-  private final ArrayDeque<CudaEvent> eventPool = new ArrayDeque<>();
-  /** Every event this backend created, so that close() destroys those of failed operations too. */
-  private final java.util.List<CudaEvent> allEvents = new java.util.ArrayList<>();
   /**
-   * Operations in flight, oldest first, linked through {@link Pending#next} so that enqueueing
-   * allocates no queue node. {@code head} is the operation taken last (at first a sentinel); the
-   * next one is the oldest in flight. Submit appends at {@code tail} under this object's lock; the
-   * progress thread and an abort take from the head by compare-and-set, so each operation is taken,
-   * and completed, exactly once.
+   * Operations in flight, in a ring of slots that are reused, so that enqueueing allocates nothing:
+   * operation number {@code i} (counting from 0) lives in {@code slots[i & (slots.length - 1)]}.
+   * {@code produced} counts operations enqueued (written by submit, under {@code lock});
+   * {@code consumed} counts those taken off, oldest first, by the progress thread or an abort, each
+   * by compare-and-set so that every operation is taken, and completed, exactly once. A full ring is
+   * replaced by one twice as large holding the same slot objects, so the ring (and the number of
+   * completion events, one per slot, kept for the backend's lifetime) is the most operations ever
+   * in flight at once rounded up to a power of two; a steady stream of collectives reuses them.
    */
-  private volatile Pending head = new Pending(null, 0, null, null);
-  private Pending tail = head;
-  private static final java.lang.invoke.VarHandle HEAD;
-
-  static {
-    try {
-      HEAD = java.lang.invoke.MethodHandles.lookup().findVarHandle(NcclBackend.class, "head", Pending.class);
-    } catch (ReflectiveOperationException e) {
-      throw new ExceptionInInitializerError(e);
-    }
-  }
+  private volatile Slot[] slots = newSlots(1, null, 0);
+  /**
+   * Guards enqueueing, slot reuse and failing (not this object: the progress thread reads this
+   * object's fields on every operation, and locking writes the header line they share).
+   */
+  private final PaddedLock lock = new PaddedLock("NcclBackend.lock");
+  private final PaddedCounter produced = new PaddedCounter();
+  private final PaddedCounter consumed = new PaddedCounter();
+  /** Submit's last look at {@code consumed}: it reads the field again only when the ring seems full. */
+  private long consumedSeen;
   private final Thread progress;
   private final long scalarBuffer;
   private final int[] intOut = new int[1];
@@ -88,38 +88,39 @@ public final class NcclBackend implements Backend {
   private volatile boolean idleParked;
 
   /**
-   * An enqueued operation: its completion event belongs to it until the progress thread recycles
-   * it. It is also the operation's stream waiter, so that one object per operation does both.
+   * A place in the ring. Written by submit before it publishes the slot's operation number through
+   * {@code produced}; read by whoever takes it, before the compare-and-set that takes it (after
+   * which submit may reuse the slot). A slot keeps its last operation until reused: at most one
+   * ring's worth of completed Works stays reachable.
    */
-  private final class Pending implements StreamWaiter {
-    final Collective c;
-    final long enqueued;
-    /**
-     * Null once the progress thread gave the event back to the pool (under the object's lock): the
-     * work has finished. Only the progress thread clears it.
-     */
+  private static final class Slot {
+    Collective c;
+    Completion completion;
+    long enqueued;
+    /** Created on first use, destroyed by close(). */
     CudaEvent done;
-    final Completion completion;
-    /** The operation enqueued after this one; cleared once this one leaves the queue. */
-    volatile Pending next;
+    /**
+     * Slots are allocated together; without padding the progress thread reading one and submit
+     * filling the next would share a cache line.
+     */
+    @SuppressWarnings("unused")
+    private long p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12;
+  }
 
-    Pending(Collective c, long enqueued, CudaEvent done, Completion completion) {
-      this.c = c;
-      this.enqueued = enqueued;
-      this.done = done;
-      this.completion = completion;
-    }
-
-    @Override
-    public void waitOn(DeviceStream consumer) {
-      synchronized (this) {
-        // Once the event is recycled the work has finished on the device: nothing to wait for.
-        if (done != null) {
-          CudaCall.check(cuda.streamWaitEvent(consumer.handle(), done.handle()), cuda, "cudaStreamWaitEvent",
-              device());
-        }
+  private static Slot[] newSlots(int capacity, Slot[] old, long from) {
+    Slot[] s = new Slot[capacity];
+    if (old != null) {
+      // The operations from..from+old.length-1 keep their slot objects at their new places.
+      for (long i = from; i < from + old.length; i++) {
+        s[(int) (i & (capacity - 1))] = old[(int) (i & (old.length - 1))];
       }
     }
+    for (int i = 0; i < capacity; i++) {
+      if (s[i] == null) {
+        s[i] = new Slot();
+      }
+    }
+    return s;
   }
 
   /** Completes a future, for the future-based forms of submit. */
@@ -227,26 +228,51 @@ public final class NcclBackend implements Backend {
   @Override
   public Submission submit(Collective c) {
     FutureCompletion f = new FutureCompletion();
-    return new Submission(f.future, submitOps(c, null, f));
+    Collective first = submitOps(c, null, f);
+    return new Submission(f.future, first == null ? null : consumer -> waitStream(first, consumer));
   }
 
   @Override
-  public StreamWaiter submit(Collective c, boolean callerWaits, Completion completion) {
-    return submitOps(c, null, completion);
+  public void submit(Collective c, boolean callerWaits, Completion completion) {
+    submitOps(c, null, completion);
+  }
+
+  /**
+   * Makes {@code consumer} wait for the completion event of {@code collective}, if it is still in
+   * flight. Looks from the newest operation back, since a stream usually waits for a recent one.
+   */
+  @Override
+  public boolean waitStream(Collective collective, DeviceStream consumer) {
+    // Under the lock submit holds while it reuses slots: a slot found here keeps its event.
+    synchronized (lock) {
+      Slot[] ring = slots;
+      long oldest = consumed.get();
+      for (long i = produced.get() - 1; i >= oldest; i--) {
+        Slot s = ring[(int) (i & (ring.length - 1))];
+        if (s.c == collective) {
+          CudaCall.check(cuda.streamWaitEvent(consumer.handle(), s.done.handle()), cuda, "cudaStreamWaitEvent",
+              device());
+          return true;
+        }
+      }
+      return true;
+    }
   }
 
   /** One NCCL group (ncclGroupStart/End) around every operation; one completion event for all. */
   @Override
   public Submission submitGroup(java.util.List<Collective> ops) {
     FutureCompletion f = new FutureCompletion();
-    return new Submission(f.future, submitOps(null, ops, f));
+    Collective first = submitOps(null, ops, f);
+    return new Submission(f.future, first == null ? null : consumer -> waitStream(first, consumer));
   }
 
   /**
-   * Enqueues {@code single}, or every operation of {@code ops} in one NCCL group. Returns the stream
-   * waiter, or null when the operation failed before it was enqueued (the completion has the failure).
+   * Enqueues {@code single}, or every operation of {@code ops} in one NCCL group. Returns the
+   * operation that stands for them in flight, or null when it failed before it was enqueued (the
+   * completion has the failure).
    */
-  private StreamWaiter submitOps(Collective single, java.util.List<Collective> ops, Completion completion) {
+  private Collective submitOps(Collective single, java.util.List<Collective> ops, Completion completion) {
     if (closed || closing) {
       throw new IllegalStateException("NCCL backend of rank " + rank() + " is closed");
     }
@@ -259,7 +285,7 @@ public final class NcclBackend implements Backend {
     }
     // fail() takes the same lock, so an abort never frees the communicator under an enqueue, and
     // an operation enqueued before the abort is in the pending queue the abort drains.
-    synchronized (this) {
+    synchronized (lock) {
       BackendException b = broken;
       if (b != null) {
         completion.completed(null, stillBroken(b));
@@ -309,17 +335,28 @@ public final class NcclBackend implements Backend {
           return null;
         }
       }
-      CudaEvent done = takeEvent();
-      done.record(commStream);
-      Pending p = new Pending(first, enqueued, done, completion);
-      tail.next = p;
-      tail = p;
+      long n = produced.get();
+      Slot[] ring = slots;
+      if (n - consumedSeen == ring.length && n - (consumedSeen = consumed.get()) == ring.length) {
+        ring = newSlots(ring.length * 2, ring, n - ring.length);
+        // Published before produced: a reader that sees the new operation sees the new ring.
+        slots = ring;
+      }
+      Slot slot = ring[(int) (n & (ring.length - 1))];
+      if (slot.done == null) {
+        slot.done = CudaEvent.create(nccl, device, false);
+      }
+      slot.done.record(commStream);
+      slot.c = first;
+      slot.completion = completion;
+      slot.enqueued = enqueued;
+      produced.set(n + 1);
       // Written after the append, as the progress thread sets the flag before it looks: either it
       // sees this operation or this sees it parked.
       if (idleParked) {
         LockSupport.unpark(progress);
       }
-      return p;
+      return first;
     }
   }
 
@@ -467,6 +504,17 @@ public final class NcclBackend implements Backend {
 
   // ------------------------------------------------------------------ progress
 
+  /** Looks at the queue (or the oldest event) while spinning, before it yields and then parks. */
+  private static final int SPIN_POLLS = 16;
+  /** Spin-wait hints between two looks: a few hundred nanoseconds. */
+  private static final int PAUSES_PER_POLL = 16;
+
+  private static void pause() {
+    for (int i = 0; i < PAUSES_PER_POLL; i++) {
+      Thread.onSpinWait();
+    }
+  }
+
   private void progressLoop() {
     try {
       nccl.setDevice(device);
@@ -478,18 +526,26 @@ public final class NcclBackend implements Backend {
     // Consecutive polls that found nothing in flight; apart from idle, which paces waiting for an
     // operation in flight and must not start out at its longest after a quiet spell.
     int empty = 0;
-    while (!(closed && oldest() == null)) {
-      Pending p = oldest();
-      if (p == null) {
+    // The progress thread's last look at produced: read again only once it has caught up, since
+    // submit writes that line on every operation.
+    long producedSeen = 0;
+    while (true) {
+      long n = consumed.get();
+      if (n == producedSeen && n == (producedSeen = produced.get())) {
+        if (closed) {
+          break;
+        }
         // Spin a little first: in a stream of collectives the next one is usually microseconds
-        // away, and waking a parked thread costs the submitter a system call.
-        if (empty < 200) {
-          Thread.onSpinWait();
-        } else if (empty < 250) {
+        // away, and waking a parked thread costs the submitter a system call. Pausing between
+        // looks lets operations gather: each look at produced takes its cache line from the
+        // submitting thread, which then pays to take it back, once per look rather than per call.
+        if (empty < SPIN_POLLS) {
+          pause();
+        } else if (empty < SPIN_POLLS + 50) {
           Thread.yield();
         } else {
           idleParked = true;
-          if (oldest() == null && !closed) {
+          if (consumed.get() == produced.get() && !closed) {
             LockSupport.parkNanos(1_000_000);
           }
           idleParked = false;
@@ -498,32 +554,38 @@ public final class NcclBackend implements Backend {
         continue;
       }
       empty = 0;
+      Slot[] ring = slots;
+      Slot slot = ring[(int) (n & (ring.length - 1))];
+      Collective c = slot.c;
+      Completion completion = slot.completion;
+      long enqueued = slot.enqueued;
+      CudaEvent done = slot.done;
+      if (consumed.get() != n) {
+        // An abort took it while this read the slot, which may since hold a later operation.
+        continue;
+      }
       boolean complete;
       try {
-        complete = p.done.isComplete();
+        complete = done.isComplete();
       } catch (RuntimeException e) {
         fail(e instanceof BackendException ? (BackendException) e : new BackendException(e.getMessage(), e));
         continue;
       }
       if (complete) {
         // Unless an abort took it first and failed it.
-        if (take(p)) {
-          synchronized (p) {
-            giveEvent(p.done);
-            p.done = null;
-          }
-          complete(p, null);
+        if (consumed.compareAndSet(n, n + 1)) {
+          complete(c, completion, null);
         }
         idle = 0;
         continue;
       }
       long now = System.nanoTime();
-      Duration limit = p.c.timeoutOr(timeout);
-      if (now - p.enqueued > limit.toNanos()) {
+      Duration limit = c.timeoutOr(timeout);
+      if (now - enqueued > limit.toNanos()) {
         fail(new CollectiveTimeoutException("Watchdog caught collective operation timeout: WorkNCCL(SeqNum="
-            + p.c.seq() + ", OpType=" + p.c.op().torchName() + ", NumelIn=" + p.c.numelIn() + ", NumelOut="
-            + p.c.numelOut() + ", Timeout(ms)=" + limit.toMillis() + ") ran for "
-            + (now - p.enqueued) / 1_000_000 + " milliseconds before timing out. Rank " + rank() + " on "
+            + c.seq() + ", OpType=" + c.op().torchName() + ", NumelIn=" + c.numelIn() + ", NumelOut="
+            + c.numelOut() + ", Timeout(ms)=" + limit.toMillis() + ") ran for "
+            + (now - enqueued) / 1_000_000 + " milliseconds before timing out. Rank " + rank() + " on "
             + device() + "; the communicator was aborted.", rank()));
         continue;
       }
@@ -541,12 +603,12 @@ public final class NcclBackend implements Backend {
           continue;
         }
       }
-      if (idle < 200) {
-        Thread.onSpinWait();
-      } else if (idle < 250) {
+      if (idle < SPIN_POLLS) {
+        pause();
+      } else if (idle < SPIN_POLLS + 50) {
         Thread.yield();
       } else {
-        LockSupport.parkNanos(Math.min(1_000_000, 20_000L * (idle - 249)));
+        LockSupport.parkNanos(Math.min(1_000_000, 20_000L * (idle - SPIN_POLLS - 49)));
       }
       idle++;
     }
@@ -556,7 +618,13 @@ public final class NcclBackend implements Backend {
    * Breaks the backend with {@code cause}: aborts the communicator (helper thread, deadline) and
    * fails every pending operation. The first cause wins; later operations fail with it too.
    */
-  private synchronized void fail(BackendException cause) {
+  private void fail(BackendException cause) {
+    synchronized (lock) {
+      failLocked(cause);
+    }
+  }
+
+  private void failLocked(BackendException cause) {
     if (broken != null) {
       drainPending(broken);
       return;
@@ -570,62 +638,32 @@ public final class NcclBackend implements Backend {
     drainPending(cause);
   }
 
+  /** Fails every operation in flight, oldest first. Called under {@code lock}. */
   private void drainPending(BackendException cause) {
-    Pending p;
     boolean first = true;
-    while ((p = takeOldest()) != null) {
-      complete(p, first ? cause : stillBroken(cause));
-      first = false;
-    }
-  }
-
-  /** Takes {@code p} off the queue if it is still the oldest in flight. */
-  private boolean take(Pending p) {
-    Pending h = head;
-    if (h.next != p || !HEAD.compareAndSet(this, h, p)) {
-      return false;
-    }
-    // A Work keeps its Pending (as its stream waiter): it must not keep every later one too.
-    h.next = null;
-    return true;
-  }
-
-  /** The oldest operation in flight, or null. */
-  private Pending oldest() {
     while (true) {
-      Pending h = head;
-      Pending n = h.next;
-      // Null either because nothing is in flight, or because h was just taken past and cleared.
-      if (n != null || head == h) {
-        return n;
+      long n = consumed.get();
+      if (n == produced.get()) {
+        return;
       }
-    }
-  }
-
-  /** Takes the oldest operation in flight off the queue; null when there is none. */
-  private Pending takeOldest() {
-    while (true) {
-      Pending h = head;
-      Pending n = h.next;
-      if (n == null) {
-        if (head == h) {
-          return null;
-        }
-        continue;
-      }
-      if (HEAD.compareAndSet(this, h, n)) {
-        h.next = null;
-        return n;
+      Slot[] ring = slots;
+      Slot slot = ring[(int) (n & (ring.length - 1))];
+      Collective c = slot.c;
+      Completion completion = slot.completion;
+      // Unless the progress thread took it first (it completed meanwhile).
+      if (consumed.compareAndSet(n, n + 1)) {
+        complete(c, completion, first ? cause : stillBroken(cause));
+        first = false;
       }
     }
   }
 
   /** Reports the outcome; a completion that throws must not stop the progress thread or an abort. */
-  private void complete(Pending p, BackendException error) {
+  private void complete(Collective c, Completion completion, BackendException error) {
     try {
-      p.completion.completed(null, error);
+      completion.completed(null, error);
     } catch (RuntimeException e) {
-      LOG.warn("rank {}: completing {} failed", rank(), p.c.label(), e);
+      LOG.warn("rank {}: completing {} failed", rank(), c.label(), e);
     }
   }
 
@@ -642,26 +680,6 @@ public final class NcclBackend implements Backend {
     return cause.withMessage("Process group is broken by an earlier failure: " + cause.getMessage());
   }
 
-  private CudaEvent takeEvent() {
-    synchronized (eventPool) {
-      CudaEvent e = eventPool.poll();
-      if (e != null) {
-        return e;
-      }
-    }
-    CudaEvent e = CudaEvent.create(nccl, device, false);
-    synchronized (eventPool) {
-      allEvents.add(e);
-    }
-    return e;
-  }
-
-  private void giveEvent(CudaEvent e) {
-    synchronized (eventPool) {
-      eventPool.push(e);
-    }
-  }
-
   // ------------------------------------------------------------------ close
 
   /**
@@ -671,7 +689,7 @@ public final class NcclBackend implements Backend {
    */
   @Override
   public void close() {
-    synchronized (this) {
+    synchronized (lock) {
       if (closing) {
         return;
       }
@@ -689,10 +707,13 @@ public final class NcclBackend implements Backend {
     }
     try {
       nccl.setDevice(device);
-      synchronized (eventPool) {
-        allEvents.forEach(CudaEvent::close);
-        allEvents.clear();
-        eventPool.clear();
+      synchronized (lock) {
+        for (Slot slot : slots) {
+          if (slot.done != null) {
+            slot.done.close();
+            slot.done = null;
+          }
+        }
       }
       ready.close();
       if (barrierBuffer != 0) {

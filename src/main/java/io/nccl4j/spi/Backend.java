@@ -49,18 +49,28 @@ public interface Backend extends AutoCloseable {
 
   /**
    * Like {@link #submit(Collective, boolean)}, reporting to {@code completion} rather than through
-   * futures, so that a caller can keep everything it needs at completion in one object. The
-   * completion may be called before this returns, on this thread or another. Returns how to make a
-   * device stream wait for the operation (null for backends without device streams). The default
-   * adapts {@link #submit(Collective, boolean)}; backends override it to avoid the futures.
+   * futures, so that a caller can keep everything it needs at completion in one object (the process
+   * group passes the operation's Work, which is also the Collective). The completion may be called
+   * before this returns, on this thread or another. A device stream waits for the operation through
+   * {@link #waitStream}. The default adapts {@link #submit(Collective, boolean)}; backends override
+   * it to avoid the futures.
    */
-  default StreamWaiter submit(Collective collective, boolean callerWaits, Completion completion) {
+  default void submit(Collective collective, boolean callerWaits, Completion completion) {
     Submission s = submit(collective, callerWaits);
     if (s.started() != null) {
       s.started().thenAccept(completion::started);
     }
     s.done().whenComplete(completion::completed);
-    return s.streamWaiter();
+  }
+
+  /**
+   * Makes {@code consumer} wait, without blocking the host, for {@code collective}, an operation
+   * submitted with {@link #submit(Collective, boolean, Completion)}; nothing to do once it has
+   * finished. Returns false when this backend has no device streams: the caller then waits on the
+   * host.
+   */
+  default boolean waitStream(Collective collective, io.nccl4j.DeviceStream consumer) {
+    return false;
   }
 
   /** Receives the outcome of one operation submitted with {@link #submit(Collective, boolean, Completion)}. */

@@ -5,6 +5,8 @@ import io.nccl4j.Device;
 import io.nccl4j.OpType;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
+import io.nccl4j.memory.MemoryBlock;
+import java.time.Duration;
 
 /**
  * One validated operation as a backend receives it. Arguments have passed {@link io.nccl4j.Checks}.
@@ -12,40 +14,103 @@ import io.nccl4j.Tensor;
  * while the operation is queued, and the memory stays allocated (the group holds a reference)
  * until the operation completes. Fields that do not apply are null or -1.
  *
- * @param op the operation
- * @param seq PyTorch's sequence number (collectives and point-to-point counted separately)
- * @param input what the operation reads (for broadcast/reduce/send: the one buffer)
- * @param output what it writes (the same buffer as input when in place)
- * @param reduceOp the reduction, for reducing operations
- * @param peer the root (broadcast, reduce) or peer (send, recv) rank
- * @param inputSplits elements sent to each rank (all-to-all)
- * @param outputSplits elements received from each rank (all-to-all)
- * @param timeout this call's timeout, or null for the group's
+ * <p>An interface rather than a record so that a process group can hand a backend the very object
+ * that is also the operation's {@link io.nccl4j.Work}: one allocation per call on the async path.
+ * Backends, observers and the flight recorder may keep a Collective by identity; it never changes.
+ * {@link #of} makes a plain one.
  */
-public record Collective(OpType op, long seq, Buffer input, Buffer output, ReduceOp reduceOp, int peer,
-    long[] inputSplits, long[] outputSplits, java.time.Duration timeout) {
+public interface Collective {
+  /** The operation. */
+  OpType op();
 
-  /** A call with the group's timeout. */
-  public Collective(OpType op, long seq, Buffer input, Buffer output, ReduceOp reduceOp, int peer,
+  /** PyTorch's sequence number (collectives and point-to-point counted separately). */
+  long seq();
+
+  /** What the operation reads (for broadcast/reduce/send: the one buffer). */
+  Buffer input();
+
+  /** What it writes (the same buffer as input when in place). */
+  Buffer output();
+
+  /** The reduction, for reducing operations. */
+  ReduceOp reduceOp();
+
+  /** The root (broadcast, reduce) or peer (send, recv) rank; -1 otherwise. */
+  int peer();
+
+  /** Elements sent to each rank (all-to-all), else null. */
+  long[] inputSplits();
+
+  /** Elements received from each rank (all-to-all), else null. */
+  long[] outputSplits();
+
+  /** This call's own timeout, or null for the group's. */
+  Duration timeout();
+
+  /** A plain description with the group's timeout. */
+  static Collective of(OpType op, long seq, Buffer input, Buffer output, ReduceOp reduceOp, int peer,
       long[] inputSplits, long[] outputSplits) {
-    this(op, seq, input, output, reduceOp, peer, inputSplits, outputSplits, null);
+    return new Call(op, seq, input, output, reduceOp, peer, inputSplits, outputSplits, null);
+  }
+
+  /** A plain description with a timeout of its own (null: the group's). */
+  static Collective of(OpType op, long seq, Buffer input, Buffer output, ReduceOp reduceOp, int peer,
+      long[] inputSplits, long[] outputSplits, Duration timeout) {
+    return new Call(op, seq, input, output, reduceOp, peer, inputSplits, outputSplits, timeout);
+  }
+
+  /** The plain implementation. */
+  record Call(OpType op, long seq, Buffer input, Buffer output, ReduceOp reduceOp, int peer,
+      long[] inputSplits, long[] outputSplits, Duration timeout) implements Collective {
+    @Override
+    public String toString() {
+      return Collective.describe(this);
+    }
   }
 
   /** This call's timeout, or {@code groupTimeout} when the call has none of its own. */
-  public java.time.Duration timeoutOr(java.time.Duration groupTimeout) {
-    return timeout != null ? timeout : groupTimeout;
+  default Duration timeoutOr(Duration groupTimeout) {
+    Duration t = timeout();
+    return t != null ? t : groupTimeout;
   }
 
-  /** The same call with a timeout of its own. */
-  public Collective withTimeout(java.time.Duration t) {
-    return new Collective(op, seq, input, output, reduceOp, peer, inputSplits, outputSplits, t);
+  /** Elements read, as PyTorch's NumelIn. */
+  default long numelIn() {
+    Buffer b = input();
+    return b == null ? 0 : b.count();
   }
 
-  /** A buffer as the backend sees it: address, element count, type, device. */
-  public record Buffer(long address, long count, DType dtype, Device device) {
+  /** Elements written, as PyTorch's NumelOut. */
+  default long numelOut() {
+    Buffer b = output();
+    return b == null ? 0 : b.count();
+  }
+
+  /** {@code ALLREDUCE #3}. */
+  default String label() {
+    return op().torchName() + " #" + seq();
+  }
+
+  /** {@code allreduce #3 (NumelIn=256, NumelOut=256, SUM)}, for messages and logs. */
+  static String describe(Collective c) {
+    return c.op().torchName() + " #" + c.seq() + " (NumelIn=" + c.numelIn() + ", NumelOut=" + c.numelOut()
+        + (c.reduceOp() != null ? ", " + c.reduceOp() : "") + (c.peer() >= 0 ? ", peer " + c.peer() : "") + ")";
+  }
+
+  /**
+   * A buffer as the backend sees it: address, element count, type, device, and the memory block it
+   * lies in (null for memory nccl4j does not manage), which the group keeps alive while the
+   * operation runs.
+   */
+  record Buffer(long address, long count, DType dtype, Device device, MemoryBlock memory) {
+    /** A buffer without a block to keep alive. */
+    public Buffer(long address, long count, DType dtype, Device device) {
+      this(address, count, dtype, device, null);
+    }
+
     /** Captures an open tensor (null stays null). */
     public static Buffer of(Tensor t) {
-      return t == null ? null : new Buffer(t.address(), t.count(), t.dtype(), t.device());
+      return t == null ? null : new Buffer(t.address(), t.count(), t.dtype(), t.device(), t.memoryBlock());
     }
 
     public long nbytes() {
@@ -56,20 +121,10 @@ public record Collective(OpType op, long seq, Buffer input, Buffer output, Reduc
     public boolean sameStart(Buffer other) {
       return other != null && other.address == address;
     }
-  }
 
-  /** Elements read, as PyTorch's NumelIn. */
-  public long numelIn() {
-    return input == null ? 0 : input.count();
-  }
-
-  /** Elements written, as PyTorch's NumelOut. */
-  public long numelOut() {
-    return output == null ? 0 : output.count();
-  }
-
-  /** {@code ALLREDUCE #3}. */
-  public String label() {
-    return op.torchName() + " #" + seq;
+    @Override
+    public String toString() {
+      return "Buffer(0x" + Long.toHexString(address) + ", " + count + " x " + dtype + ", " + device + ")";
+    }
   }
 }

@@ -6,7 +6,11 @@ import io.nccl4j.spi.Collective;
 /**
  * Sees every operation a {@link io.nccl4j.ProcessGroup} enqueues ("launches") and its completion;
  * attached with {@code ProcessGroup.addObserver}. Called on the enqueueing thread and on the
- * completing thread respectively; must be quick and thread-safe.
+ * completing thread respectively; must be quick and thread-safe. For each operation the calls come
+ * in the order enqueued, started (if the backend reports it), completed: {@code enqueued} is called
+ * once the operation has passed the checks, just before the backend receives it, and an operation
+ * the backend then refuses is reported completed with the backend's error. The Collective passed
+ * is the same object in every call for one operation (compare by identity).
  */
 public interface CollectiveObserver {
   /**

@@ -3,13 +3,14 @@ package io.nccl4j.trace;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import io.nccl4j.CollectiveStats;
+import io.nccl4j.concurrent.PaddedCounter;
+import io.nccl4j.concurrent.PaddedLock;
 import io.nccl4j.spi.Collective;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Instant;
 import java.util.ArrayList;
-import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -39,6 +40,7 @@ public final class FlightRecorder implements CollectiveObserver {
     public int peer;
     public long[] inputSplits;
     public long[] outputSplits;
+    /** scheduled, started, completed or failed. */
     public String state;
     public long enqueuedMicros;
     public long startedMicros;
@@ -47,14 +49,39 @@ public final class FlightRecorder implements CollectiveObserver {
   }
 
   private final int capacity;
+  /*
+   * The enqueueing thread and the completing thread (a backend's progress thread) each write only
+   * memory of their own, so that recording does not move cache lines between them on every
+   * operation. Enqueue side, under enqueueLock: next, the ring's entries (what was called) and
+   * keys. Completion side, under completionLock: cursor and the per-slot arrays of what happened,
+   * each tagged with the operation number it belongs to, so that a slot's next operation never
+   * has to reset them. entries() takes both locks, in that order, and merges.
+   */
+  private final PaddedLock enqueueLock = new PaddedLock("FlightRecorder.enqueue");
   private final Entry[] ring;
-  /** The operation each slot was last written for, to forget it when the slot is overwritten. */
+  /** The operation each slot was last written for, and its number. */
   private final Collective[] keys;
-  /** Entries of the operations that have not completed yet. */
-  private final Map<Collective, Entry> live = new IdentityHashMap<>();
+  private final long[] indexOf;
+  /**
+   * Operations enqueued so far, published once the slot is filled: where a completion that is not
+   * the oldest stops looking. On a line of its own, as is the cursor: both change on every
+   * operation, each on its own thread, and sharing a line with each other or with the fields both
+   * threads read would move it between them every time.
+   */
+  private final PaddedCounter next = new PaddedCounter();
+
+  private final PaddedLock completionLock = new PaddedLock("FlightRecorder.completion");
+  /** Operation number whose start or end the slot's times describe, or -1. */
+  private final long[] startedOf;
+  private final long[] completedOf;
+  private final long[] startedMicros;
+  private final long[] completedMicros;
+  private final String[] errors;
+  /** Every operation below this number has completed (or was overwritten). */
+  private final PaddedCounter cursor = new PaddedCounter();
+
   private final long originNanos = System.nanoTime();
   private final long originMicros;
-  private long next;
 
   public FlightRecorder(int capacity) {
     if (capacity < 1) {
@@ -63,6 +90,15 @@ public final class FlightRecorder implements CollectiveObserver {
     this.capacity = capacity;
     this.ring = new Entry[capacity];
     this.keys = new Collective[capacity];
+    this.indexOf = new long[capacity];
+    java.util.Arrays.fill(indexOf, -1);
+    this.startedOf = new long[capacity];
+    this.completedOf = new long[capacity];
+    java.util.Arrays.fill(startedOf, -1);
+    java.util.Arrays.fill(completedOf, -1);
+    this.startedMicros = new long[capacity];
+    this.completedMicros = new long[capacity];
+    this.errors = new String[capacity];
     Instant now = Instant.now();
     this.originMicros = now.getEpochSecond() * 1_000_000 + now.getNano() / 1000;
   }
@@ -75,64 +111,120 @@ public final class FlightRecorder implements CollectiveObserver {
     return originMicros + (nanos - originNanos) / 1000;
   }
 
-  @Override
-  public synchronized void enqueued(int rank, Collective c, String rangePath, long nanos) {
-    int slot = (int) (next++ % capacity);
-    Entry e = ring[slot];
-    if (e == null) {
-      e = new Entry();
-      ring[slot] = e;
-    } else {
-      // Only if still live for this entry: the same operation may have been recorded again since.
-      live.remove(keys[slot], e);
-    }
-    keys[slot] = c;
-    e.seq = c.seq();
-    e.op = c.op().torchName();
-    e.pointToPoint = c.op().isPointToPoint();
-    e.numelIn = c.numelIn();
-    e.numelOut = c.numelOut();
-    Collective.Buffer b = c.input() != null ? c.input() : c.output();
-    e.dtype = b == null ? "" : b.dtype().torchName();
-    e.reduceOp = c.reduceOp() == null ? "" : c.reduceOp().toString();
-    e.peer = c.peer();
-    e.inputSplits = c.inputSplits();
-    e.outputSplits = c.outputSplits();
-    e.state = "scheduled";
-    e.enqueuedMicros = micros(nanos);
-    e.startedMicros = 0;
-    e.completedMicros = 0;
-    e.error = null;
-    live.put(c, e);
+  private int slot(long i) {
+    return (int) (i % capacity);
   }
 
   @Override
-  public synchronized void started(int rank, Collective c, long nanos) {
-    Entry e = live.get(c);
-    if (e != null && e.state.equals("scheduled")) {
-      e.state = "started";
-      e.startedMicros = micros(nanos);
+  public void enqueued(int rank, Collective c, String rangePath, long nanos) {
+    synchronized (enqueueLock) {
+      long n = next.get();
+      int slot = slot(n);
+      Entry e = ring[slot];
+      if (e == null) {
+        e = new Entry();
+        ring[slot] = e;
+      }
+      keys[slot] = c;
+      indexOf[slot] = n;
+      e.seq = c.seq();
+      e.op = c.op().torchName();
+      e.pointToPoint = c.op().isPointToPoint();
+      e.numelIn = c.numelIn();
+      e.numelOut = c.numelOut();
+      Collective.Buffer b = c.input() != null ? c.input() : c.output();
+      e.dtype = b == null ? "" : b.dtype().torchName();
+      e.reduceOp = c.reduceOp() == null ? "" : c.reduceOp().toString();
+      e.peer = c.peer();
+      e.inputSplits = c.inputSplits();
+      e.outputSplits = c.outputSplits();
+      e.enqueuedMicros = micros(nanos);
+      next.setRelease(n + 1);
+    }
+  }
+
+  /**
+   * The number of {@code c}'s operation, or -1 once its slot was overwritten. Called under
+   * completionLock. Operations of a group complete in the order they were enqueued, so this almost
+   * always finds {@code c} at the cursor without reading {@code published}, the line the
+   * enqueueing thread writes on every operation. (A completion is reported after its enqueue,
+   * through the backend, so a key equal to {@code c} is visible with its number.)
+   */
+  private long find(Collective c) {
+    long from = cursor.get();
+    int s = slot(from);
+    if (keys[s] == c && indexOf[s] == from) {
+      return from;
+    }
+    long end = next.get();
+    if (from < end - capacity) {
+      // More operations in flight than the ring holds: the oldest were overwritten.
+      from = advance(end - capacity);
+    }
+    for (long i = from; i < end; i++) {
+      int t = slot(i);
+      if (keys[t] == c && indexOf[t] == i) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  /** Moves the cursor from {@code from} past every completed operation; returns where it stops. */
+  private long advance(long from) {
+    long i = from;
+    while (completedOf[slot(i)] == i) {
+      i++;
+    }
+    cursor.setRelease(i);
+    return i;
+  }
+
+  @Override
+  public void started(int rank, Collective c, long nanos) {
+    synchronized (completionLock) {
+      long i = find(c);
+      if (i >= 0 && startedOf[slot(i)] != i) {
+        startedMicros[slot(i)] = micros(nanos);
+        startedOf[slot(i)] = i;
+      }
     }
   }
 
   @Override
-  public synchronized void completed(int rank, Collective c, CollectiveStats stats, Throwable error, long nanos) {
-    Entry e = live.remove(c);
-    if (e != null) {
-      e.state = error == null ? "completed" : "failed";
-      e.completedMicros = micros(nanos);
-      e.error = error == null ? null : String.valueOf(error.getMessage());
+  public void completed(int rank, Collective c, CollectiveStats stats, Throwable error, long nanos) {
+    synchronized (completionLock) {
+      long i = find(c);
+      if (i < 0 || completedOf[slot(i)] == i) {
+        return;
+      }
+      int s = slot(i);
+      completedMicros[s] = micros(nanos);
+      errors[s] = error == null ? null : String.valueOf(error.getMessage());
+      completedOf[s] = i;
+      advance(cursor.get());
     }
   }
 
   /** The recorded operations, oldest first. */
-  public synchronized List<Entry> entries() {
-    List<Entry> out = new ArrayList<>();
-    long first = Math.max(0, next - capacity);
-    for (long i = first; i < next; i++) {
-      out.add(copy(ring[(int) (i % capacity)]));
+  public List<Entry> entries() {
+    synchronized (enqueueLock) {
+      synchronized (completionLock) {
+        List<Entry> out = new ArrayList<>();
+        long end = next.get();
+        for (long i = Math.max(0, end - capacity); i < end; i++) {
+          int s = slot(i);
+          Entry e = copy(ring[s]);
+          boolean done = completedOf[s] == i;
+          e.state = done ? (errors[s] == null ? "completed" : "failed") : startedOf[s] == i ? "started" : "scheduled";
+          e.startedMicros = startedOf[s] == i ? startedMicros[s] : 0;
+          e.completedMicros = done ? completedMicros[s] : 0;
+          e.error = done ? errors[s] : null;
+          out.add(e);
+        }
+        return out;
+      }
     }
-    return out;
   }
 
   private static Entry copy(Entry e) {

@@ -953,4 +953,57 @@ class NcclBackendFaultInjectionTest {
         .isInstanceOf(NcclUsageException.class)
         .hasMessageStartingWith("ncclRedOpCreatePreMulSum");
   }
+
+  /**
+   * Operations in flight live in a ring of reused slots with one completion event each: the ring
+   * grows when more are in flight than it holds, Works still complete in issue order (a later event
+   * completing first does not complete its Work early), waitStream waits for the operation's own
+   * event, and a steady stream of collectives afterwards creates no more events.
+   */
+  @Test
+  void operationsInFlightGrowTheRingAndCompleteInIssueOrder() {
+    ProcessGroup pg = group();
+    CudaStream consumer = closeLater(CudaStream.create(nccl, 0)); // s2
+    List<Tensor> ts = new ArrayList<>();
+    List<Work> ws = new ArrayList<>();
+    for (int i = 0; i < 5; i++) {
+      Tensor t = device(pg, 10 * i + 1, 10 * i + 2);
+      ts.add(t);
+      ws.add(pg.allReduceAsync(t, ReduceOp.SUM)); // completion events e2 … e6, one per slot
+    }
+    assertThat(log.named("eventCreateWithFlags")).hasSize(1 + 5);
+    int mark = log.mark();
+
+    ws.get(2).waitStream(consumer);
+
+    assertThat(log.since(mark)).as("the third operation's own completion event").containsExactly(
+        "streamWaitEvent(s2,e4)");
+    cuda.complete(FakeCuda.eventHandle(4));
+    assertThat(ws.get(2).waitFor(Duration.ofMillis(200))).as("waits for the two issued before it").isFalse();
+    cuda.complete(FakeCuda.eventHandle(2));
+    cuda.complete(FakeCuda.eventHandle(3));
+    assertThat(ws.get(2).waitFor(DID_NOT_HANG)).isTrue();
+    assertThat(ws.get(0).isSuccess()).isTrue();
+    assertThat(ws.get(1).isSuccess()).isTrue();
+    assertThat(ws.get(3).isCompleted()).isFalse();
+    mark = log.mark();
+
+    ws.get(0).waitStream(consumer);
+
+    assertThat(log.since(mark)).as("a completed operation has nothing to wait for").isEmpty();
+    cuda.complete(FakeCuda.eventHandle(5));
+    cuda.complete(FakeCuda.eventHandle(6));
+    for (int i = 0; i < 5; i++) {
+      assertThat(ws.get(i).waitFor(DID_NOT_HANG)).isTrue();
+      assertThat(read(ts.get(i))).containsExactly(10 * i + 1, 10 * i + 2);
+    }
+
+    // The ring now has 8 slots; 100 more collectives, each completed before the next, reuse them.
+    cuda.autoComplete(true);
+    for (int i = 0; i < 100; i++) {
+      pg.allReduce(ts.get(i % 5), ReduceOp.MAX);
+    }
+    assertThat(log.named("eventCreateWithFlags").size()).as("the ready event and at most one per slot")
+        .isLessThanOrEqualTo(1 + 8);
+  }
 }

@@ -17,7 +17,7 @@ import org.junit.jupiter.api.Test;
 @Tag("unit")
 class LaunchRecorderTest {
   private static Collective coll(OpType op, long seq, long in, long out) {
-    return new Collective(op, seq, new Collective.Buffer(0x1000, in, DType.FLOAT32, Device.cpu()),
+    return Collective.of(op, seq, new Collective.Buffer(0x1000, in, DType.FLOAT32, Device.cpu()),
         new Collective.Buffer(0x9000, out, DType.FLOAT32, Device.cpu()), ReduceOp.SUM, -1, null, null);
   }
 
