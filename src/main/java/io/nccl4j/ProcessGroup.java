@@ -693,15 +693,22 @@ public final class ProcessGroup implements AutoCloseable {
       return group;
     }
     List<MemoryBlock> held = new ArrayList<>();
-    for (Tensor t : g.tensors) {
-      retain(t, held);
+    try {
+      for (Tensor t : g.tensors) {
+        retain(t, held);
+      }
+    } catch (RuntimeException e) {
+      // A tensor of the group was closed meanwhile: nothing is submitted, nothing stays held.
+      held.forEach(MemoryBlock::releaseFromOperation);
+      g.works.forEach(w -> w.finish(null, e));
+      throw e;
     }
     Backend.Submission s;
     long enqueuedAt = System.nanoTime();
     try {
       s = backend.submitGroup(List.copyOf(g.ops));
     } catch (RuntimeException e) {
-      held.forEach(MemoryBlock::release);
+      held.forEach(MemoryBlock::releaseFromOperation);
       g.works.forEach(w -> w.finish(null, e));
       throw e;
     }
@@ -712,7 +719,7 @@ public final class ProcessGroup implements AutoCloseable {
       s.started().thenAccept(t -> g.ops.forEach(c -> completer.notifyStarted(c, t)));
     }
     s.done().whenComplete((stats, error) -> {
-      held.forEach(MemoryBlock::release);
+      held.forEach(MemoryBlock::releaseFromOperation);
       g.ops.forEach(c -> completer.notifyCompleted(c, stats, error));
       if (error != null) {
         completer.failed(error);
@@ -953,14 +960,14 @@ public final class ProcessGroup implements AutoCloseable {
       MemoryBlock in = input == null ? null : input.memory();
       MemoryBlock out = output == null ? null : output.memory();
       if (in != null) {
-        in.retain();
+        in.acquireForOperation();
       }
       if (out != null) {
         try {
-          out.retain();
+          out.acquireForOperation();
         } catch (RuntimeException e) {
           if (in != null) {
-            in.release();
+            in.releaseFromOperation();
           }
           throw e;
         }
@@ -969,10 +976,10 @@ public final class ProcessGroup implements AutoCloseable {
 
     void release() {
       if (input != null && input.memory() != null) {
-        input.memory().release();
+        input.memory().releaseFromOperation();
       }
       if (output != null && output.memory() != null) {
-        output.memory().release();
+        output.memory().releaseFromOperation();
       }
     }
   }
@@ -980,7 +987,7 @@ public final class ProcessGroup implements AutoCloseable {
   private static void retain(Tensor t, List<MemoryBlock> held) {
     if (t != null) {
       MemoryBlock b = t.memoryBlock();
-      b.retain();
+      b.acquireForOperation();
       held.add(b);
     }
   }

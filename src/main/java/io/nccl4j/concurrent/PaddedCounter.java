@@ -39,6 +39,16 @@ public final class PaddedCounter extends PaddedCounterValue {
     VALUE.setRelease(this, v);
   }
 
+  /** Adds one; returns the value before. */
+  public long getAndIncrement() {
+    return (long) VALUE.getAndAdd(this, 1L);
+  }
+
+  /** Adds {@code delta}; returns the value before. */
+  public long getAndAdd(long delta) {
+    return (long) VALUE.getAndAdd(this, delta);
+  }
+
   public boolean compareAndSet(long expected, long v) {
     return VALUE.compareAndSet(this, expected, v);
   }

@@ -1,5 +1,8 @@
 package io.nccl4j.memory;
 
+import io.nccl4j.concurrent.PaddedCounter;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
@@ -9,6 +12,14 @@ import java.util.concurrent.atomic.AtomicInteger;
  * another until it completes, so closing a tensor while a collective still reads it cannot free
  * the memory under the collective. The block returns to its {@link Allocator} when the last
  * reference is released. Blocks that wrap external memory ({@link #external}) are never freed.
+ *
+ * <p>Two kinds of reference. {@link #retain}/{@link #release} count holders such as the tensor.
+ * Operations in flight use {@link #acquireForOperation}/{@link #releaseFromOperation}, counted in
+ * two counters on cache lines of their own, one per side: the thread that issues operations only
+ * ever writes the first, the thread that completes them (a backend's progress thread) only the
+ * second, so that a stream of collectives on one tensor does not pass one counter's cache line
+ * between two cores on every call. The block is freed once no holder is left and every operation
+ * has released it; whichever side sees that last frees it, exactly once.
  */
 public final class MemoryBlock {
   private final Allocator allocator;
@@ -17,6 +28,25 @@ public final class MemoryBlock {
   private final String description;
   private final Throwable allocationSite;
   private final AtomicInteger refs = new AtomicInteger(1);
+  /** Null until the first operation uses the block. */
+  private volatile OperationCounts ops;
+  private volatile boolean freed;
+  private static final VarHandle OPS;
+  private static final VarHandle FREED;
+
+  static {
+    try {
+      OPS = MethodHandles.lookup().findVarHandle(MemoryBlock.class, "ops", OperationCounts.class);
+      FREED = MethodHandles.lookup().findVarHandle(MemoryBlock.class, "freed", boolean.class);
+    } catch (ReflectiveOperationException e) {
+      throw new ExceptionInInitializerError(e);
+    }
+  }
+
+  private static final class OperationCounts {
+    final PaddedCounter acquired = new PaddedCounter();
+    final PaddedCounter released = new PaddedCounter();
+  }
 
   MemoryBlock(Allocator allocator, long address, long bytes, String description, Throwable site) {
     this.allocator = allocator;
@@ -58,7 +88,7 @@ public final class MemoryBlock {
 
   /** True once the last reference has been released and the memory returned. */
   public boolean isFreed() {
-    return refs.get() == 0;
+    return freed;
   }
 
   /**
@@ -78,16 +108,62 @@ public final class MemoryBlock {
     }
   }
 
-  /** Drops a reference; the last one frees the memory. */
+  /** Drops a reference; the last one frees the memory, unless operations still use it. */
   public void release() {
     int r = refs.decrementAndGet();
     if (r == 0) {
-      if (allocator != null) {
-        allocator.free(this);
+      OperationCounts o = ops;
+      if (o == null || o.released.get() == o.acquired.get()) {
+        free();
       }
     } else if (r < 0) {
       refs.incrementAndGet();
       throw new IllegalStateException("Memory block " + description + " released more often than retained");
+    }
+  }
+
+  /**
+   * Marks the block in use by one operation, until {@link #releaseFromOperation}. The caller must
+   * hold a reference (the tensor is open).
+   *
+   * @throws IllegalStateException if no reference is held any more (the tensor was closed)
+   */
+  public void acquireForOperation() {
+    OperationCounts o = ops;
+    if (o == null) {
+      OPS.compareAndSet(this, null, new OperationCounts());
+      o = ops;
+    }
+    o.acquired.getAndIncrement();
+    // After the increment: a release() that dropped the last reference either sees this
+    // operation (and does not free), or this sees no reference left (and gives the use back).
+    if (refs.get() == 0) {
+      releaseFromOperation();
+      throw new IllegalStateException("Memory block " + description + " was already released by its owner");
+    }
+  }
+
+  /** Ends one operation's use; frees the memory if it was the last use and no reference is left. */
+  public void releaseFromOperation() {
+    OperationCounts o = ops;
+    if (o == null) {
+      throw new IllegalStateException("Memory block " + description + " released by an operation that never acquired it");
+    }
+    long out = o.released.getAndIncrement() + 1;
+    if (refs.get() == 0) {
+      long in = o.acquired.get();
+      if (out == in) {
+        free();
+      } else if (out > in) {
+        o.released.getAndAdd(-1);
+        throw new IllegalStateException("Memory block " + description + " released by more operations than acquired it");
+      }
+    }
+  }
+
+  private void free() {
+    if (FREED.compareAndSet(this, false, true) && allocator != null) {
+      allocator.free(this);
     }
   }
 

@@ -361,4 +361,75 @@ class AllocatorTest {
       assertThat(children.get(2).peakBytes()).isBetween(1L, 8L * 97);
     }
   }
+
+  @Test
+  void operationsKeepMemoryAliveUntilTheLastOneReleasesIt() {
+    try (Allocator a = root("ops")) {
+      Tensor x = Tensor.arange(0, 16, DType.INT32, a);
+      MemoryBlock block = x.memoryBlock();
+      long addr = block.address();
+      block.acquireForOperation(); // a collective in flight
+      block.acquireForOperation(); // and another
+      x.close();
+      assertThat(block.isFreed()).isFalse();
+      assertThat(NativeMemory.getInt(addr + 4 * 15)).isEqualTo(15);
+      block.releaseFromOperation();
+      assertThat(block.isFreed()).isFalse();
+      assertThat(a.allocatedBytes()).isEqualTo(64);
+      block.releaseFromOperation();
+      assertThat(block.isFreed()).isTrue();
+      assertThat(a.allocatedBytes()).isZero();
+
+      assertThatThrownBy(block::releaseFromOperation).isInstanceOf(IllegalStateException.class)
+          .hasMessage("Memory block int32[16] on cpu released by more operations than acquired it");
+      assertThatThrownBy(block::acquireForOperation).isInstanceOf(IllegalStateException.class)
+          .hasMessage("Memory block int32[16] on cpu was already released by its owner");
+      assertThat(a.allocatedBytes()).as("the refused use freed nothing twice").isZero();
+    }
+  }
+
+  /**
+   * One thread acquires for 200 000 operations, another releases each (as a progress thread does),
+   * and the owner closes the tensor right after the last acquire, with operations still in flight: the memory is freed exactly
+   * once, only after the last release, and holds its data until then.
+   */
+  @Test
+  void operationsReleasedOnAnotherThreadFreeTheMemoryOnceAfterTheLast() throws Exception {
+    try (Allocator a = root("ops2")) {
+      Tensor x = Tensor.arange(0, 16, DType.INT32, a);
+      MemoryBlock block = x.memoryBlock();
+      long addr = block.address();
+      int n = 200_000;
+      java.util.concurrent.ArrayBlockingQueue<Integer> inFlight = new java.util.concurrent.ArrayBlockingQueue<>(64);
+      java.util.concurrent.atomic.AtomicReference<Throwable> failure = new java.util.concurrent.atomic.AtomicReference<>();
+      java.util.concurrent.atomic.AtomicLong sum = new java.util.concurrent.atomic.AtomicLong();
+      Thread completer = new Thread(() -> {
+        try {
+          for (int i = 0; i < n; i++) {
+            int k = inFlight.take();
+            // The memory is valid while the operation holds it.
+            sum.addAndGet(NativeMemory.getInt(addr + 4L * (k % 16)));
+            block.releaseFromOperation();
+          }
+        } catch (Throwable t) {
+          failure.set(t);
+        }
+      });
+      completer.start();
+      for (int i = 0; i < n; i++) {
+        block.acquireForOperation();
+        inFlight.put(i);
+      }
+      // Up to 64 operations may still be in flight here.
+      x.close();
+      completer.join(60_000);
+      assertThat(completer.isAlive()).isFalse();
+      assertThat(failure.get()).isNull();
+      // Every element 0..15 read n/16 times.
+      assertThat(sum.get()).isEqualTo((long) (n / 16) * (15 * 16 / 2));
+      assertThat(block.isFreed()).isTrue();
+      assertThat(a.allocatedBytes()).isZero();
+      assertThat(a.liveBlocks()).isEmpty();
+    }
+  }
 }
