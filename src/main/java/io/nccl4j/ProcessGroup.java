@@ -260,6 +260,7 @@ public final class ProcessGroup implements AutoCloseable {
     final ProcessGroup group;
     final Backend backend;
     final int rank;
+    final long spinNanos;
     /** Copied on change, so that notifying (on every operation) needs neither a lock nor an iterator. */
     volatile io.nccl4j.trace.CollectiveObserver[] observers = {};
     @SuppressWarnings("unused")
@@ -269,6 +270,7 @@ public final class ProcessGroup implements AutoCloseable {
       this.group = group;
       this.backend = backend;
       this.rank = backend.rank();
+      this.spinNanos = backend.waitSpinNanos();
     }
 
     void notifyStarted(Collective c, long nanos) {
@@ -932,6 +934,11 @@ public final class ProcessGroup implements AutoCloseable {
     @Override
     Duration waitTimeout() {
       return timeoutOr(k.backend.timeout());
+    }
+
+    @Override
+    long spinNanos() {
+      return k.spinNanos;
     }
 
     @Override

@@ -93,4 +93,50 @@ class WorkStateTest {
     assertThat(w.finish(null, null)).isTrue();
     assertThat(w.waitFor(Duration.ofMillis(50))).isTrue();
   }
+
+  /** A Work whose waiters poll (as the NCCL backend's do) for up to ten seconds before blocking. */
+  private static AbstractWork spinning() {
+    return new AbstractWork() {
+      @Override
+      public OpType opType() {
+        return OpType.BARRIER;
+      }
+
+      @Override
+      public long sequenceNumber() {
+        return 3;
+      }
+
+      @Override
+      Duration waitTimeout() {
+        return Duration.ofSeconds(30);
+      }
+
+      @Override
+      boolean waitOnDevice(DeviceStream consumer) {
+        return false;
+      }
+
+      @Override
+      long spinNanos() {
+        return Duration.ofSeconds(10).toNanos();
+      }
+    };
+  }
+
+  @Test
+  void pollingWaitersStillHonourTheirLimitAndSeeACompletionWhilePolling() throws Exception {
+    AbstractWork w = spinning();
+    long t0 = System.nanoTime();
+    assertThat(w.waitFor(Duration.ofMillis(50))).as("the limit bounds the polling").isFalse();
+    assertThat(Duration.ofNanos(System.nanoTime() - t0)).isLessThan(Duration.ofSeconds(5));
+
+    AtomicReference<Boolean> waited = new AtomicReference<>();
+    Thread waiter = new Thread(() -> waited.set(w.waitFor(DID_NOT_HANG)));
+    waiter.start();
+    assertThat(w.finish(null, null)).isTrue();
+    waiter.join(DID_NOT_HANG.toMillis());
+    assertThat(waiter.isAlive()).isFalse();
+    assertThat(waited.get()).isTrue();
+  }
 }

@@ -61,9 +61,21 @@ public class NcclPathOverhead {
     return last;
   }
 
+  /**
+   * One blocking AllReduce: the whole round trip through the progress thread — enqueue, the progress
+   * thread seeing the operation and its (already complete) event, the Work completing, the caller
+   * waking. Over a real GPU the device time comes on top.
+   */
+  @Benchmark
+  public void allReduceBlocking() {
+    pg.allReduce(tensor, ReduceOp.SUM);
+  }
+
   @TearDown(Level.Trial)
   public void tearDown() {
-    last.waitFor();
+    if (last != null) {
+      last.waitFor();
+    }
     tensor.close();
     pg.close();
   }

@@ -73,6 +73,15 @@ public interface Backend extends AutoCloseable {
     return false;
   }
 
+  /**
+   * How long a thread waiting for one of this backend's operations polls for its completion before
+   * it blocks, in nanoseconds; 0 (the default) blocks at once. Worth it for a backend whose
+   * operations complete on a thread of its own while the waiter has a core to spare.
+   */
+  default long waitSpinNanos() {
+    return 0;
+  }
+
   /** Receives the outcome of one operation submitted with {@link #submit(Collective, boolean, Completion)}. */
   interface Completion {
     /** The operation started executing at {@code nanos} ({@link System#nanoTime()}); not called by backends that cannot tell. */
