@@ -515,8 +515,11 @@ public final class NcclBackend implements Backend {
 
   // ------------------------------------------------------------------ progress
 
-  /** Looks at the queue (or the oldest event) while spinning, before it yields and then parks. */
-  private static final int SPIN_POLLS = 16;
+  /**
+   * Looks at the queue (or the oldest event) while spinning, before it yields and then parks. None
+   * on a single core, where spinning only keeps the submitting thread from running.
+   */
+  private static final int SPIN_POLLS = Runtime.getRuntime().availableProcessors() > 1 ? 16 : 0;
   /** Spin-wait hints between two looks: a few hundred nanoseconds (a hint is ~20 ns on x86). */
   private static final int PAUSES_PER_POLL = 16;
   /**
