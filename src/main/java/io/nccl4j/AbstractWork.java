@@ -37,6 +37,23 @@ abstract class AbstractWork implements Work {
    * the statistics, or {@link #NO_STATS}.
    */
   private volatile Object outcome;
+  final OpType op;
+  final long seq;
+
+  AbstractWork(OpType op, long seq) {
+    this.op = op;
+    this.seq = seq;
+  }
+
+  @Override
+  public final OpType opType() {
+    return op;
+  }
+
+  @Override
+  public final long sequenceNumber() {
+    return seq;
+  }
 
   /** How long {@link #waitFor()} waits before declaring the backend broken, less the margin. */
   abstract Duration waitTimeout();

@@ -8,30 +8,17 @@ import java.time.Duration;
  * backend reports the whole group.
  */
 final class GroupWork extends AbstractWork {
-  private final OpType op;
-  private final long seq;
   private final Duration timeout;
   private volatile Backend.StreamWaiter streamWaiter;
 
   GroupWork(OpType op, long seq, Duration timeout, Backend.StreamWaiter streamWaiter) {
-    this.op = op;
-    this.seq = seq;
+    super(op, seq);
     this.timeout = timeout;
     this.streamWaiter = streamWaiter;
   }
 
   void setStreamWaiter(Backend.StreamWaiter w) {
     streamWaiter = w;
-  }
-
-  @Override
-  public OpType opType() {
-    return op;
-  }
-
-  @Override
-  public long sequenceNumber() {
-    return seq;
   }
 
   @Override

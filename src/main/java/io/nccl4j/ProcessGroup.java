@@ -852,8 +852,6 @@ public final class ProcessGroup implements AutoCloseable {
    */
   private static final class Issued extends AbstractWork implements Collective, Backend.Completion {
     private final Completer k;
-    private final OpType op;
-    private final long seq;
     private final Collective.Buffer input;
     private final Collective.Buffer output;
     private final ReduceOp reduceOp;
@@ -864,9 +862,8 @@ public final class ProcessGroup implements AutoCloseable {
 
     Issued(Completer k, OpType op, long seq, Collective.Buffer input, Collective.Buffer output, ReduceOp reduceOp,
         int peer, long[] inputSplits, long[] outputSplits, Duration timeout) {
+      super(op, seq);
       this.k = k;
-      this.op = op;
-      this.seq = seq;
       this.input = input;
       this.output = output;
       this.reduceOp = reduceOp;
@@ -919,16 +916,6 @@ public final class ProcessGroup implements AutoCloseable {
     @Override
     public Duration timeout() {
       return timeout;
-    }
-
-    @Override
-    public OpType opType() {
-      return op;
-    }
-
-    @Override
-    public long sequenceNumber() {
-      return seq;
     }
 
     @Override

@@ -96,17 +96,7 @@ class WorkStateTest {
 
   /** A Work whose waiters poll (as the NCCL backend's do) for up to ten seconds before blocking. */
   private static AbstractWork spinning() {
-    return new AbstractWork() {
-      @Override
-      public OpType opType() {
-        return OpType.BARRIER;
-      }
-
-      @Override
-      public long sequenceNumber() {
-        return 3;
-      }
-
+    return new AbstractWork(OpType.BARRIER, 3) {
       @Override
       Duration waitTimeout() {
         return Duration.ofSeconds(30);

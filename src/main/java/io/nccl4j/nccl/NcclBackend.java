@@ -28,7 +28,7 @@ import org.slf4j.LoggerFactory;
  * communicator, on one non-blocking communication stream.
  *
  * <p>Every operation follows the same template: record an event on the current stream (the stream
- * that produced.get() the inputs; the legacy default stream unless {@link #setCurrentStream} says
+ * that produced the inputs; the legacy default stream unless {@link #setCurrentStream} says
  * otherwise), make the communication stream wait for it, call NCCL on the communication stream,
  * record a completion event. The host never blocks in {@link #submit}. A progress thread polls the
  * completion events in order and completes the Works; it also enforces the timeout and polls
@@ -39,6 +39,8 @@ import org.slf4j.LoggerFactory;
 public final class NcclBackend implements Backend {
   private static final Logger LOG = LoggerFactory.getLogger(NcclBackend.class);
   private static final long ASYNC_ERROR_POLL_NANOS = 1_000_000;
+  /** Spinning, by the progress thread or a waiter, only helps when another core runs meanwhile. */
+  private static final boolean MULTI_CORE = Runtime.getRuntime().availableProcessors() > 1;
   /** How long to wait for ncclCommAbort, which can hang in some NCCL versions. */
   public static final Duration DEFAULT_ABORT_DEADLINE = Duration.ofSeconds(30);
 
@@ -105,6 +107,11 @@ public final class NcclBackend implements Backend {
      */
     @SuppressWarnings("unused")
     private long p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12;
+  }
+
+  /** Where operation number {@code n} lives in {@code ring}. */
+  private static Slot slot(Slot[] ring, long n) {
+    return ring[(int) (n & (ring.length - 1))];
   }
 
   private static Slot[] newSlots(int capacity, Slot[] old, long from) {
@@ -214,7 +221,7 @@ public final class NcclBackend implements Backend {
    */
   @Override
   public long waitSpinNanos() {
-    return Runtime.getRuntime().availableProcessors() > 1 ? 50_000 : 0;
+    return MULTI_CORE ? 50_000 : 0;
   }
 
   /** The communication stream (for interop and tests). */
@@ -259,7 +266,7 @@ public final class NcclBackend implements Backend {
       Slot[] ring = slots;
       long oldest = consumed.get();
       for (long i = produced.get() - 1; i >= oldest; i--) {
-        Slot s = ring[(int) (i & (ring.length - 1))];
+        Slot s = slot(ring, i);
         if (s.c == collective) {
           CudaCall.check(cuda.streamWaitEvent(consumer.handle(), s.done.handle()), cuda, "cudaStreamWaitEvent",
               device());
@@ -353,7 +360,7 @@ public final class NcclBackend implements Backend {
         // Published before produced: a reader that sees the new operation sees the new ring.
         slots = ring;
       }
-      Slot slot = ring[(int) (n & (ring.length - 1))];
+      Slot slot = slot(ring, n);
       if (slot.done == null) {
         slot.done = CudaEvent.create(nccl, device, false);
       }
@@ -519,7 +526,7 @@ public final class NcclBackend implements Backend {
    * Looks at the queue (or the oldest event) while spinning, before it yields and then parks. None
    * on a single core, where spinning only keeps the submitting thread from running.
    */
-  private static final int SPIN_POLLS = Runtime.getRuntime().availableProcessors() > 1 ? 16 : 0;
+  private static final int SPIN_POLLS = MULTI_CORE ? 16 : 0;
   /** Spin-wait hints between two looks: a few hundred nanoseconds (a hint is ~20 ns on x86). */
   private static final int PAUSES_PER_POLL = 16;
   /**
@@ -583,7 +590,7 @@ public final class NcclBackend implements Backend {
       }
       empty = 0;
       Slot[] ring = slots;
-      Slot slot = ring[(int) (n & (ring.length - 1))];
+      Slot slot = slot(ring, n);
       Collective c = slot.c;
       Completion completion = slot.completion;
       long enqueued = slot.enqueued;
@@ -650,22 +657,18 @@ public final class NcclBackend implements Backend {
    */
   private void fail(BackendException cause) {
     synchronized (lock) {
-      failLocked(cause);
+      if (broken != null) {
+        drainPending(broken);
+        return;
+      }
+      broken = cause;
+      LOG.debug("rank {}: NCCL backend failed: {}", rank(), cause.getMessage());
+      comm.markBroken();
+      if (!comm.abort(abortDeadline)) {
+        LOG.warn("rank {}: communicator abort did not finish within {}", rank(), abortDeadline);
+      }
+      drainPending(cause);
     }
-  }
-
-  private void failLocked(BackendException cause) {
-    if (broken != null) {
-      drainPending(broken);
-      return;
-    }
-    broken = cause;
-    LOG.debug("rank {}: NCCL backend failed: {}", rank(), cause.getMessage());
-    comm.markBroken();
-    if (!comm.abort(abortDeadline)) {
-      LOG.warn("rank {}: communicator abort did not finish within {}", rank(), abortDeadline);
-    }
-    drainPending(cause);
   }
 
   /** Fails every operation in flight, oldest first. Called under {@code lock}. */
@@ -677,7 +680,7 @@ public final class NcclBackend implements Backend {
         return;
       }
       Slot[] ring = slots;
-      Slot slot = ring[(int) (n & (ring.length - 1))];
+      Slot slot = slot(ring, n);
       Collective c = slot.c;
       Completion completion = slot.completion;
       // Unless the progress thread took it first (it completed meanwhile).
