@@ -6,6 +6,7 @@ import io.nccl4j.ProcessGroup;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
 import io.nccl4j.Work;
+import io.nccl4j.cpu.CpuBackend;
 import java.io.PrintStream;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -549,6 +550,9 @@ final class SweepCommand implements Callable<Integer> {
   private boolean report(PrintStream o, BackendChoice backend, int p, Coll c, DType t, ReduceOp rop, List<Row> rows,
       Bounds.Bandwidth limit) {
     o.println(backend.describe());
+    if ("cpu".equals(backend.name()) && !Groups.launched()) {
+      o.println("# reduction kernels (shared-memory algorithms): " + CpuBackend.reductionKernels());
+    }
     if (limit != null) {
       o.printf(Locale.ROOT, "# bound: B = %.2f GB/s (%s, measured now); AllReduce t >= %s / B%n", limit.gbps(),
           limit.how(), Groups.launched() ? "2(p-1)S" : "2pS");

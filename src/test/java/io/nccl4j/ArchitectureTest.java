@@ -11,7 +11,8 @@ import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
- * Layering: bytedeco stays behind the binding seam (io.nccl4j.nccl.bind), the core does not know
+ * Layering: bytedeco stays behind the binding seams (io.nccl4j.nccl.bind, and io.nccl4j.cpu.bind for
+ * the CPU backend's native kernels), the core does not know
  * the NCCL backend, and nothing but the samples knows the samples or picocli.
  */
 @Tag("unit")
@@ -36,9 +37,10 @@ class ArchitectureTest {
 
   @Test
   void onlyTheBindingsDependOnBytedeco() {
-    noClasses().that().resideOutsideOfPackage("io.nccl4j.nccl.bind..")
+    noClasses().that().resideOutsideOfPackages("io.nccl4j.nccl.bind..", "io.nccl4j.cpu.bind..")
         .should().dependOnClassesThat().resideInAPackage("org.bytedeco..")
-        .because("JavaCPP types stay behind NcclApi/CudaApi/NvtxApi, so that fakes can replace them")
+        .because("JavaCPP types stay behind NcclApi/CudaApi/NvtxApi (so that fakes can replace them) and the"
+            + " CPU kernels' preset, which takes and returns primitives only")
         .check(classes);
   }
 

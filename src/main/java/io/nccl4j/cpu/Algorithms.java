@@ -50,21 +50,27 @@ final class Algorithms implements AutoCloseable {
   private final long[] scratch = new long[2];
   private final SharedMemory shm;
   private final long[] sources;
+  private final long[] destinations;
+  /** The native reduction kernels, or null when Java reduces (see {@link NativeKernels}). */
+  private final NativeKernels kernels;
   /** Largest chunk reduced through heap arrays (also the direct algorithms' chunk, at most). */
   private static final long ARRAY_CHUNK_BYTES = DIRECT_CHUNK_BYTES;
   private final ArrayReducer arrays = new ArrayReducer(ARRAY_CHUNK_BYTES);
 
   Algorithms(Transport transport, long chunkBytes) {
-    this(transport, chunkBytes, Choice.configured());
+    this(transport, chunkBytes, Choice.configured(), NativeKernels.Choice.configured());
   }
 
-  Algorithms(Transport transport, long chunkBytes, Choice choice) {
+  Algorithms(Transport transport, long chunkBytes, Choice choice, NativeKernels.Choice kernelChoice) {
     this.transport = transport;
     this.rank = transport.rank();
     this.p = transport.size();
     this.chunkBytes = chunkBytes;
     this.shm = choice == Choice.AUTO ? transport.sharedMemory() : null;
     this.sources = new long[p];
+    this.destinations = new long[p];
+    // Only the shared-memory algorithms reduce several buffers at once; the ring combines pairs.
+    this.kernels = shm == null ? null : NativeKernels.create(kernelChoice, p);
   }
 
   private int mod(int x) {
@@ -81,6 +87,9 @@ final class Algorithms implements AutoCloseable {
 
   @Override
   public void close() {
+    if (kernels != null) {
+      kernels.close();
+    }
     for (int i = 0; i < scratch.length; i++) {
       if (scratch[i] != 0) {
         NativeMemory.free(scratch[i]);
@@ -182,6 +191,25 @@ final class Algorithms implements AutoCloseable {
   }
 
   /**
+   * The native kernel's single pass over {@code n} elements at {@code offset} of the
+   * {@code index}-th published buffer of every rank: reduced in rank order, as {@link #reduceAll}
+   * does, and stored at each of the first {@code nd} {@link #destinations}. False, with nothing
+   * done, when the kernels are off or have no kernel for the operator (premultiplied, integer AVG,
+   * 16-bit floats, floating-point MIN/MAX): the caller then reduces in Java.
+   */
+  private boolean reduceNative(Reduction red, SharedMemory.Window w, int index, long offset, int nd, long n) {
+    Reduction.ArrayOp op = red.arrayOp();
+    if (kernels == null || op == null || red.hasPost()) {
+      return false;
+    }
+    for (int q = 0; q < p; q++) {
+      sources[q] = w.address(q, index) + offset;
+    }
+    kernels.reduce(op, sources, p, destinations, nd, n);
+    return true;
+  }
+
+  /**
    * Small AllReduce on shared memory: every rank stages a copy of its input in the fabric, one
    * synchronisation, then every rank reads every copy and reduces it itself, in rank order (so all
    * ranks compute the same bits), straight into its output — in place too, since peers read the
@@ -191,7 +219,10 @@ final class Algorithms implements AutoCloseable {
     long bytes = count * red.dtype().size();
     SharedMemory.Window w = shm.openStaged(tag, "one-shot", in, bytes, deadline);
     try {
-      reduceAll(red, w, 0, 0, out, count);
+      destinations[0] = out;
+      if (!reduceNative(red, w, 0, 0, 1, count)) {
+        reduceAll(red, w, 0, 0, out, count);
+      }
     } finally {
       w.close();
     }
@@ -211,16 +242,22 @@ final class Algorithms implements AutoCloseable {
     long rem = count % p;
     long first = start(rank, q0, rem);
     long mine = len(rank, q0, rem);
-    long chunk = Math.max(1, Math.min(DIRECT_CHUNK_BYTES, chunkBytes) / es);
-    long acc = scratch(0);
     SharedMemory.Window w = shm.open(tag, "direct", count * es, deadline, in, out);
     try {
-      for (long c0 = 0; c0 < mine; c0 += chunk) {
-        long n = Math.min(chunk, mine - c0);
-        long off = (first + c0) * es;
-        reduceAll(red, w, 0, off, acc, n);
-        for (int q = 0; q < p; q++) {
-          NativeMemory.copy(acc, w.address(q, 1) + off, n * es);
+      for (int q = 0; q < p; q++) {
+        destinations[q] = w.address(q, 1) + first * es;
+      }
+      // Native: the whole block in one pass. Java: chunks reduced in cache, then copied out.
+      if (!reduceNative(red, w, 0, first * es, p, mine)) {
+        long chunk = Math.max(1, Math.min(DIRECT_CHUNK_BYTES, chunkBytes) / es);
+        long acc = scratch(0);
+        for (long c0 = 0; c0 < mine; c0 += chunk) {
+          long n = Math.min(chunk, mine - c0);
+          long off = (first + c0) * es;
+          reduceAll(red, w, 0, off, acc, n);
+          for (int q = 0; q < p; q++) {
+            NativeMemory.copy(acc, w.address(q, 1) + off, n * es);
+          }
         }
       }
     } finally {
@@ -230,18 +267,24 @@ final class Algorithms implements AutoCloseable {
     return new CollectiveStats("direct", 2, moved, moved);
   }
 
-  /** ReduceScatter on shared memory: rank r reduces block r of every input into its output. */
+  /**
+   * ReduceScatter on shared memory: rank r reduces block r of every input into its output. In
+   * place the output is block r of this rank's own input (Checks allows no other overlap): the
+   * kernel reads each element before it writes it; the Java path goes through scratch.
+   */
   private CollectiveStats directReduceScatter(Tag tag, long deadline, long in, long out, long q, Reduction red) {
     int es = red.dtype().size();
-    long chunk = Math.max(1, Math.min(DIRECT_CHUNK_BYTES, chunkBytes) / es);
-    long acc = scratch(0);
     SharedMemory.Window w = shm.open(tag, "direct", q * es, deadline, in);
     try {
-      for (long c0 = 0; c0 < q; c0 += chunk) {
-        long n = Math.min(chunk, q - c0);
-        // Via scratch: in place, the output is this rank's own input block, still to be read.
-        reduceAll(red, w, 0, (rank * q + c0) * es, acc, n);
-        NativeMemory.copy(acc, out + c0 * es, n * es);
+      destinations[0] = out;
+      if (!reduceNative(red, w, 0, rank * q * es, 1, q)) {
+        long chunk = Math.max(1, Math.min(DIRECT_CHUNK_BYTES, chunkBytes) / es);
+        long acc = scratch(0);
+        for (long c0 = 0; c0 < q; c0 += chunk) {
+          long n = Math.min(chunk, q - c0);
+          reduceAll(red, w, 0, (rank * q + c0) * es, acc, n);
+          NativeMemory.copy(acc, out + c0 * es, n * es);
+        }
       }
     } finally {
       w.close();

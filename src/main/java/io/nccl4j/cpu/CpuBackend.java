@@ -46,6 +46,15 @@ public final class CpuBackend implements Backend {
   private volatile boolean closed;
 
   /**
+   * What the shared-memory algorithms (ranks as threads) reduce with in this process, in words:
+   * {@code native (avx2)} when nccl4j's kernel library loaded, else {@code java} and why
+   * ({@code NCCL4J_CPU_KERNELS} / {@code -Dnccl4j.cpu.kernels} chooses).
+   */
+  public static String reductionKernels() {
+    return NativeKernels.describe(NativeKernels.Choice.configured());
+  }
+
+  /**
    * @param transport this rank's endpoint; the backend owns it and closes it
    * @param allocator where this rank's tensors come from (host memory)
    * @param timeout applied to every operation

@@ -150,6 +150,11 @@ public final class Reduction {
     F32_SUM, F32_PROD, F64_SUM, F64_PROD, I32_SUM, I32_PROD, I32_MIN, I32_MAX, I64_SUM, I64_PROD, I64_MIN, I64_MAX
   }
 
+  /** Whether a post-operation (integer AVG division) follows the reduction. */
+  boolean hasPost() {
+    return divisor > 1;
+  }
+
   /** Applies the post-operation (integer AVG division) in place. */
   public void post(long dst, long n) {
     if (divisor <= 1) {

@@ -1,0 +1,32 @@
+package io.nccl4j.cpu.bind;
+
+import org.bytedeco.javacpp.Loader;
+import org.bytedeco.javacpp.annotation.Cast;
+import org.bytedeco.javacpp.annotation.Platform;
+
+/**
+ * nccl4j's own JavaCPP preset for the CPU backend's reduction kernels (native/cpu/nccl4j_cpu_kernels.h):
+ * one pass that reads every source and writes every destination, vectorised (AVX2 where the CPU
+ * has it). Needs no CUDA; built by the normal Maven build with the system's C++ compiler. The CPU
+ * backend uses it through {@code io.nccl4j.cpu.NativeKernels}, which falls back to Java when this
+ * library is absent.
+ */
+@Platform(value = "linux-x86_64", include = "nccl4j_cpu_kernels.h")
+public final class CpuKernels {
+  static {
+    Loader.load();
+  }
+
+  private CpuKernels() {}
+
+  /**
+   * {@code dst[d][i] = src[0][i] op src[1][i] op … } for every destination d and element i;
+   * {@code sources} and {@code destinations} are native tables of addresses. Returns 0, or -1 for
+   * an unknown op or a count out of range (nothing is touched then).
+   */
+  public static native int nccl4j_reduce(int op, @Cast("const void* const*") long sources, int sourceCount,
+      @Cast("void* const*") long destinations, int destinationCount, @Cast("size_t") long count);
+
+  /** The instruction set the kernels use on this CPU: "avx2" or "baseline". */
+  public static native @Cast("const char*") String nccl4j_cpu_kernels_isa();
+}

@@ -1,0 +1,118 @@
+package io.nccl4j.cpu;
+
+import io.nccl4j.cpu.bind.CpuKernels;
+import io.nccl4j.memory.NativeMemory;
+import java.util.Locale;
+
+/**
+ * The native reduction kernels ({@link CpuKernels}) for one rank. Java 17 vectorises loops over
+ * heap arrays but not over native memory, so the Java reducers stage every chunk through arrays;
+ * the kernel reads each source and writes each destination once, straight in native memory, which
+ * is what a memory-bound AllReduce needs (docs/PERFORMANCE.md §1). Bit-exact with the Java
+ * reducers (same operations, same order). Owns the two native address tables it passes; one
+ * instance per rank, not thread-safe.
+ */
+final class NativeKernels implements AutoCloseable {
+  /** Which reducers the shared-memory algorithms use; {@code NCCL4J_CPU_KERNELS} or {@code -Dnccl4j.cpu.kernels}. */
+  enum Choice {
+    /** The native kernels where their library loaded, Java otherwise. */
+    NATIVE,
+    /** The Java reducers only (for comparison, or to rule the native library out). */
+    JAVA;
+
+    static Choice configured() {
+      String v = System.getProperty("nccl4j.cpu.kernels", System.getenv("NCCL4J_CPU_KERNELS"));
+      if (v == null || v.isBlank()) {
+        return NATIVE;
+      }
+      try {
+        return valueOf(v.trim().toUpperCase(Locale.ROOT));
+      } catch (IllegalArgumentException e) {
+        throw new IllegalArgumentException(
+            "NCCL4J_CPU_KERNELS / nccl4j.cpu.kernels must be native or java, got '" + v + "'");
+      }
+    }
+  }
+
+  /** Loads the library once, on first use; the outcome is kept. */
+  private static final class Library {
+    static final String ISA;
+    static final String UNAVAILABLE;
+
+    static {
+      String isa = null;
+      String why = null;
+      try {
+        isa = CpuKernels.nccl4j_cpu_kernels_isa();
+      } catch (Throwable e) {
+        why = "nccl4j's CPU kernel library is not available (" + e.getClass().getSimpleName() + ": " + e.getMessage()
+            + "); the build may have skipped it (-Djavacpp.skip)";
+      }
+      ISA = isa;
+      UNAVAILABLE = why;
+    }
+  }
+
+  private final int capacity;
+  private long sourceTable;
+  private long destinationTable;
+
+  private NativeKernels(int capacity) {
+    this.capacity = capacity;
+    long tables = NativeMemory.allocate(2L * capacity * Long.BYTES);
+    this.sourceTable = tables;
+    this.destinationTable = tables + (long) capacity * Long.BYTES;
+  }
+
+  /** Kernels for up to {@code capacity} sources and destinations, or null when Java reduces. */
+  static NativeKernels create(Choice choice, int capacity) {
+    return choice == Choice.NATIVE && available() ? new NativeKernels(capacity) : null;
+  }
+
+  static boolean available() {
+    return Library.UNAVAILABLE == null;
+  }
+
+  /** Null when available, else why not. */
+  static String unavailableReason() {
+    return Library.UNAVAILABLE;
+  }
+
+  /** What the shared-memory algorithms reduce with under {@code choice}, in words (for reports). */
+  static String describe(Choice choice) {
+    if (choice == Choice.JAVA) {
+      return "java (NCCL4J_CPU_KERNELS=java)";
+    }
+    return available() ? "native (" + Library.ISA + ")" : "java: " + Library.UNAVAILABLE;
+  }
+
+  /**
+   * {@code dst[d][i] = src[0][i] ⊕ … ⊕ src[ns−1][i]} for {@code d < nd}, {@code i < n}. A
+   * destination may be one of the sources at the same address (in place), not a shifted one.
+   */
+  void reduce(Reduction.ArrayOp op, long[] src, int ns, long[] dst, int nd, long n) {
+    if (ns > capacity || nd > capacity || sourceTable == 0) {
+      throw new IllegalStateException("NativeKernels: expected at most " + capacity + " sources and destinations on an open instance, got "
+          + ns + " and " + nd + (sourceTable == 0 ? " after close" : ""));
+    }
+    for (int i = 0; i < ns; i++) {
+      NativeMemory.putLong(sourceTable + (long) i * Long.BYTES, src[i]);
+    }
+    for (int i = 0; i < nd; i++) {
+      NativeMemory.putLong(destinationTable + (long) i * Long.BYTES, dst[i]);
+    }
+    int rc = CpuKernels.nccl4j_reduce(op.ordinal(), sourceTable, ns, destinationTable, nd, n);
+    if (rc != 0) {
+      throw new IllegalStateException("nccl4j_reduce refused op " + op + " with " + ns + " sources, " + nd + " destinations");
+    }
+  }
+
+  @Override
+  public void close() {
+    if (sourceTable != 0) {
+      NativeMemory.free(sourceTable);
+      sourceTable = 0;
+      destinationTable = 0;
+    }
+  }
+}

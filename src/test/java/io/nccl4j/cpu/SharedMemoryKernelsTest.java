@@ -1,0 +1,165 @@
+package io.nccl4j.cpu;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.nccl4j.DType;
+import io.nccl4j.LocalCluster;
+import io.nccl4j.ProcessGroup;
+import io.nccl4j.ReduceOp;
+import io.nccl4j.Tensor;
+import io.nccl4j.Work;
+import io.nccl4j.memory.NativeMemory;
+import io.nccl4j.testing.TestData;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
+
+/**
+ * The shared-memory AllReduce and ReduceScatter (ranks as threads) with the native kernels and
+ * with the Java reducers, against an oracle that folds the ranks' values in rank order with Java's
+ * operators. The floating-point data is order-sensitive (mixed magnitudes, unlike the conformance
+ * suite's exact data), so both paths must reduce in exactly NCCL's documented order to pass, and
+ * must therefore agree bit for bit. Operators without a kernel (integer AVG, floating MIN) check
+ * that the native choice falls back to Java for them.
+ */
+@Tag("unit")
+class SharedMemoryKernelsTest {
+  private static final Duration TIMEOUT = Duration.ofSeconds(60);
+
+  static Stream<Arguments> cases() {
+    List<Arguments> out = new ArrayList<>();
+    Object[][] ops = {
+      {DType.FLOAT32, ReduceOp.SUM}, {DType.FLOAT64, ReduceOp.PRODUCT}, {DType.INT32, ReduceOp.MAX},
+      {DType.INT64, ReduceOp.SUM}, {DType.INT64, ReduceOp.AVG}, {DType.FLOAT32, ReduceOp.MIN}};
+    for (String kernels : new String[] {"native", "java"}) {
+      for (int p : new int[] {2, 3, 4}) {
+        // 1 001 elements: one-shot; 40 003: direct, blocks of unequal length.
+        for (long count : new long[] {1001, 40_003}) {
+          for (Object[] op : ops) {
+            out.add(Arguments.of(kernels, p, count, op[0], op[1]));
+          }
+        }
+      }
+    }
+    return out.stream();
+  }
+
+  /** Element i of rank r: distinct, and for floats of mixed magnitude so that order matters. */
+  private static double value(DType t, int r, long i) {
+    long h = TestData.mix(((long) r << 40) ^ i);
+    switch (t) {
+      case FLOAT32: case FLOAT64:
+        double mantissa = (Math.floorMod(h, 2_000_001L) - 1_000_000) / 1000.0;
+        double v = mantissa * Math.pow(10, Math.floorMod(h >>> 32, 9) - 4);
+        return t == DType.FLOAT32 ? (float) v : v;
+      case INT32:
+        return (int) h;
+      default:
+        return h;
+    }
+  }
+
+  private static void fill(Tensor t, int r) {
+    for (long i = 0; i < t.count(); i++) {
+      long a = t.address() + i * t.dtype().size();
+      switch (t.dtype()) {
+        case FLOAT32: NativeMemory.putFloat(a, (float) value(t.dtype(), r, i)); break;
+        case FLOAT64: NativeMemory.putDouble(a, value(t.dtype(), r, i)); break;
+        case INT32: NativeMemory.putInt(a, (int) value(t.dtype(), r, i)); break;
+        default: NativeMemory.putLong(a, TestData.mix(((long) r << 40) ^ i));
+      }
+    }
+  }
+
+  /** The raw bits expected at element i: x_0 ⊕ x_1 ⊕ … ⊕ x_{p−1} in the element type. */
+  private static long expectedBits(DType t, ReduceOp op, int p, long i) {
+    switch (t) {
+      case FLOAT32: {
+        float acc = (float) value(t, 0, i);
+        for (int r = 1; r < p; r++) {
+          float x = (float) value(t, r, i);
+          acc = op == ReduceOp.SUM ? acc + x : op == ReduceOp.PRODUCT ? acc * x : Math.min(acc, x);
+        }
+        return Float.floatToRawIntBits(acc);
+      }
+      case FLOAT64: {
+        double acc = value(t, 0, i);
+        for (int r = 1; r < p; r++) {
+          acc = op == ReduceOp.SUM ? acc + value(t, r, i) : acc * value(t, r, i);
+        }
+        return Double.doubleToRawLongBits(acc);
+      }
+      case INT32: {
+        int acc = (int) value(t, 0, i);
+        for (int r = 1; r < p; r++) {
+          acc = Math.max(acc, (int) value(t, r, i));
+        }
+        return acc;
+      }
+      default: {
+        long acc = 0;
+        for (int r = 0; r < p; r++) {
+          acc += TestData.mix(((long) r << 40) ^ i);
+        }
+        return op == ReduceOp.AVG ? acc / p : acc;
+      }
+    }
+  }
+
+  private static long bits(Tensor t, long i) {
+    long a = t.address() + i * t.dtype().size();
+    return t.dtype().size() == 4 ? NativeMemory.getInt(a) : NativeMemory.getLong(a);
+  }
+
+  private static void assertReduced(Tensor t, long first, DType dtype, ReduceOp op, int p, String what) {
+    for (long i = 0; i < t.count(); i++) {
+      long want = expectedBits(dtype, op, p, first + i);
+      long got = bits(t, i);
+      if (got != want) {
+        throw new AssertionError(what + ": element " + (first + i) + " expected bits 0x" + Long.toHexString(want)
+            + ", got 0x" + Long.toHexString(got));
+      }
+    }
+  }
+
+  @ParameterizedTest(name = "{0} kernels, {1} ranks, {2} elements, {3} {4}")
+  @MethodSource("cases")
+  void reducesInRankOrderOutOfPlaceAndInPlace(String kernels, int p, long count, DType dtype, ReduceOp op) {
+    System.setProperty("nccl4j.cpu.kernels", kernels);
+    try {
+      LocalCluster.of(p).timeout(TIMEOUT).strictMemory(true).run(pg -> check(pg, p, count, dtype, op));
+    } finally {
+      System.clearProperty("nccl4j.cpu.kernels");
+    }
+  }
+
+  private static void check(ProcessGroup pg, int p, long count, DType dtype, ReduceOp op) {
+    int r = pg.rank();
+    String algorithm = count * dtype.size() <= Algorithms.ONE_SHOT_MAX_BYTES ? "one-shot" : "direct";
+    try (Tensor in = pg.empty(count, dtype); Tensor out = pg.empty(count, dtype)) {
+      fill(in, r);
+      Work w = pg.allReduceAsync(out, in, op);
+      w.waitFor();
+      assertThat(w.stats().orElseThrow().algorithm()).isEqualTo(algorithm);
+      assertReduced(out, 0, dtype, op, p, "AllReduce out of place, rank " + r);
+      pg.allReduce(in, op);
+      assertReduced(in, 0, dtype, op, p, "AllReduce in place, rank " + r);
+    }
+    long q = count / p;
+    try (Tensor in = pg.empty(q * p, dtype); Tensor out = pg.empty(q, dtype)) {
+      fill(in, r);
+      Work w = pg.reduceScatterTensorAsync(out, in, op);
+      w.waitFor();
+      assertThat(w.stats().orElseThrow().algorithm()).isEqualTo("direct");
+      assertReduced(out, r * q, dtype, op, p, "ReduceScatter out of place, rank " + r);
+      Tensor mine = in.chunk(p, r);
+      pg.reduceScatterTensor(mine, in, op);
+      assertReduced(mine, r * q, dtype, op, p, "ReduceScatter in place, rank " + r);
+    }
+  }
+}
