@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.nccl4j.DType;
 import io.nccl4j.ReduceOp;
+import io.nccl4j.cpu.CpuBackend;
 import io.nccl4j.samples.SweepCommand.Coll;
 import java.util.ArrayList;
 import java.util.List;
@@ -55,12 +56,13 @@ class SweepCommandTest {
         "-d", dtype, "-o", redop);
     assertThat(o.ok()).as(o.text()).isTrue();
     assertThat(o.lines().get(0)).isEqualTo("backend: cpu (requested with --backend cpu)");
+    assertThat(o.lines().get(1)).isEqualTo("# reduction kernels (shared-memory algorithms): " + CpuBackend.reductionKernels());
     DType t = DType.parse(dtype);
     ReduceOp rop = ReduceOp.parse(redop);
-    assertThat(o.lines().get(1)).isEqualTo(String.format(Locale.ROOT,
+    assertThat(o.lines().get(2)).isEqualTo(String.format(Locale.ROOT,
         "# %s, %d ranks, %s, redop %s, root 0, 1 warm-up + 2 timed iterations (async, time = mean per call), 1 checked",
         c.name().toLowerCase(Locale.ROOT), p, dtype, c.reduces() ? rop : "none"));
-    assertThat(SampleRunner.cells(o.lines().get(2))).containsExactly("size", "count", "type", "redop", "root",
+    assertThat(SampleRunner.cells(o.lines().get(3))).containsExactly("size", "count", "type", "redop", "root",
         "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
     assertThat(o.last()).isEqualTo("# out-of-bounds values: 0 OK");
 
@@ -88,7 +90,7 @@ class SweepCommandTest {
     SampleRunner.Output o = sweep("--backend", "cpu", "--world-size", "3", "-b", "1K", "-e", "256K", "-f", "16",
         "-n", "5", "-w", "1", "-z", "1", "-d", "int32", "-o", "sum");
     assertThat(o.ok()).as(o.text()).isTrue();
-    assertThat(o.lines().get(1)).contains("5 timed iterations (blocking, time = median per call)");
+    assertThat(o.lines().get(2)).contains("5 timed iterations (blocking, time = median per call)");
     List<List<String>> rows = dataRows(o);
     assertThat(rows).hasSize(3);
     for (List<String> r : rows) {
