@@ -559,14 +559,16 @@ public final class NcclBackend implements Backend {
     // operation in flight and must not start out at its longest after a quiet spell.
     int empty = 0;
     // The progress thread's last look at produced: read again only once it has caught up, since
-    // submit writes that line on every operation.
+    // submit writes that line on every operation. An abort draining the queue on another thread
+    // may move consumed past this stale value, hence >= rather than ==: with ==, this thread took
+    // consumed > produced for work and completed stale slots forever.
     long producedSeen = 0;
     // When the operation taken last was enqueued, and whether it followed the one before closely.
     long lastEnqueued = Long.MIN_VALUE / 2;
     boolean streaming = false;
     while (true) {
       long n = consumed.get();
-      if (n == producedSeen && n == (producedSeen = produced.get())) {
+      if (n >= producedSeen && n == (producedSeen = produced.get())) {
         if (closed) {
           break;
         }

@@ -955,6 +955,62 @@ class NcclBackendFaultInjectionTest {
   }
 
   /**
+   * The progress thread reads the enqueue counter again only once it has caught up; an abort on
+   * another thread may drain the queue past the value it last read. It must then wait for new
+   * work, not take the queue beyond what was enqueued (which completed stale slots, each Work again
+   * and again, forever).
+   */
+  @Test
+  void anAbortThatDrainsPastTheProgressThreadsLastLookCompletesEachWorkOnce() throws Exception {
+    Communicator comm = Communicator.initRank(nccl, 0, 1, 0, nccl.uniqueId());
+    // A short timeout bounds how long closing waits for the progress thread should it go wrong.
+    NcclBackend backend = new NcclBackend(comm, nccl.allocator(0).child("t"), Duration.ofSeconds(5));
+    ProcessGroup pg = closeLater(ProcessGroup.create(backend));
+    java.util.Map<io.nccl4j.spi.Collective, Integer> completions = new java.util.concurrent.ConcurrentHashMap<>();
+    pg.addObserver(new io.nccl4j.trace.CollectiveObserver() {
+      @Override
+      public void enqueued(int rank, io.nccl4j.spi.Collective c, String rangePath, long nanos) {}
+
+      @Override
+      public void completed(int rank, io.nccl4j.spi.Collective c, io.nccl4j.CollectiveStats stats, Throwable error,
+          long nanos) {
+        completions.merge(c, 1, Integer::sum);
+      }
+    });
+    Tensor t = device(pg, 1, 2);
+    // Four operations in flight at once grow the ring to four slots; they complete and stay in
+    // their slots (operations 0–3).
+    List<Work> warm = new ArrayList<>();
+    for (int i = 0; i < 4; i++) {
+      warm.add(pg.allReduceAsync(t, ReduceOp.SUM));
+    }
+    cuda.completeAll();
+    for (Work w : warm) {
+      assertThat(w.waitFor(DID_NOT_HANG)).isTrue();
+    }
+    int mark = log.mark();
+    Work first = pg.allReduceAsync(t, ReduceOp.SUM); // operation 4, not completed
+    long deadline = System.nanoTime() + DID_NOT_HANG.toNanos();
+    // The progress thread polls its event: it has read the counter as 5 and will not look again
+    // until it has caught up.
+    while (log.named("eventQuery", mark).isEmpty()) {
+      assertThat(System.nanoTime()).as("the progress thread polls").isLessThan(deadline);
+      Thread.sleep(1);
+    }
+    Work second = pg.allReduceAsync(t, ReduceOp.SUM);
+    Work third = pg.allReduceAsync(t, ReduceOp.SUM);
+
+    backend.abort(new PeerFailureException(1, "rank 1 failed", null)); // drains operations 4–6
+    cuda.completeAll();
+    for (Work w : List.of(first, second, third)) {
+      assertThat(failureOf(w)).isInstanceOf(PeerFailureException.class);
+    }
+    Thread.sleep(100); // room for the progress thread to take slot 3 (operation 3) again
+    assertThat(completions).hasSize(7);
+    assertThat(completions.values()).as("each Work completed once").containsOnly(1);
+  }
+
+  /**
    * Operations in flight live in a ring of reused slots with one completion event each: the ring
    * grows when more are in flight than it holds, Works still complete in issue order (a later event
    * completing first does not complete its Work early), waitStream waits for the operation's own
