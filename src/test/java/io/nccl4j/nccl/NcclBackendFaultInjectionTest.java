@@ -1011,6 +1011,68 @@ class NcclBackendFaultInjectionTest {
   }
 
   /**
+   * Aborts from another thread and watchdog timeouts on the progress thread, at random moments
+   * against a stream of enqueues and event completions: every Work completes, and exactly once.
+   */
+  @Test
+  void abortsAndTimeoutsRacingTheProgressThreadCompleteEveryWorkExactlyOnce() throws Exception {
+    java.util.Random rnd = new java.util.Random(20261130L);
+    for (int round = 0; round < 60; round++) {
+      boolean watchdog = round % 3 == 2;
+      Communicator comm = Communicator.initRank(nccl, 0, 1, 0, nccl.uniqueId());
+      NcclBackend backend = new NcclBackend(comm, nccl.allocator(0).child("r" + round),
+          watchdog ? Duration.ofMillis(2) : Duration.ofSeconds(5), Duration.ofSeconds(5));
+      ProcessGroup pg = closeLater(ProcessGroup.create(backend));
+      java.util.Map<io.nccl4j.spi.Collective, Integer> completions = new java.util.concurrent.ConcurrentHashMap<>();
+      pg.addObserver(new io.nccl4j.trace.CollectiveObserver() {
+        @Override
+        public void enqueued(int rank, io.nccl4j.spi.Collective c, String rangePath, long nanos) {}
+
+        @Override
+        public void completed(int rank, io.nccl4j.spi.Collective c, io.nccl4j.CollectiveStats stats, Throwable error,
+            long nanos) {
+          completions.merge(c, 1, Integer::sum);
+        }
+      });
+      Tensor t = device(pg, round, round + 1);
+      cuda.autoComplete(false);
+      long abortAfter = rnd.nextInt(2_000_000);
+      Thread aborter = new Thread(() -> {
+        java.util.concurrent.locks.LockSupport.parkNanos(abortAfter);
+        if (!watchdog) {
+          backend.abort(new PeerFailureException(1, "rank 1 failed", null));
+        }
+      });
+      aborter.start();
+      List<Work> works = new ArrayList<>();
+      int n = 1 + rnd.nextInt(12);
+      for (int i = 0; i < n; i++) {
+        works.add(pg.allReduceAsync(t, ReduceOp.SUM));
+        if (rnd.nextInt(3) == 0) {
+          cuda.completeAll();
+        }
+        if (rnd.nextBoolean()) {
+          java.util.concurrent.locks.LockSupport.parkNanos(rnd.nextInt(300_000));
+        }
+      }
+      aborter.join();
+      if (watchdog) {
+        Thread.sleep(5); // past the 2 ms timeout of whatever is still pending
+      }
+      cuda.completeAll();
+      for (Work w : works) {
+        catchThrowable(() -> w.waitFor(DID_NOT_HANG));
+        assertThat(w.isCompleted()).as("round %d: every Work completes", round).isTrue();
+      }
+      Thread.sleep(2); // room for a second completion, should there be one
+      assertThat(completions).as("round %d", round).hasSize(works.size());
+      assertThat(completions.values()).as("round %d: each Work completed once", round).containsOnly(1);
+      t.close();
+      pg.close();
+    }
+  }
+
+  /**
    * Operations in flight live in a ring of reused slots with one completion event each: the ring
    * grows when more are in flight than it holds, Works still complete in issue order (a later event
    * completing first does not complete its Work early), waitStream waits for the operation's own
