@@ -73,7 +73,7 @@ enum {
 NCCL4J_DEFINE_ALL(base, )
 #if defined(__x86_64__) && defined(__GNUC__)
 NCCL4J_DEFINE_ALL(avx2, __attribute__((target("avx2"))))
-#define NCCL4J_HAS_AVX2() __builtin_cpu_supports("avx2")
+#define NCCL4J_HAS_AVX2() (__builtin_cpu_init(), __builtin_cpu_supports("avx2"))
 #else
 #define nccl4j_kernels_avx2 nccl4j_kernels_base
 #define NCCL4J_HAS_AVX2() 0
