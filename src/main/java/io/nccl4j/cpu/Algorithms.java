@@ -31,15 +31,7 @@ final class Algorithms implements AutoCloseable {
     RING;
 
     static Choice configured() {
-      String v = System.getProperty("nccl4j.cpu.algo", System.getenv("NCCL4J_CPU_ALGO"));
-      if (v == null || v.isBlank()) {
-        return AUTO;
-      }
-      try {
-        return valueOf(v.trim().toUpperCase(java.util.Locale.ROOT));
-      } catch (IllegalArgumentException e) {
-        throw new IllegalArgumentException("NCCL4J_CPU_ALGO / nccl4j.cpu.algo must be auto or ring, got '" + v + "'");
-      }
+      return Knobs.choice("nccl4j.cpu.algo", "NCCL4J_CPU_ALGO", AUTO);
     }
   }
 

@@ -2,7 +2,6 @@ package io.nccl4j.cpu;
 
 import io.nccl4j.cpu.bind.CpuKernels;
 import io.nccl4j.memory.NativeMemory;
-import java.util.Locale;
 
 /**
  * The native reduction kernels ({@link CpuKernels}) for one rank. Java 17 vectorises loops over
@@ -21,16 +20,7 @@ final class NativeKernels implements AutoCloseable {
     JAVA;
 
     static Choice configured() {
-      String v = System.getProperty("nccl4j.cpu.kernels", System.getenv("NCCL4J_CPU_KERNELS"));
-      if (v == null || v.isBlank()) {
-        return NATIVE;
-      }
-      try {
-        return valueOf(v.trim().toUpperCase(Locale.ROOT));
-      } catch (IllegalArgumentException e) {
-        throw new IllegalArgumentException(
-            "NCCL4J_CPU_KERNELS / nccl4j.cpu.kernels must be native or java, got '" + v + "'");
-      }
+      return Knobs.choice("nccl4j.cpu.kernels", "NCCL4J_CPU_KERNELS", NATIVE);
     }
   }
 

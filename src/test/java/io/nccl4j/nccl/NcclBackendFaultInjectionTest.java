@@ -94,6 +94,22 @@ class NcclBackendFaultInjectionTest {
     }
   }
 
+  /** How many times the group reported each Collective completed. */
+  private static java.util.Map<io.nccl4j.spi.Collective, Integer> countCompletions(ProcessGroup pg) {
+    java.util.Map<io.nccl4j.spi.Collective, Integer> completions = new java.util.concurrent.ConcurrentHashMap<>();
+    pg.addObserver(new io.nccl4j.trace.CollectiveObserver() {
+      @Override
+      public void enqueued(int rank, io.nccl4j.spi.Collective c, String rangePath, long nanos) {}
+
+      @Override
+      public void completed(int rank, io.nccl4j.spi.Collective c, io.nccl4j.CollectiveStats stats, Throwable error,
+          long nanos) {
+        completions.merge(c, 1, Integer::sum);
+      }
+    });
+    return completions;
+  }
+
   private static <T> T quickly(Supplier<T> s) {
     return assertTimeoutPreemptively(DID_NOT_HANG, s::get);
   }
@@ -966,17 +982,7 @@ class NcclBackendFaultInjectionTest {
     // A short timeout bounds how long closing waits for the progress thread should it go wrong.
     NcclBackend backend = new NcclBackend(comm, nccl.allocator(0).child("t"), Duration.ofSeconds(5));
     ProcessGroup pg = closeLater(ProcessGroup.create(backend));
-    java.util.Map<io.nccl4j.spi.Collective, Integer> completions = new java.util.concurrent.ConcurrentHashMap<>();
-    pg.addObserver(new io.nccl4j.trace.CollectiveObserver() {
-      @Override
-      public void enqueued(int rank, io.nccl4j.spi.Collective c, String rangePath, long nanos) {}
-
-      @Override
-      public void completed(int rank, io.nccl4j.spi.Collective c, io.nccl4j.CollectiveStats stats, Throwable error,
-          long nanos) {
-        completions.merge(c, 1, Integer::sum);
-      }
-    });
+    java.util.Map<io.nccl4j.spi.Collective, Integer> completions = countCompletions(pg);
     Tensor t = device(pg, 1, 2);
     // Four operations in flight at once grow the ring to four slots; they complete and stay in
     // their slots (operations 0–3).
@@ -1023,17 +1029,7 @@ class NcclBackendFaultInjectionTest {
       NcclBackend backend = new NcclBackend(comm, nccl.allocator(0).child("r" + round),
           watchdog ? Duration.ofMillis(2) : Duration.ofSeconds(5), Duration.ofSeconds(5));
       ProcessGroup pg = closeLater(ProcessGroup.create(backend));
-      java.util.Map<io.nccl4j.spi.Collective, Integer> completions = new java.util.concurrent.ConcurrentHashMap<>();
-      pg.addObserver(new io.nccl4j.trace.CollectiveObserver() {
-        @Override
-        public void enqueued(int rank, io.nccl4j.spi.Collective c, String rangePath, long nanos) {}
-
-        @Override
-        public void completed(int rank, io.nccl4j.spi.Collective c, io.nccl4j.CollectiveStats stats, Throwable error,
-            long nanos) {
-          completions.merge(c, 1, Integer::sum);
-        }
-      });
+      java.util.Map<io.nccl4j.spi.Collective, Integer> completions = countCompletions(pg);
       Tensor t = device(pg, round, round + 1);
       cuda.autoComplete(false);
       long abortAfter = rnd.nextInt(2_000_000);
