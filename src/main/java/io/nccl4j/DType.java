@@ -59,6 +59,11 @@ public enum DType {
     return kind == Kind.FLOATING;
   }
 
+  /** True for the 8-bit floating types (NCCL >= 2.24). */
+  public boolean isFloat8() {
+    return false;
+  }
+
   public boolean isInteger() {
     return kind != Kind.FLOATING;
   }

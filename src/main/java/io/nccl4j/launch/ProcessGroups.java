@@ -4,10 +4,12 @@ import io.nccl4j.ProcessGroup;
 import io.nccl4j.cpu.CpuBackend;
 import io.nccl4j.cpu.transport.TcpTransport;
 import io.nccl4j.memory.Allocator;
+import io.nccl4j.nccl.CommOptions;
 import io.nccl4j.nccl.Communicator;
 import io.nccl4j.nccl.Nccl;
 import io.nccl4j.nccl.NcclBackend;
 import io.nccl4j.nccl.NcclCluster;
+import io.nccl4j.nccl.NcclRendezvous;
 import io.nccl4j.spi.Backend;
 import io.nccl4j.store.PrefixStore;
 import io.nccl4j.store.Store;
@@ -90,12 +92,13 @@ public final class ProcessGroups {
         case "nccl": {
           Nccl nccl = Nccl.load();
           int gpus = nccl.deviceCount();
-          if (gpus == 0) {
-            throw new IllegalStateException("rank " + env.rank() + ": no GPU: " + nccl.deviceCountProblem());
+          String problem = NcclCluster.placementProblem(nccl, env.localWorldSize(), gpus);
+          if (problem != null) {
+            throw new IllegalStateException("rank " + env.rank() + ": " + problem);
           }
           int device = env.localRank() % gpus;
-          byte[] id = NcclCluster.exchangeUniqueId(nccl, store, env.rank(), timeout);
-          Communicator comm = Communicator.initRankNonBlocking(nccl, device, env.worldSize(), env.rank(), id, timeout);
+          Communicator comm = NcclRendezvous.join(nccl, store, device, env.worldSize(), env.rank(),
+              CommOptions.fromEnvironment(), timeout);
           b = new NcclBackend(comm, nccl.allocator(device).child("rank" + env.rank()), timeout);
           break;
         }

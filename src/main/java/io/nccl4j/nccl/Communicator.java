@@ -1,124 +1,158 @@
 package io.nccl4j.nccl;
 
+import io.nccl4j.BackendException;
+import io.nccl4j.CollectiveTimeoutException;
 import io.nccl4j.Device;
 import io.nccl4j.nccl.bind.NcclApi;
 import java.time.Duration;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+import java.util.concurrent.locks.ReentrantLock;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Owner of one NCCL communicator ({@code ncclComm_t}) for one rank on one device.
+ * Owner of one NCCL communicator ({@code ncclComm_t}) for one rank on one device, and the one way
+ * nccl4j calls NCCL on it. It follows NCCL's rules (user guide, "Thread Safety", "Fault Tolerance",
+ * "Finalizing a communicator"; sources of 2.26–2.30):
  *
- * <p>{@link #close()} destroys it (collective within a node: every local rank should close) or,
- * once it is broken, aborts it; {@link #abort()} is local and may be called from any thread. Both
- * are idempotent, and using the communicator afterwards throws {@link IllegalStateException}.
- * Because {@code ncclCommAbort} can itself hang in some NCCL versions, {@link #abort(Duration)}
- * runs it on a helper thread and gives up waiting after a deadline.
+ * <ul>
+ *   <li>No two threads call NCCL on one communicator at once: every call runs between
+ *       {@link #enter} and {@link #exit}, which hold the communicator's lock. That includes
+ *       {@code ncclCommGetAsyncError}, which since NCCL 2.26 completes and frees a nonblocking
+ *       communicator's pending group job (two pollers would free it twice); the progress thread
+ *       polls through {@link #pollAsyncError}, which skips a round rather than wait.
+ *   <li>Communicators of one device in one process are not called from several threads at once:
+ *       such communicators ({@link CommOptions#sharedDevice}) also take the device's lock around
+ *       each NCCL call — but not while they wait for an {@code ncclInProgress} to end, since that
+ *       wait may be for a peer on the same device.
+ *   <li>A nonblocking communicator answers {@code ncclInProgress}, and nothing but
+ *       {@code ncclCommGetAsyncError} may be called on it until that ends: the thread that got it
+ *       polls to the end, still holding the communicator ({@link #complete}). An error of a
+ *       nonblocking enqueue, even {@code ncclInvalidArgument}, is stored as the communicator's
+ *       error, so the communicator is broken afterwards.
+ *   <li>Abort while no other thread is inside NCCL on the communicator: {@link #abort(Duration)}
+ *       takes the lock. Only when a call has held it past {@link CommOptions#abortGrace} — a
+ *       blocking call waiting for a peer that will not come — does the abort go ahead without it,
+ *       as NCCL's abort flag exists to release such a call and as PyTorch's watchdog does; NCCL
+ *       guarantees that only for nonblocking communicators, the reason to choose them.
+ *   <li>Close is {@code ncclCommFinalize}, polled to the end, then {@code ncclCommDestroy}; a broken
+ *       communicator is aborted. A communicator still open when the JVM exits is aborted then
+ *       ({@link LiveCommunicators}), so no NCCL thread outlives the JVM's shutdown.
+ * </ul>
  */
 public final class Communicator implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(Communicator.class);
 
+  /** What NCCL made: the init's result tells (ncclInProgress only from a nonblocking communicator). */
+  public enum Mode { BLOCKING, NONBLOCKING }
+
+  /** {@link #pollAsyncError}'s answer when another thread holds the communicator. */
+  public static final int BUSY = -1;
+
   private final Nccl nccl;
+  private final NcclApi api;
   private final int rank;
   private final int size;
   private final int device;
+  private final Mode mode;
+  private final CommOptions options;
+  private final ReentrantLock lock = new ReentrantLock();
+  /** Null unless other communicators of this process use the device. */
+  private final ReentrantLock deviceLock;
+  private final int[] pollOut = new int[1];
   private volatile long handle;
   private volatile boolean broken;
+  /** Set first by an abort: no new call starts, and a thread polling a nonblocking call gives up. */
+  private volatile boolean aborting;
+  /** When the call in progress started (0: none), its NCCL function and its limit. */
+  private volatile long callStart;
+  private volatile String callFunction;
+  private volatile long callLimitNanos;
+  private final Object abortOnce = new Object();
+  private CountDownLatch abortDone;
 
-  private Communicator(Nccl nccl, int rank, int size, int device, long handle) {
+  private Communicator(Nccl nccl, int rank, int size, int device, Mode mode, CommOptions options, long handle) {
     this.nccl = nccl;
+    this.api = nccl.api();
     this.rank = rank;
     this.size = size;
     this.device = device;
+    this.mode = mode;
+    this.options = options;
+    this.deviceLock = options.sharedDevice() ? DeviceLocks.of(device) : null;
     this.handle = handle;
   }
 
   /**
-   * {@code ncclCommInitRank} on {@code device}: collective — every rank of the communicator calls it
-   * with the same {@code uniqueId}, concurrently (from its own process or thread).
+   * Blocking {@code ncclCommInitRank} with NCCL's defaults, no deadline beyond NCCL's own: for tests
+   * and single-rank use. Jobs use {@link NcclRendezvous#join}, which first makes sure every rank is
+   * there.
    */
   public static Communicator initRank(Nccl nccl, int device, int size, int rank, byte[] uniqueId) {
-    if (uniqueId == null || uniqueId.length != 128) {
-      throw new IllegalArgumentException("NCCL unique id must be 128 bytes, got "
-          + (uniqueId == null ? "null" : uniqueId.length));
-    }
-    nccl.setDevice(device);
-    long[] out = new long[1];
-    NcclApi api = nccl.api();
-    NcclCall.Context ctx = new NcclCall.Context(rank, size, Device.cuda(device), nccl.version(), 0);
-    NcclCall.check(api.commInitRank(out, size, uniqueId, rank), api, ctx, "ncclCommInitRank");
-    return new Communicator(nccl, rank, size, device, out[0]);
+    return init(nccl, device, size, rank, uniqueId, CommOptions.blocking(), Duration.ofMinutes(10));
   }
 
   /**
-   * Like {@link #initRank}, but non-blocking where NCCL supports it (≥ 2.14, ncclConfig blocking = 0):
-   * the call returns at once and nccl4j polls {@code ncclCommGetAsyncError} until the communicator
-   * is ready — so that a rank that never joins makes the others fail after {@code timeout} (the
-   * communicator is aborted) instead of blocking forever. Older NCCL: a blocking init.
+   * Creates the communicator of {@code rank}: collective — every rank calls it with the same
+   * {@code uniqueId}, concurrently. {@code ncclCommInitRankConfig} where NCCL has it (≥ 2.14), with
+   * an {@code ncclConfig_t} made as {@code NCCL_CONFIG_INITIALIZER} makes it; a nonblocking
+   * communicator is polled until ready, for at most {@code timeout}, and aborted when it is not.
    *
-   * @throws io.nccl4j.CollectiveTimeoutException when the init does not complete in time
+   * @throws CollectiveTimeoutException when a nonblocking init does not finish within {@code timeout}
+   * @throws UnsupportedOperationException for a nonblocking communicator on NCCL &lt; 2.14
    */
-  public static Communicator initRankNonBlocking(Nccl nccl, int device, int size, int rank, byte[] uniqueId,
+  public static Communicator init(Nccl nccl, int device, int size, int rank, byte[] uniqueId, CommOptions options,
       Duration timeout) {
-    if (!nccl.version().atLeast(NcclVersion.V2_14)) {
-      return initRank(nccl, device, size, rank, uniqueId);
-    }
     if (uniqueId == null || uniqueId.length != 128) {
       throw new IllegalArgumentException("NCCL unique id must be 128 bytes, got "
           + (uniqueId == null ? "null" : uniqueId.length));
     }
-    nccl.setDevice(device);
-    long[] out = new long[1];
+    if (options.sharedDevice() && "1".equals(System.getenv("NCCL_COMM_BLOCKING"))) {
+      throw new IllegalStateException("rank " + rank + ": ranks of this process share cuda:" + device + ", which"
+          + " needs nonblocking communicators, but NCCL_COMM_BLOCKING=1 forces blocking ones; unset it");
+    }
     NcclApi api = nccl.api();
+    boolean config = nccl.supports(NcclFeature.CONFIG);
+    if (options.nonBlocking() && !config) {
+      nccl.require(NcclFeature.CONFIG);
+    }
     NcclCall.Context ctx = new NcclCall.Context(rank, size, Device.cuda(device), nccl.version(), 0);
-    NcclCall.check(api.commInitRankConfig(out, size, uniqueId, rank, false), api, ctx, "ncclCommInitRankConfig");
-    Communicator c = new Communicator(nccl, rank, size, device, out[0]);
-    c.nonBlocking = true;
+    ReentrantLock deviceLock = options.sharedDevice() ? DeviceLocks.of(device) : null;
+    long[] out = new long[1];
+    int rc;
+    if (deviceLock != null) {
+      deviceLock.lock();
+    }
     try {
-      c.awaitReady(timeout, "ncclCommInitRankConfig");
-    } catch (RuntimeException e) {
-      c.abort(Duration.ofSeconds(30));
-      throw e;
+      nccl.setDevice(device);
+      rc = config ? api.commInitRankConfig(out, size, uniqueId, rank, options.config())
+          : api.commInitRank(out, size, uniqueId, rank);
+    } finally {
+      if (deviceLock != null) {
+        deviceLock.unlock();
+      }
+    }
+    String function = config ? "ncclCommInitRankConfig" : "ncclCommInitRank";
+    NcclCall.check(rc, api, ctx, function);
+    Mode mode = rc == NcclResult.IN_PROGRESS.code() ? Mode.NONBLOCKING : Mode.BLOCKING;
+    Communicator c = new Communicator(nccl, rank, size, device, mode, options, out[0]);
+    LiveCommunicators.add(c);
+    if (mode == Mode.NONBLOCKING) {
+      c.lock.lock();
+      try {
+        c.begin(function, timeout.toNanos(), System.nanoTime());
+        NcclCall.check(c.complete(rc, function), api, c.context(), function);
+      } catch (RuntimeException e) {
+        c.exit();
+        c.broken = true;
+        c.abort(Duration.ofSeconds(30));
+        throw e;
+      }
+      c.exit();
     }
     return c;
-  }
-
-  private volatile boolean nonBlocking;
-
-  /** True when created non-blocking: NCCL calls may return ncclInProgress and are then polled. */
-  public boolean isNonBlocking() {
-    return nonBlocking;
-  }
-
-  /**
-   * Polls {@code ncclCommGetAsyncError} until it is no longer ncclInProgress (a non-blocking
-   * communicator finishing an init or an enqueue); throws its error, or a timeout.
-   */
-  public void awaitReady(Duration timeout, String what) {
-    long deadline = System.nanoTime() + timeout.toNanos();
-    int[] out = new int[1];
-    NcclApi api = nccl.api();
-    long pause = 1000;
-    while (true) {
-      int rc = api.commGetAsyncError(handle(), out);
-      NcclCall.check(rc, api, context(), "ncclCommGetAsyncError");
-      if (out[0] == 0) {
-        return;
-      }
-      if (out[0] != NcclResult.IN_PROGRESS.code()) {
-        markBroken();
-        throw NcclCall.error(out[0], api, context(), what);
-      }
-      if (System.nanoTime() - deadline > 0) {
-        markBroken();
-        throw new io.nccl4j.CollectiveTimeoutException(what + " on rank " + rank + " of " + size + " (cuda:" + device
-            + ") did not complete within " + timeout.toMillis() + " ms; the communicator is aborted");
-      }
-      java.util.concurrent.locks.LockSupport.parkNanos(pause);
-      pause = Math.min(1_000_000, pause * 2);
-    }
   }
 
   public int rank() {
@@ -141,33 +175,181 @@ public final class Communicator implements AutoCloseable {
     return nccl;
   }
 
-  /** The ncclComm_t. */
-  public long handle() {
+  /** Blocking or nonblocking, as NCCL made it. */
+  public Mode mode() {
+    return mode;
+  }
+
+  public boolean isNonBlocking() {
+    return mode == Mode.NONBLOCKING;
+  }
+
+  /** True when calls of this communicator are serialised with other communicators of its device. */
+  public boolean sharesDevice() {
+    return deviceLock != null;
+  }
+
+  /** Context for error messages (the handle only for show: nothing reads it). */
+  public NcclCall.Context context() {
+    return new NcclCall.Context(rank, size, Device.cuda(device), nccl.version(), handle, mode == Mode.NONBLOCKING);
+  }
+
+  // ------------------------------------------------------------------ calls
+
+  /**
+   * Takes the communicator for one NCCL call, or one sequence of them (a group), on the calling
+   * thread, and returns the {@code ncclComm_t} to pass. Pair with {@link #exit()} in a finally.
+   * {@code limitNanos} is how long the call may take before the watchdog calls it stuck.
+   *
+   * @throws BackendException when the communicator is aborted or closed (the lock is not held then)
+   */
+  public long enter(String function, long limitNanos, long nowNanos) {
+    lock.lock();
     long h = handle;
-    if (h == 0) {
-      throw new IllegalStateException("NCCL communicator of rank " + rank + " on cuda:" + device + " is closed");
+    if (h == 0 || aborting) {
+      lock.unlock();
+      throw new BackendException("NCCL communicator of rank " + rank + " on cuda:" + device + " is "
+          + (aborting ? "aborted" : "closed") + "; " + function + " was not called");
     }
+    begin(function, limitNanos, nowNanos);
     return h;
   }
 
-  /** Context for error messages. */
-  public NcclCall.Context context() {
-    return new NcclCall.Context(rank, size, Device.cuda(device), nccl.version(), handle);
+  private void begin(String function, long limitNanos, long nowNanos) {
+    if (deviceLock != null) {
+      deviceLock.lock();
+    }
+    callFunction = function;
+    callLimitNanos = limitNanos;
+    callStart = nowNanos == 0 ? 1 : nowNanos;
   }
 
   /**
-   * {@code ncclCommGetAsyncError}: 0 while healthy, ncclInProgress while a non-blocking operation
-   * runs, otherwise the error that broke the communicator.
+   * The result of the call that returned {@code rc}: on a nonblocking communicator an
+   * {@code ncclInProgress} is polled ({@code ncclCommGetAsyncError}) until it ends, within the limit
+   * given to {@link #enter}. Call between {@link #enter} and {@link #exit}.
+   *
+   * @throws CollectiveTimeoutException when it does not end within the limit (the communicator is
+   *     broken; the caller aborts it)
+   * @throws BackendException when an abort ended it
    */
-  public int asyncError() {
-    nccl.version().require(NcclVersion.V2_4, "ncclCommGetAsyncError");
-    int[] out = new int[1];
-    NcclApi api = nccl.api();
-    NcclCall.check(api.commGetAsyncError(handle(), out), api, context(), "ncclCommGetAsyncError");
-    return out[0];
+  public int complete(int rc, String function) {
+    if (rc != NcclResult.IN_PROGRESS.code() || mode == Mode.BLOCKING) {
+      return rc;
+    }
+    long start = callStart;
+    long pause = 0;
+    while (true) {
+      if (aborting) {
+        broken = true;
+        throw new BackendException(function + " on rank " + rank + " (cuda:" + device + ") was interrupted by an"
+            + " abort of the communicator");
+      }
+      int r = api.commGetAsyncError(handle, pollOut);
+      if (r != 0) {
+        broken = true;
+        return r;
+      }
+      int state = pollOut[0];
+      if (state != NcclResult.IN_PROGRESS.code()) {
+        if (state != 0) {
+          broken = true;
+        }
+        return state;
+      }
+      long waited = System.nanoTime() - start;
+      if (waited > callLimitNanos) {
+        broken = true;
+        throw new CollectiveTimeoutException(function + " on rank " + rank + " of " + size + " (cuda:" + device
+            + ") was still in progress after " + waited / 1_000_000 + " ms, its limit " + callLimitNanos / 1_000_000
+            + " ms (nonblocking communicator); the communicator is aborted", rank);
+      }
+      // Between polls the device is free for the other ranks that share it: what this call waits
+      // for may be their launch.
+      if (deviceLock != null) {
+        deviceLock.unlock();
+      }
+      if (pause == 0) {
+        Thread.onSpinWait();
+        pause = 1_000;
+      } else {
+        LockSupport.parkNanos(pause);
+        pause = Math.min(200_000, pause * 2);
+      }
+      if (deviceLock != null) {
+        deviceLock.lock();
+      }
+    }
   }
 
-  /** Marks the communicator broken: {@link #close()} will abort it instead of destroying it. */
+  /** Ends what {@link #enter} began. */
+  public void exit() {
+    callStart = 0;
+    if (deviceLock != null && deviceLock.isHeldByCurrentThread()) {
+      deviceLock.unlock();
+    }
+    lock.unlock();
+  }
+
+  /**
+   * How long the call in progress has been running, or 0 when none is (read by the watchdog, which
+   * fails the group when it exceeds {@link #callLimitNanos()}).
+   */
+  public long callRunningNanos(long nowNanos) {
+    long s = callStart;
+    return s == 0 ? 0 : Math.max(1, nowNanos - s);
+  }
+
+  public long callLimitNanos() {
+    return callLimitNanos;
+  }
+
+  /** The NCCL function of the call in progress (for messages). */
+  public String callFunction() {
+    return callFunction;
+  }
+
+  /**
+   * {@code ncclCommGetAsyncError} for the progress thread: 0 while healthy, the error that broke
+   * the communicator, or {@link #BUSY} when another thread holds the communicator now (it never
+   * waits for one: the holder may be stuck, and the next round looks again).
+   */
+  public int pollAsyncError() {
+    if (!nccl.supports(NcclFeature.ASYNC_ERROR)) {
+      return 0;
+    }
+    if (!lock.tryLock()) {
+      return BUSY;
+    }
+    try {
+      long h = handle;
+      if (h == 0 || aborting) {
+        return BUSY;
+      }
+      if (deviceLock != null && !deviceLock.tryLock()) {
+        return BUSY;
+      }
+      try {
+        int rc = api.commGetAsyncError(h, pollOut);
+        NcclCall.check(rc, api, context(), "ncclCommGetAsyncError");
+        int state = pollOut[0];
+        if (state != 0 && state != NcclResult.IN_PROGRESS.code()) {
+          broken = true;
+        }
+        return state == NcclResult.IN_PROGRESS.code() ? BUSY : state;
+      } finally {
+        if (deviceLock != null) {
+          deviceLock.unlock();
+        }
+      }
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  // ------------------------------------------------------------------ state
+
+  /** Marks the communicator broken: {@link #close()} will abort it instead of finalizing it. */
   public void markBroken() {
     broken = true;
   }
@@ -180,33 +362,48 @@ public final class Communicator implements AutoCloseable {
     return handle == 0;
   }
 
+  /** True once an abort has begun. */
+  public boolean isAborting() {
+    return aborting;
+  }
+
+  // ------------------------------------------------------------------ abort
+
   /** {@code ncclCommAbort}, waiting for it at most 30 seconds. Local; idempotent. */
   public void abort() {
     abort(Duration.ofSeconds(30));
   }
 
   /**
-   * {@code ncclCommAbort} on a helper thread; returns true if it finished within {@code deadline}.
-   * Local (no other rank needs to call it); idempotent. Afterwards the communicator is closed.
+   * {@code ncclCommAbort} on a helper thread, because it can hang in some NCCL versions; returns
+   * true if it finished within {@code deadline}. Local (no other rank needs to call it),
+   * idempotent, callable from any thread — also from the one inside a call of this communicator,
+   * which is then not in NCCL. It takes the communicator first, waiting up to
+   * {@link CommOptions#abortGrace} for a call on another thread to return; a call that holds it
+   * longer is taken for stuck and the abort goes ahead without the lock, so that NCCL's abort flag
+   * releases it. Afterwards the communicator is closed; the released call touches it no more.
    */
   public boolean abort(Duration deadline) {
-    long h = take();
-    if (h == 0) {
-      return true;
-    }
-    nccl.version().require(NcclVersion.V2_4, "ncclCommAbort");
-    CountDownLatch done = new CountDownLatch(1);
-    int[] rc = {0};
-    Thread t = new Thread(() -> {
-      try {
-        nccl.setDevice(device);
-        rc[0] = nccl.api().commAbort(h);
-      } finally {
-        done.countDown();
+    aborting = true;
+    broken = true;
+    CountDownLatch done;
+    boolean caller = lock.isHeldByCurrentThread();
+    synchronized (abortOnce) {
+      if (abortDone == null) {
+        abortDone = new CountDownLatch(1);
+        CountDownLatch latch = abortDone;
+        Thread t = new Thread(() -> {
+          try {
+            abortNow(caller);
+          } finally {
+            latch.countDown();
+          }
+        }, "nccl4j-abort-rank" + rank);
+        t.setDaemon(true);
+        t.start();
       }
-    }, "nccl4j-abort-rank" + rank);
-    t.setDaemon(true);
-    t.start();
+      done = abortDone;
+    }
     try {
       if (!done.await(deadline.toMillis(), TimeUnit.MILLISECONDS)) {
         LOG.warn("rank {}: ncclCommAbort did not return within {} ms; leaving it running in the background",
@@ -217,38 +414,152 @@ public final class Communicator implements AutoCloseable {
       Thread.currentThread().interrupt();
       return false;
     }
-    if (rc[0] != 0) {
-      LOG.warn("rank {}: ncclCommAbort returned {}", rank, rc[0]);
-    }
     return true;
   }
 
-  private long take() {
-    synchronized (this) {
-      long h = handle;
-      handle = 0;
-      return h;
+  /** On the abort's helper thread. {@code callerHoldsLock}: the thread that asked holds it and is not in NCCL. */
+  private void abortNow(boolean callerHoldsLock) {
+    boolean locked = false;
+    if (!callerHoldsLock) {
+      try {
+        locked = lock.tryLock(options.abortGrace().toNanos(), TimeUnit.NANOSECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      if (!locked) {
+        long running = callRunningNanos(System.nanoTime());
+        LOG.warn("rank {}: {} has held the NCCL communicator for {} ms; aborting it without waiting, so that NCCL's"
+            + " abort flag releases the call", rank, callFunction, running / 1_000_000);
+      }
+    }
+    boolean deviceLocked = false;
+    try {
+      long h;
+      synchronized (this) {
+        h = handle;
+        handle = 0;
+      }
+      if (h == 0) {
+        return;
+      }
+      if (deviceLock != null) {
+        // Calls of a shared device are nonblocking: whoever holds it lets go within microseconds.
+        deviceLock.lock();
+        deviceLocked = true;
+      }
+      nccl.setDevice(device);
+      boolean abortable = nccl.supports(NcclFeature.ABORT);
+      if (!abortable) {
+        LOG.warn("rank {}: NCCL {} has no ncclCommAbort; destroying the communicator instead", rank, nccl.version());
+      }
+      int rc = abortable ? api.commAbort(h) : api.commDestroy(h);
+      if (rc != 0 && rc != NcclResult.IN_PROGRESS.code()) {
+        LOG.warn("rank {}: {} returned {}", rank, abortable ? "ncclCommAbort" : "ncclCommDestroy", rc);
+      }
+      LiveCommunicators.remove(this);
+    } catch (RuntimeException e) {
+      LOG.warn("rank {}: ncclCommAbort failed: {}", rank, e.getMessage());
+    } finally {
+      if (deviceLocked) {
+        deviceLock.unlock();
+      }
+      if (locked) {
+        lock.unlock();
+      }
     }
   }
 
-  /** Destroys the communicator, or aborts it when broken. Idempotent. */
+  // ------------------------------------------------------------------ close
+
+  /** {@link #close(Duration)} within 60 seconds. */
   @Override
   public void close() {
-    if (broken) {
-      abort();
+    close(Duration.ofSeconds(60));
+  }
+
+  /**
+   * Finalizes ({@code ncclCommFinalize}, NCCL ≥ 2.14, polled to the end when nonblocking) and
+   * destroys the communicator; a broken one is aborted instead. Collective among the ranks that
+   * still use it (finalize waits for their operations); when that does not end within
+   * {@code deadline} — a peer is gone — the communicator is aborted. Idempotent.
+   */
+  public void close(Duration deadline) {
+    if (broken || aborting) {
+      abort(deadline);
       return;
     }
-    long h = take();
-    if (h != 0) {
+    if (handle == 0) {
+      return;
+    }
+    CountDownLatch done = new CountDownLatch(1);
+    RuntimeException[] failure = new RuntimeException[1];
+    Thread t = new Thread(() -> {
+      try {
+        finalizeAndDestroy(deadline);
+      } catch (RuntimeException e) {
+        failure[0] = e;
+      } finally {
+        done.countDown();
+      }
+    }, "nccl4j-close-rank" + rank);
+    t.setDaemon(true);
+    t.start();
+    boolean finished;
+    try {
+      finished = done.await(deadline.toMillis(), TimeUnit.MILLISECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      finished = false;
+    }
+    if (!finished) {
+      LOG.warn("rank {}: closing the NCCL communicator did not finish within {} ms ({}); aborting it", rank,
+          deadline.toMillis(), callFunction);
+      abort(deadline);
+      return;
+    }
+    if (failure[0] != null) {
+      if (handle != 0) {
+        abort(deadline);
+      }
+      throw failure[0];
+    }
+  }
+
+  private void finalizeAndDestroy(Duration deadline) {
+    long h;
+    try {
+      h = enter("ncclCommFinalize", deadline.toNanos(), System.nanoTime());
+    } catch (BackendException e) {
+      return; // aborted or closed meanwhile
+    }
+    try {
       nccl.setDevice(device);
-      NcclApi api = nccl.api();
-      NcclCall.check(api.commDestroy(h), api, context(), "ncclCommDestroy");
+      if (nccl.supports(NcclFeature.FINALIZE)) {
+        int rc = complete(api.commFinalize(h), "ncclCommFinalize");
+        if (rc != 0) {
+          broken = true;
+          throw NcclCall.error(rc, api, context(), "ncclCommFinalize");
+        }
+      }
+      callFunction = "ncclCommDestroy";
+      // After a finalize NCCL's destroy is local; it runs its job synchronously even for a
+      // nonblocking communicator (NCCL forces a blocking group for destroy and abort).
+      int rc = api.commDestroy(h);
+      synchronized (this) {
+        handle = 0;
+      }
+      LiveCommunicators.remove(this);
+      if (rc != 0 && rc != NcclResult.IN_PROGRESS.code()) {
+        throw NcclCall.error(rc, api, context(), "ncclCommDestroy");
+      }
+    } finally {
+      exit();
     }
   }
 
   @Override
   public String toString() {
-    return "Communicator(rank " + rank + " of " + size + ", cuda:" + device + (handle == 0 ? ", closed" : "")
-        + (broken ? ", broken" : "") + ")";
+    return "Communicator(rank " + rank + " of " + size + ", cuda:" + device + ", " + mode.name().toLowerCase()
+        + (handle == 0 ? ", closed" : "") + (broken ? ", broken" : "") + ")";
   }
 }

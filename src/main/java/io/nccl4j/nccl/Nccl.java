@@ -27,6 +27,7 @@ public final class Nccl {
   private final CudaApi cuda;
   private final NvtxApi nvtx;
   private final NcclVersion version;
+  private final NcclVersion bound;
   private final Map<Integer, Allocator> allocators = new ConcurrentHashMap<>();
 
   private Nccl(NcclApi api, CudaApi cuda, NvtxApi nvtx) {
@@ -36,6 +37,7 @@ public final class Nccl {
     int[] v = new int[1];
     NcclCall.check(api.getVersion(v), api, new NcclCall.Context(-1, 0, null, null, 0), "ncclGetVersion");
     this.version = NcclVersion.fromCode(v[0]);
+    this.bound = NcclVersion.fromCode(api.boundVersionCode());
   }
 
   /**
@@ -105,6 +107,28 @@ public final class Nccl {
   /** The version of the loaded libnccl.so.2. */
   public NcclVersion version() {
     return version;
+  }
+
+  /** The NCCL API of this build's binding (2.30.7 by default, 2.27.3 on the CUDA 12 line). */
+  public NcclVersion boundVersion() {
+    return bound;
+  }
+
+  /** True when both the loaded library and the binding have {@code feature}. */
+  public boolean supports(NcclFeature feature) {
+    return feature.missing(version, bound) == null;
+  }
+
+  /**
+   * Refuses a feature the loaded library or the binding lacks, before anything is called.
+   *
+   * @throws UnsupportedOperationException naming the function, the version it needs and the one that lacks it
+   */
+  public void require(NcclFeature feature) {
+    String why = feature.missing(version, bound);
+    if (why != null) {
+      throw new UnsupportedOperationException(why);
+    }
   }
 
   /** Number of visible CUDA devices; 0 when the runtime reports an error (no driver, stub driver). */

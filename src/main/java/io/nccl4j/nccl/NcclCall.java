@@ -11,10 +11,18 @@ import io.nccl4j.nccl.bind.NcclApi;
 public final class NcclCall {
   private NcclCall() {}
 
-  /** Who is calling: for messages. {@code comm} may be 0 (before a communicator exists). */
-  public record Context(int rank, int worldSize, Device device, NcclVersion version, long comm) {
+  /**
+   * Who is calling: for messages. {@code comm} may be 0 (before a communicator exists);
+   * {@code nonBlocking} says the communicator is nonblocking, on which NCCL stores even an invalid
+   * argument as the communicator's asynchronous error, so that it is broken afterwards.
+   */
+  public record Context(int rank, int worldSize, Device device, NcclVersion version, long comm, boolean nonBlocking) {
+    public Context(int rank, int worldSize, Device device, NcclVersion version, long comm) {
+      this(rank, worldSize, device, version, comm, false);
+    }
+
     public Context withComm(long c) {
-      return new Context(rank, worldSize, device, version, c);
+      return new Context(rank, worldSize, device, version, c, nonBlocking);
     }
   }
 
@@ -36,14 +44,20 @@ public final class NcclCall {
   public static RuntimeException error(int rc, NcclApi api, Context ctx, String function) {
     NcclResult known = NcclResult.of(rc);
     String text = safe(() -> api.getErrorString(rc));
+    // ncclGetLastError ignores its communicator (NCCL keeps one last error): passing none means
+    // this never touches a communicator that an abort may have freed.
     String last = ctx.version() != null && ctx.version().atLeast(NcclVersion.V2_13)
-        ? safe(() -> api.getLastError(ctx.comm())) : null;
+        ? safe(() -> api.getLastError(0)) : null;
     String what = (known == null ? "ncclResult " + rc + " (unknown to nccl4j; newer NCCL?)" : known.cName() + " = " + rc);
     String where = "rank " + ctx.rank() + " of " + ctx.worldSize() + " on " + ctx.device()
         + ", NCCL " + (ctx.version() == null ? "(version unknown)" : ctx.version());
     String detail = (text == null || text.isBlank() ? "" : text + "; ")
         + (last == null || last.isBlank() ? "" : "NCCL last error: " + last + "; ") + where;
     if (known != null && known.kind() == NcclResult.Kind.USAGE_USABLE) {
+      if (ctx.nonBlocking()) {
+        return new NcclUsageException(rc, function + " rejected the call: " + what + "; on a nonblocking"
+            + " communicator NCCL keeps it as the communicator's error, so it must be aborted", detail, false);
+      }
       return new NcclUsageException(rc, function + " rejected the call: " + what, detail, true);
     }
     if (known != null && known.kind() == NcclResult.Kind.USAGE_BROKEN) {

@@ -7,22 +7,29 @@ import io.nccl4j.store.Store;
 import java.time.Duration;
 
 /**
- * NCCL backends for ranks that are threads of one process, rank r on GPU r (use with
- * {@link io.nccl4j.LocalCluster#backend}). Rank 0 creates the unique id and publishes it through a
- * {@link Store}; every rank then calls {@code ncclCommInitRank} on its own thread — the same path a
- * multi-process job takes, with an in-JVM store instead of a TCP one.
+ * NCCL backends for ranks that are threads of one process, rank r on GPU r mod the GPUs (use with
+ * {@link io.nccl4j.LocalCluster#backend}), through {@link NcclRendezvous} over an in-JVM store —
+ * the path a multi-process job takes, with a {@link HashStore} instead of a TCP one. More ranks than
+ * GPUs need NCCL ≥ 2.30 with {@code NCCL_MULTI_RANK_GPU_ENABLE=1} (NCCL supports two per GPU);
+ * ranks that share a GPU get nonblocking communicators whose calls are serialised per device
+ * ({@link CommOptions#withSharedDevice}).
  */
 public final class NcclCluster implements ClusterBackend {
-  static final String UNIQUE_ID_KEY = "nccl/uniqueId";
-
   private final Nccl nccl;
+  private final CommOptions options;
 
-  private NcclCluster(Nccl nccl) {
+  private NcclCluster(Nccl nccl, CommOptions options) {
     this.nccl = nccl;
+    this.options = options;
   }
 
   public static NcclCluster of(Nccl nccl) {
-    return new NcclCluster(nccl);
+    return new NcclCluster(nccl, CommOptions.fromEnvironment());
+  }
+
+  /** With explicit communicator options (blocking or not, CTAs, abort grace). */
+  public static NcclCluster of(Nccl nccl, CommOptions options) {
+    return new NcclCluster(nccl, options);
   }
 
   @Override
@@ -31,48 +38,60 @@ public final class NcclCluster implements ClusterBackend {
   }
 
   /**
-   * True when NCCL may put several ranks on one GPU: NCCL ≥ 2.30 with
+   * True when NCCL may put several ranks on one GPU: NCCL ≥ 2.30 (and a binding that knows it) with
    * {@code NCCL_MULTI_RANK_GPU_ENABLE=1}. Older NCCL rejects it ("Duplicate GPU detected").
    */
   public boolean multiRankPerGpu() {
-    return "1".equals(System.getenv("NCCL_MULTI_RANK_GPU_ENABLE")) && nccl.version().atLeast(NcclVersion.V2_30);
+    return multiRankPerGpu(nccl);
+  }
+
+  static boolean multiRankPerGpu(Nccl nccl) {
+    return "1".equals(System.getenv("NCCL_MULTI_RANK_GPU_ENABLE")) && nccl.supports(NcclFeature.MULTI_RANK_GPU);
+  }
+
+  /**
+   * Why {@code ranks} ranks cannot share {@code gpus} GPUs here, or null when they can: one rank
+   * per GPU always works; more need {@link #multiRankPerGpu}.
+   */
+  public static String placementProblem(Nccl nccl, int ranks, int gpus) {
+    if (gpus == 0) {
+      return ranks + " ranks need a GPU, this process sees none (" + nccl.deviceCountProblem() + ")";
+    }
+    if (ranks <= gpus) {
+      return null;
+    }
+    int perGpu = (ranks + gpus - 1) / gpus;
+    if (multiRankPerGpu(nccl)) {
+      return perGpu <= 2 ? null : ranks + " ranks on " + gpus + " GPU" + (gpus == 1 ? "" : "s") + " put " + perGpu
+          + " ranks on one GPU; NCCL supports at most 2 (beyond that it may run out of resources and hang)";
+    }
+    String why = nccl.supports(NcclFeature.MULTI_RANK_GPU) ? "set NCCL_MULTI_RANK_GPU_ENABLE=1 to allow it"
+        : nccl.version().atLeast(NcclVersion.V2_30) ? "this build's binding predates NCCL 2.30 (build the default line)"
+        : "NCCL " + nccl.version() + " rejects it; NCCL >= 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1 allows two per GPU";
+    return ranks + " ranks on " + gpus + " GPU" + (gpus == 1 ? "" : "s") + " put several ranks on one GPU: " + why;
   }
 
   @Override
   public Run start(int worldSize, Duration timeout, String runName) {
     int gpus = nccl.deviceCount();
-    if (gpus == 0 || (gpus < worldSize && !multiRankPerGpu())) {
-      throw new NcclUnavailableException(worldSize + " ranks need " + worldSize + " GPUs (one per rank), this"
-          + " process sees " + gpus + (gpus == 0 ? " (" + nccl.deviceCountProblem() + ")"
-          : "; NCCL >= 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1 allows several ranks per GPU"));
+    String problem = placementProblem(nccl, worldSize, gpus);
+    if (problem != null) {
+      throw new NcclUnavailableException(problem);
     }
     Store store = new HashStore(timeout);
-    return rank -> create(rank, rank % gpus, worldSize, timeout, runName, store);
+    boolean shared = worldSize > gpus;
+    CommOptions opts = shared ? options.withSharedDevice() : options;
+    return rank -> create(rank, rank % gpus, worldSize, timeout, runName, store, opts);
   }
 
-  private Backend create(int rank, int device, int worldSize, Duration timeout, String runName, Store store) {
-    byte[] id = exchangeUniqueId(nccl, store, rank, timeout);
-    Communicator comm = Communicator.initRankNonBlocking(nccl, device, worldSize, rank, id, timeout);
+  private Backend create(int rank, int device, int worldSize, Duration timeout, String runName, Store store,
+      CommOptions opts) {
+    Communicator comm = NcclRendezvous.join(nccl, store, device, worldSize, rank, opts, timeout);
     try {
       return new NcclBackend(comm, nccl.allocator(device).child(runName + "/rank" + rank), timeout);
     } catch (RuntimeException e) {
       comm.abort();
       throw e;
     }
-  }
-
-  /** Rank 0 creates the unique id and stores it; the others wait for it (up to {@code timeout}). */
-  public static byte[] exchangeUniqueId(Nccl nccl, Store store, int rank, Duration timeout) {
-    if (rank == 0) {
-      byte[] id = nccl.uniqueId();
-      store.set(UNIQUE_ID_KEY, id);
-      return id;
-    }
-    byte[] id = store.get(UNIQUE_ID_KEY, timeout);
-    if (id.length != 128) {
-      throw new IllegalStateException("The store holds a " + id.length + "-byte value at " + UNIQUE_ID_KEY
-          + "; an NCCL unique id has 128 bytes");
-    }
-    return id;
   }
 }

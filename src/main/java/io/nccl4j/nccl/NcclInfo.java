@@ -84,7 +84,11 @@ public final class NcclInfo {
     if (found.containsKey(Library.NCCL)) {
       String text = found.get(Library.NCCL).toString();
       if (nccl != null) {
-        text = "NCCL " + nccl.version() + ", " + text;
+        text = "NCCL " + nccl.version() + ", " + text + "; binding NCCL " + nccl.boundVersion() + " ("
+            + NativeRuntime.bindingDescription() + ")";
+        if (nccl.version().compareTo(nccl.boundVersion()) < 0) {
+          text += "; functions newer than " + nccl.version() + " are not called";
+        }
       } else {
         text += " (not loaded: " + nr.failure() + ")";
       }
@@ -96,14 +100,15 @@ public final class NcclInfo {
     // NVTX.
     if (nr.isLoaded() && nr.nvtx() != io.nccl4j.nccl.bind.NvtxApi.NONE) {
       lines.add(new Line("NVTX", true, nr.nvtxDescription() + "; ranges reach NVTX tools such as Nsight"));
+    } else if (nr.isLoaded()) {
+      lines.add(new Line("NVTX", false, missing.getOrDefault(Library.NVTX3, "not loaded") + " — ranges cost nothing"));
     } else {
       io.nccl4j.nccl.bind.NvtxApi standalone = NativeRuntime.standaloneNvtx();
       if (standalone != null) {
         lines.add(new Line("NVTX", true, NativeRuntime.standaloneNvtxDescription()
             + "; ranges reach NVTX tools such as Nsight"));
       } else {
-        lines.add(new Line("NVTX", false, missing.getOrDefault(Library.NVTX, "libnvToolsExt.so.1 not found")
-            + "; " + NativeRuntime.standaloneNvtxDescription() + " — ranges cost nothing"));
+        lines.add(new Line("NVTX", false, NativeRuntime.standaloneNvtxDescription() + " — ranges cost nothing"));
       }
     }
     nr.notes().forEach(n -> lines.add(new Line("note", true, n)));

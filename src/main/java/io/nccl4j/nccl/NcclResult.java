@@ -1,8 +1,9 @@
 package io.nccl4j.nccl;
 
 /**
- * NCCL's {@code ncclResult_t} codes and what each means for a group. Codes this table does not
- * know (added by a newer NCCL) are reported by number, and treated as fatal.
+ * NCCL's {@code ncclResult_t} codes (NCCL 2.30: 0-8) and what each means for a group, following the
+ * table of NCCL's user guide ("Error handling and communicator abort"). Codes this table does not
+ * know (added by a newer NCCL) are reported by number, with NCCL's own text, and treated as fatal.
  */
 public enum NcclResult {
   SUCCESS(0, "ncclSuccess", Kind.OK),
@@ -15,7 +16,9 @@ public enum NcclResult {
   INVALID_USAGE(5, "ncclInvalidUsage", Kind.USAGE_BROKEN),
   REMOTE_ERROR(6, "ncclRemoteError", Kind.FATAL),
   /** A non-blocking communicator is still working; not an error. */
-  IN_PROGRESS(7, "ncclInProgress", Kind.IN_PROGRESS);
+  IN_PROGRESS(7, "ncclInProgress", Kind.IN_PROGRESS),
+  /** NCCL ≥ 2.30: an operation timed out inside NCCL; the communicator must be aborted. */
+  TIMEOUT(8, "ncclTimeout", Kind.FATAL);
 
   /** How a result affects the group. */
   public enum Kind {

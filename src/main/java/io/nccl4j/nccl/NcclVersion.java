@@ -1,9 +1,8 @@
 package io.nccl4j.nccl;
 
 /**
- * An NCCL version as {@code ncclGetVersion} reports it, and the versions that introduced the
- * functions nccl4j may call. Calling a function the loaded libnccl.so.2 lacks would abort the
- * process (the JNI library binds NCCL symbols lazily), so every newer function is gated here.
+ * An NCCL version as {@code ncclGetVersion} reports it. The releases that introduced the functions
+ * nccl4j may call are in {@link NcclFeature}, which gates every function newer than 2.4.
  */
 public record NcclVersion(int major, int minor, int patch) implements Comparable<NcclVersion> {
   public static final NcclVersion V2_4 = new NcclVersion(2, 4, 0);
@@ -13,6 +12,7 @@ public record NcclVersion(int major, int minor, int patch) implements Comparable
   public static final NcclVersion V2_13 = new NcclVersion(2, 13, 0);
   public static final NcclVersion V2_14 = new NcclVersion(2, 14, 0);
   public static final NcclVersion V2_18 = new NcclVersion(2, 18, 0);
+  public static final NcclVersion V2_19 = new NcclVersion(2, 19, 0);
   public static final NcclVersion V2_23 = new NcclVersion(2, 23, 0);
   public static final NcclVersion V2_27 = new NcclVersion(2, 27, 0);
   public static final NcclVersion V2_28 = new NcclVersion(2, 28, 0);

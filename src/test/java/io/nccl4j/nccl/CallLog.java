@@ -17,12 +17,26 @@ public final class CallLog {
   /** Names of calls that poll or decorate: present in {@link #all()}, absent from {@link #relevant()}. */
   public static final Set<String> POLLING = Set.of("setDevice", "getDevice", "eventQuery", "getErrorName",
       "getErrorString", "getLastError", "ncclCommGetAsyncError", "ncclGetErrorString", "ncclGetLastError",
-      "ncclGetVersion");
+      "ncclGetVersion", "streamIsCapturing", "threadExchangeStreamCaptureMode", "deviceGetAttribute");
 
   private final List<String> entries = new ArrayList<>();
+  private final boolean echo;
+
+  public CallLog() {
+    this(false);
+  }
+
+  /** {@code echo}: every entry is also printed to standard output at once (for child JVMs). */
+  public CallLog(boolean echo) {
+    this.echo = echo;
+  }
 
   public synchronized void add(String entry) {
     entries.add(entry);
+    if (echo) {
+      System.out.println("call: " + entry);
+      System.out.flush();
+    }
   }
 
   /** Position to pass to {@link #since(int)}. */

@@ -37,6 +37,13 @@ public final class FakeCuda implements CudaApi {
   private final Map<Long, Long> allocations = new ConcurrentHashMap<>();
   private final AtomicLong liveBytes = new AtomicLong();
   private final Map<String, Deque<Integer>> script = new ConcurrentHashMap<>();
+  private final Map<Long, Boolean> capturing = new ConcurrentHashMap<>();
+  /** Streams that joined a capture through an event recorded on a capturing stream, and not back. */
+  private final Map<Long, Long> joined = new ConcurrentHashMap<>();
+  private final java.util.List<String> freeThreads = new java.util.concurrent.CopyOnWriteArrayList<>();
+  private final ThreadLocal<int[]> captureMode = ThreadLocal.withInitial(() -> new int[] {STREAM_CAPTURE_MODE_GLOBAL});
+  private volatile boolean memoryPools;
+  private volatile boolean freeSynchronizes;
   private volatile boolean autoComplete;
   private volatile int deviceCount = 1;
   private volatile int deviceCountResult = SUCCESS;
@@ -45,6 +52,8 @@ public final class FakeCuda implements CudaApi {
     volatile boolean recorded;
     volatile boolean complete;
     volatile long stream;
+    /** Recorded on a capturing stream: a node of the graph, not a point in a running stream. */
+    volatile boolean captured;
   }
 
   public FakeCuda(CallLog log) {
@@ -96,6 +105,29 @@ public final class FakeCuda implements CudaApi {
     synchronized (q) {
       return q.poll();
     }
+  }
+
+  /**
+   * Whether the device reports cudaDevAttrMemoryPoolsSupported, as current GPUs do; off by default,
+   * so that the tests of the enqueue template see plain cudaMalloc/cudaFree.
+   */
+  public FakeCuda memoryPools(boolean on) {
+    memoryPools = on;
+    return this;
+  }
+
+  /**
+   * On: cudaFree synchronises the device, as it may in CUDA: it waits until every recorded event has
+   * completed (at most 5 s, then it gives up and says so in its result).
+   */
+  public FakeCuda freeSynchronizes(boolean on) {
+    freeSynchronizes = on;
+    return this;
+  }
+
+  /** {@code free@thread} or {@code freeAsync@thread} for each cudaFree / cudaFreeAsync, in order. */
+  public java.util.List<String> freeThreads() {
+    return java.util.List.copyOf(freeThreads);
   }
 
   /** Bytes currently cudaMalloc'd and not freed. */
@@ -224,9 +256,64 @@ public final class FakeCuda implements CudaApi {
 
   @Override
   public int free(long ptr) {
+    freeThreads.add("free@" + Thread.currentThread().getName());
     int rc = logged("free(" + hex(ptr) + ")", "free");
     if (rc != SUCCESS) {
       return rc;
+    }
+    if (freeSynchronizes) {
+      long deadline = System.nanoTime() + 5_000_000_000L;
+      while (eventState.values().stream().anyMatch(e -> e.recorded && !e.complete && !e.captured)) {
+        if (System.nanoTime() > deadline) {
+          return ERROR_NOT_READY;
+        }
+        Thread.onSpinWait();
+      }
+    }
+    Long bytes = allocations.remove(ptr);
+    if (bytes == null) {
+      return INVALID_VALUE;
+    }
+    liveBytes.addAndGet(-bytes);
+    NativeMemory.free(ptr);
+    return SUCCESS;
+  }
+
+  @Override
+  public int deviceGetAttribute(int[] out, int attr, int device) {
+    out[0] = attr == DEV_ATTR_MEMORY_POOLS_SUPPORTED && memoryPools ? 1 : 0;
+    return logged("deviceGetAttribute(" + attr + "," + device + ")", "deviceGetAttribute");
+  }
+
+  @Override
+  public int mallocAsync(long[] outPtr, long bytes, long stream) {
+    Integer rc = scripted("mallocAsync");
+    if (rc != null) {
+      log.add("mallocAsync(" + bytes + "," + stream(stream) + ")=" + rc);
+      outPtr[0] = 0;
+      return rc;
+    }
+    if (!validStream(stream)) {
+      return INVALID_RESOURCE_HANDLE;
+    }
+    long a = NativeMemory.allocate(bytes);
+    NativeMemory.fill(a, bytes, GARBAGE);
+    allocations.put(a, bytes);
+    liveBytes.addAndGet(bytes);
+    outPtr[0] = a;
+    log.add("mallocAsync(" + bytes + "," + stream(stream) + ")->" + hex(a));
+    return SUCCESS;
+  }
+
+  @Override
+  public int freeAsync(long ptr, long stream) {
+    freeThreads.add("freeAsync@" + Thread.currentThread().getName());
+    int rc = logged("freeAsync(" + hex(ptr) + "," + stream(stream) + ")", "freeAsync");
+    if (rc != SUCCESS) {
+      return rc;
+    }
+    if (!validStream(stream)) {
+      return INVALID_RESOURCE_HANDLE;
     }
     Long bytes = allocations.remove(ptr);
     if (bytes == null) {
@@ -314,7 +401,20 @@ public final class FakeCuda implements CudaApi {
   @Override
   public int streamWaitEvent(long stream, long event) {
     int rc = logged("streamWaitEvent(" + stream(stream) + "," + event(event) + ")", "streamWaitEvent");
-    return rc == SUCCESS && (!validStream(stream) || !eventState.containsKey(event)) ? INVALID_RESOURCE_HANDLE : rc;
+    if (rc == SUCCESS && (!validStream(stream) || !eventState.containsKey(event))) {
+      return INVALID_RESOURCE_HANDLE;
+    }
+    Event e = eventState.get(event);
+    if (rc == SUCCESS && e != null && e.captured) {
+      // Waiting on a captured event: a capturing stream joins back whatever stream recorded it; any
+      // other stream joins the capture.
+      if (capturing.containsKey(stream)) {
+        joined.remove(e.stream);
+      } else {
+        joined.put(stream, e.stream);
+      }
+    }
+    return rc;
   }
 
   @Override
@@ -351,7 +451,8 @@ public final class FakeCuda implements CudaApi {
       return INVALID_RESOURCE_HANDLE;
     }
     e.stream = stream;
-    e.complete = autoComplete;
+    e.captured = capturing.containsKey(stream) || joined.containsKey(stream);
+    e.complete = autoComplete && !e.captured;
     e.recorded = true;
     return SUCCESS;
   }
@@ -365,6 +466,10 @@ public final class FakeCuda implements CudaApi {
     Event e = eventState.get(event);
     if (e == null) {
       return INVALID_RESOURCE_HANDLE;
+    }
+    if (e.captured) {
+      // As in CUDA: an event recorded in a capture cannot be queried.
+      return ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
     return !e.recorded || e.complete ? SUCCESS : ERROR_NOT_READY;
   }
@@ -413,6 +518,8 @@ public final class FakeCuda implements CudaApi {
       case INVALID_DEVICE: return "cudaErrorInvalidDevice";
       case INVALID_RESOURCE_HANDLE: return "cudaErrorInvalidResourceHandle";
       case ERROR_NOT_READY: return "cudaErrorNotReady";
+      case ERROR_STREAM_CAPTURE_UNSUPPORTED: return "cudaErrorStreamCaptureUnsupported";
+      case ERROR_STREAM_CAPTURE_UNJOINED: return "cudaErrorStreamCaptureUnjoined";
       default: return "cudaErrorUnknown";
     }
   }
@@ -429,6 +536,8 @@ public final class FakeCuda implements CudaApi {
       case INVALID_DEVICE: return "invalid device ordinal";
       case INVALID_RESOURCE_HANDLE: return "invalid resource handle";
       case ERROR_NOT_READY: return "device not ready";
+      case ERROR_STREAM_CAPTURE_UNSUPPORTED: return "operation not permitted when stream is capturing";
+      case ERROR_STREAM_CAPTURE_UNJOINED: return "capture was not joined";
       default: return "unknown error";
     }
   }
@@ -437,5 +546,70 @@ public final class FakeCuda implements CudaApi {
   public int getLastError() {
     log.add("getLastError()");
     return SUCCESS;
+  }
+
+  @Override
+  public int streamIsCapturing(long stream, int[] out) {
+    out[0] = capturing.containsKey(stream) ? STREAM_CAPTURE_STATUS_ACTIVE : STREAM_CAPTURE_STATUS_NONE;
+    int rc = logged("streamIsCapturing(" + stream(stream) + ")", "streamIsCapturing");
+    return rc == SUCCESS && !validStream(stream) ? INVALID_RESOURCE_HANDLE : rc;
+  }
+
+  @Override
+  public int threadExchangeStreamCaptureMode(int[] mode) {
+    int[] mine = captureMode.get();
+    int old = mine[0];
+    mine[0] = mode[0];
+    mode[0] = old;
+    return logged("threadExchangeStreamCaptureMode(" + mine[0] + ")", "threadExchangeStreamCaptureMode");
+  }
+
+  /** The calling thread's capture mode (cudaStreamCaptureModeGlobal until exchanged). */
+  public int captureModeOfThisThread() {
+    return captureMode.get()[0];
+  }
+
+  @Override
+  public int streamBeginCapture(long stream, int mode) {
+    int rc = logged("streamBeginCapture(" + stream(stream) + "," + mode + ")", "streamBeginCapture");
+    if (rc == SUCCESS) {
+      capturing.put(stream, true);
+    }
+    return rc;
+  }
+
+  /** Fails with cudaErrorStreamCaptureUnjoined while a stream that joined the capture was not joined back. */
+  @Override
+  public int streamEndCapture(long stream, long[] outGraph) {
+    int rc = logged("streamEndCapture(" + stream(stream) + ")", "streamEndCapture");
+    if (rc != SUCCESS) {
+      return rc;
+    }
+    capturing.remove(stream);
+    boolean unjoined = joined.containsValue(stream);
+    joined.values().removeIf(origin -> origin == stream);
+    outGraph[0] = 0x6_0000_0001L;
+    return unjoined ? ERROR_STREAM_CAPTURE_UNJOINED : SUCCESS;
+  }
+
+  @Override
+  public int graphInstantiate(long[] outExec, long graph) {
+    outExec[0] = 0x6_1000_0001L;
+    return logged("graphInstantiate()", "graphInstantiate");
+  }
+
+  @Override
+  public int graphLaunch(long exec, long stream) {
+    return logged("graphLaunch(" + stream(stream) + ")", "graphLaunch");
+  }
+
+  @Override
+  public int graphExecDestroy(long exec) {
+    return logged("graphExecDestroy()", "graphExecDestroy");
+  }
+
+  @Override
+  public int graphDestroy(long graph) {
+    return logged("graphDestroy()", "graphDestroy");
   }
 }

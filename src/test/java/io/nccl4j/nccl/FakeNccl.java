@@ -6,14 +6,19 @@ import static io.nccl4j.nccl.FakeCuda.stream;
 import io.nccl4j.DType;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.nccl.bind.NcclApi;
+import io.nccl4j.nccl.bind.NcclConfig;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -24,7 +29,21 @@ import java.util.concurrent.atomic.AtomicLong;
  * at {@code ncclGroupEnd}. Every call is logged with its arguments (addresses in hex, counts,
  * datatype code, operator code, root or peer, communicator, stream) to the {@link CallLog}.
  *
- * <p>Scriptable: the next call of any function can return a chosen code ({@link #failNext});
+ * <p>It also checks NCCL's rules and records each breach in {@link #violations()}: two threads inside
+ * calls of one communicator at once; a call on a nonblocking communicator, other than
+ * {@code ncclCommGetAsyncError} and {@code ncclCommAbort}, while its previous call is still in
+ * progress (NCCL answers ncclInvalidArgument and breaks the communicator); any call on a
+ * communicator after it was destroyed or aborted (a use after free in NCCL). An abort that goes
+ * ahead while another thread is inside a call is recorded apart ({@link #forcedAborts()}): nccl4j
+ * does that only to release a call stuck past its grace.
+ *
+ * <p>A communicator created with {@code config.blocking = 0} is nonblocking as in NCCL: init, each
+ * enqueue and group end, and finalize answer ncclInProgress, and {@code ncclCommGetAsyncError}
+ * answers ncclInProgress for the next {@link #pollsToComplete} polls, then completes the job; an
+ * error of an enqueue becomes the communicator's asynchronous error.
+ *
+ * <p>Scriptable: the next call of any function can return a chosen code ({@link #failNext}), run an
+ * action first ({@link #beforeNext}), or block until released or aborted ({@link #blockNext});
  * {@link #asyncError} is what {@code ncclCommGetAsyncError} reports; {@link #blockAbort} makes
  * {@code ncclCommAbort} wait on a latch; {@link #lastError} is what {@code ncclGetLastError} says.
  */
@@ -32,35 +51,76 @@ public final class FakeNccl implements NcclApi {
   static final long COMM_BASE = 0xC_0000_0000L;
   /** The first handle ncclRedOpCreatePreMulSum returns (NCCL's user operators start after ncclNumOps = 5). */
   public static final int FIRST_USER_OP = 5;
+  /** ncclInProgress. */
+  public static final int IN_PROGRESS = 7;
+  /** ncclInternalError: what a call released by an abort returns. */
+  public static final int INTERNAL_ERROR = 3;
 
   /** One ncclRedOpCreatePreMulSum call: the operator it returned, the datatype and the scalar's bits. */
   public record PreMul(int op, int datatype, long scalarBits) {}
 
+  /** What the fake knows of one communicator. */
+  private static final class Comm {
+    final int nranks;
+    final int rank;
+    final boolean nonBlocking;
+    volatile boolean live = true;
+    volatile Thread inside;
+    volatile String insideCall;
+    /** Polls of ncclCommGetAsyncError still answering ncclInProgress for the pending job (nonblocking). */
+    final AtomicInteger pending = new AtomicInteger();
+    volatile int asyncResult;
+    volatile boolean abortRequested;
+
+    Comm(int nranks, int rank, boolean nonBlocking) {
+      this.nranks = nranks;
+      this.rank = rank;
+      this.nonBlocking = nonBlocking;
+    }
+  }
+
   private final CallLog log;
   private final AtomicLong comms = new AtomicLong();
-  private final Map<Long, int[]> commInfo = new ConcurrentHashMap<>();
+  private final Map<Long, Comm> commInfo = new ConcurrentHashMap<>();
   private final AtomicInteger userOps = new AtomicInteger(FIRST_USER_OP);
   private final Map<String, Deque<Integer>> script = new ConcurrentHashMap<>();
   private final Map<String, Runnable> hooks = new ConcurrentHashMap<>();
+  private final Map<String, CountDownLatch[]> blocks = new ConcurrentHashMap<>();
   private final List<PreMul> preMuls = new ArrayList<>();
   private final Random random = new Random(42);
   private final Deque<long[]> sends = new ArrayDeque<>();
   private final Deque<long[]> recvs = new ArrayDeque<>();
-  private int groupDepth;
+  private final List<String> violations = new CopyOnWriteArrayList<>();
+  private final List<String> forcedAborts = new CopyOnWriteArrayList<>();
+  private final Map<Long, Long> memory = new ConcurrentHashMap<>();
+  private final Map<Long, long[]> registrations = new ConcurrentHashMap<>();
+  private final AtomicLong handles = new AtomicLong(0x7_0000_0000L);
+  private final ThreadLocal<Set<Long>> groupComms = ThreadLocal.withInitial(LinkedHashSet::new);
+  private final ThreadLocal<int[]> groupDepth = ThreadLocal.withInitial(() -> new int[1]);
 
   private volatile int versionCode = 22304;
-  /** What ncclCommGetAsyncError reports (0: healthy). */
+  private volatile int boundCode = 23007;
+  /** What ncclCommGetAsyncError reports (0: healthy); the communicator's own stored error comes first. */
   public final AtomicInteger asyncError = new AtomicInteger();
-  /** ncclInProgress. */
-  public static final int IN_PROGRESS = 7;
   /**
-   * The next this-many polls of ncclCommGetAsyncError answer ncclInProgress (a non-blocking
-   * communicator still initialising or enqueueing); {@link Integer#MAX_VALUE}: forever.
+   * The next this-many polls of ncclCommGetAsyncError answer ncclInProgress whatever the state (a
+   * slow init or enqueue); {@link Integer#MAX_VALUE}: forever.
    */
   public final AtomicInteger inProgressPolls = new AtomicInteger();
+  /** How many polls a nonblocking job answers ncclInProgress before it completes. */
+  public volatile int pollsToComplete = 2;
+  /** Nanoseconds every call spends inside (busy), to widen the windows the rules are checked in. */
+  public volatile long callNanos;
+  /**
+   * On: every communicator of this fake counts as one device's, and two threads inside calls of
+   * any of them at once is a breach (NCCL forbids it for communicators of one device in a process).
+   */
+  private volatile boolean checkDevices;
+  private volatile Thread deviceInside;
   private volatile CountDownLatch abortGate;
   private final AtomicInteger aborts = new AtomicInteger();
   private volatile String lastError = "fake last error";
+  private final Map<Integer, Long> memStats = new ConcurrentHashMap<>();
 
   public FakeNccl(CallLog log) {
     this.log = log;
@@ -71,6 +131,12 @@ public final class FakeNccl implements NcclApi {
   /** The code ncclGetVersion reports, e.g. 22304 for 2.23.4 or 20906 for 2.9.6. */
   public FakeNccl version(int code) {
     versionCode = code;
+    return this;
+  }
+
+  /** The NCCL_VERSION_CODE of the "binding" (23007 by default: the default line; 22703: the CUDA 12 line). */
+  public FakeNccl bound(int code) {
+    boundCode = code;
     return this;
   }
 
@@ -87,6 +153,16 @@ public final class FakeNccl implements NcclApi {
     hooks.put(function, action);
   }
 
+  /**
+   * The next call of {@code function} blocks inside NCCL — as a blocking launch waiting for a peer
+   * — until {@code release} opens (then it proceeds normally) or its communicator is aborted (then
+   * it returns ncclInternalError, as NCCL's abort flag makes it). {@code entered} opens when it
+   * blocks.
+   */
+  public void blockNext(String function, CountDownLatch entered, CountDownLatch release) {
+    blocks.put(function, new CountDownLatch[] {entered, release});
+  }
+
   /** ncclCommAbort blocks until {@code gate} opens (null: it returns at once). */
   public void blockAbort(CountDownLatch gate) {
     abortGate = gate;
@@ -100,8 +176,43 @@ public final class FakeNccl implements NcclApi {
     lastError = text;
   }
 
+  /** What ncclCommMemStats reports for statistic {@code stat}. */
+  public void memStat(int stat, long value) {
+    memStats.put(stat, value);
+  }
+
   public synchronized List<PreMul> preMuls() {
     return List.copyOf(preMuls);
+  }
+
+  /** See {@link #checkDevices}. */
+  public void checkDevices(boolean on) {
+    checkDevices = on;
+  }
+
+  /** Breaches of NCCL's rules, in the order they happened (empty when nccl4j kept them all). */
+  public List<String> violations() {
+    return List.copyOf(violations);
+  }
+
+  /** Aborts that went ahead while another thread was inside a call of the communicator. */
+  public List<String> forcedAborts() {
+    return List.copyOf(forcedAborts);
+  }
+
+  /** Communicators neither destroyed nor aborted. */
+  public int liveComms() {
+    return (int) commInfo.values().stream().filter(c -> c.live).count();
+  }
+
+  /** Bytes from ncclMemAlloc not yet freed. */
+  public long liveNcclMemory() {
+    return memory.values().stream().mapToLong(Long::longValue).sum();
+  }
+
+  /** Buffers registered (ncclCommRegister or windows) and not deregistered. */
+  public int liveRegistrations() {
+    return registrations.size();
   }
 
   public static String comm(long h) {
@@ -128,16 +239,127 @@ public final class FakeNccl implements NcclApi {
     return rc == null ? 0 : rc;
   }
 
+  // ------------------------------------------------------------------ the rules
+
+  /**
+   * Enters a call on {@code h}: checks that no other thread is inside one, that the communicator is
+   * live, and (nonblocking, unless {@code anyState}) that no job is pending. Returns the state, or
+   * null for a freed communicator.
+   */
+  private Comm enter(long h, String function, boolean anyState) {
+    Comm c = commInfo.get(h);
+    if (c == null || !c.live) {
+      violations.add(function + " on " + comm(h) + " after it was destroyed or aborted");
+      return null;
+    }
+    Thread me = Thread.currentThread();
+    Thread other = c.inside;
+    if (other != null && other != me) {
+      violations.add(function + " on " + comm(h) + " (thread " + me.getName() + ") while " + c.insideCall
+          + " runs on thread " + other.getName());
+    }
+    if (!anyState && c.nonBlocking && c.pending.get() > 0) {
+      violations.add(function + " on nonblocking " + comm(h) + " while its previous call is in progress");
+    }
+    c.inside = me;
+    c.insideCall = function;
+    if (checkDevices) {
+      Thread dev = deviceInside;
+      if (dev != null && dev != me) {
+        violations.add(function + " on " + comm(h) + " (thread " + me.getName() + ") while thread " + dev.getName()
+            + " is inside a call of another communicator of the device");
+      }
+      deviceInside = me;
+    }
+    busy();
+    return c;
+  }
+
+  private void exit(Comm c) {
+    if (c != null && c.inside == Thread.currentThread()) {
+      c.inside = null;
+    }
+    if (checkDevices && deviceInside == Thread.currentThread()) {
+      deviceInside = null;
+    }
+  }
+
+  private void busy() {
+    long n = callNanos;
+    if (n > 0) {
+      long end = System.nanoTime() + n;
+      while (System.nanoTime() < end) {
+        Thread.onSpinWait();
+      }
+    }
+  }
+
+  /**
+   * What an enqueue on {@code c} returns: its scripted code; on a nonblocking communicator an error
+   * is stored as the communicator's error, and success becomes ncclInProgress with a pending job
+   * (outside a group; in a group the job starts at ncclGroupEnd).
+   */
+  private int enqueued(Comm c, long h, int rc) {
+    if (c == null) {
+      return 4;
+    }
+    if (!c.nonBlocking) {
+      return rc;
+    }
+    if (rc != 0) {
+      c.asyncResult = rc;
+      return rc;
+    }
+    if (groupDepth.get()[0] > 0) {
+      groupComms.get().add(h);
+      return 0;
+    }
+    c.pending.set(pollsToComplete);
+    return IN_PROGRESS;
+  }
+
+  /** A call that blocks when {@link #blockNext} asked for it; returns the code to return instead, or null. */
+  private Integer blocked(String function, Comm c) {
+    CountDownLatch[] b = blocks.remove(function);
+    if (b == null) {
+      return null;
+    }
+    b[0].countDown();
+    while (true) {
+      try {
+        if (b[1].await(1, TimeUnit.MILLISECONDS)) {
+          return null;
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return INTERNAL_ERROR;
+      }
+      if (c != null && c.abortRequested) {
+        return INTERNAL_ERROR;
+      }
+    }
+  }
+
   private static long bytes(long count, int datatype) {
     return count * DType.fromNcclCode(datatype).size();
   }
 
-  private int collective(String entry, String function, long send, long recv, long bytes) {
-    int rc = logged(entry, function);
-    if (rc == 0) {
-      NativeMemory.copy(send, recv, bytes);
+  private int collective(String entry, String function, long h, long send, long recv, long bytes) {
+    Comm c = enter(h, function, false);
+    try {
+      Integer b = blocked(function, c);
+      if (b != null) {
+        log.add(entry + "=" + b);
+        return b;
+      }
+      int rc = logged(entry, function);
+      if (rc == 0 && c != null) {
+        NativeMemory.copy(send, recv, bytes);
+      }
+      return enqueued(c, h, rc);
+    } finally {
+      exit(c);
     }
-    return rc;
   }
 
   private synchronized void matchPointToPoint() {
@@ -149,6 +371,11 @@ public final class FakeNccl implements NcclApi {
   }
 
   // ------------------------------------------------------------------ NcclApi
+
+  @Override
+  public int boundVersionCode() {
+    return boundCode;
+  }
 
   @Override
   public int getVersion(int[] out) {
@@ -165,6 +392,12 @@ public final class FakeNccl implements NcclApi {
     return rc;
   }
 
+  private long newComm(int nranks, int rank, boolean nonBlocking) {
+    long h = COMM_BASE + comms.incrementAndGet();
+    commInfo.put(h, new Comm(nranks, rank, nonBlocking));
+    return h;
+  }
+
   @Override
   public int commInitRank(long[] outComm, int nranks, byte[] uniqueId, int rank) {
     Integer rc = scripted("ncclCommInitRank");
@@ -173,56 +406,127 @@ public final class FakeNccl implements NcclApi {
       outComm[0] = 0;
       return rc;
     }
-    long h = COMM_BASE + comms.incrementAndGet();
-    commInfo.put(h, new int[] {nranks, rank});
+    long h = newComm(nranks, rank, false);
     outComm[0] = h;
     log.add("ncclCommInitRank(" + nranks + "," + rank + ")->" + comm(h));
     return 0;
   }
 
+  /** Logs the settings that differ from NCCL_CONFIG_INITIALIZER's, e.g. {@code maxCTAs=2}. */
+  private static String settings(NcclConfig c) {
+    StringBuilder sb = new StringBuilder();
+    if (c.blocking() == 0) {
+      sb.append(",nonblocking");
+    }
+    if (c.maxCTAs() != NcclConfig.UNDEF) {
+      sb.append(",maxCTAs=").append(c.maxCTAs());
+    }
+    if (c.splitShare() != NcclConfig.UNDEF) {
+      sb.append(",splitShare=").append(c.splitShare());
+    }
+    return sb.toString();
+  }
+
   @Override
-  public int commInitRankConfig(long[] outComm, int nranks, byte[] uniqueId, int rank, boolean blocking) {
-    String entry = "ncclCommInitRankConfig(" + nranks + "," + rank + (blocking ? "" : ",nonblocking") + ")";
+  public int commInitRankConfig(long[] outComm, int nranks, byte[] uniqueId, int rank, NcclConfig config) {
+    boolean nonBlocking = config.blocking() == 0;
+    String entry = "ncclCommInitRankConfig(" + nranks + "," + rank + settings(config) + ")";
     Integer rc = scripted("ncclCommInitRankConfig");
     if (rc != null && rc != IN_PROGRESS) {
       log.add(entry + "=" + rc);
       outComm[0] = 0;
       return rc;
     }
-    long h = COMM_BASE + comms.incrementAndGet();
-    commInfo.put(h, new int[] {nranks, rank});
+    long h = newComm(nranks, rank, nonBlocking);
     outComm[0] = h;
     log.add(entry + "->" + comm(h) + (rc == null ? "" : "=" + rc));
+    if (nonBlocking) {
+      commInfo.get(h).pending.set(pollsToComplete);
+      return IN_PROGRESS;
+    }
     return rc == null ? 0 : rc;
   }
 
   @Override
   public int commInitAll(long[] outComms, int[] devices) {
     for (int i = 0; i < devices.length; i++) {
-      long h = COMM_BASE + comms.incrementAndGet();
-      commInfo.put(h, new int[] {devices.length, i});
-      outComms[i] = h;
+      outComms[i] = newComm(devices.length, i, false);
     }
     return logged("ncclCommInitAll(" + devices.length + ")", "ncclCommInitAll");
   }
 
   @Override
+  public int commSplit(long comm, int color, int key, long[] outComm, NcclConfig config) {
+    Comm c = enter(comm, "ncclCommSplit", false);
+    try {
+      int rc = logged("ncclCommSplit(" + comm(comm) + "," + color + "," + key + ")", "ncclCommSplit");
+      outComm[0] = rc == 0 && c != null && color >= 0 ? newComm(1, 0, c.nonBlocking) : 0;
+      return enqueued(c, comm, rc);
+    } finally {
+      exit(c);
+    }
+  }
+
+  @Override
+  public int commShrink(long comm, int[] excludeRanks, long[] outComm, NcclConfig config, int flags) {
+    Comm c = enter(comm, "ncclCommShrink", false);
+    try {
+      int rc = logged("ncclCommShrink(" + comm(comm) + "," + java.util.Arrays.toString(excludeRanks) + "," + flags
+          + ")", "ncclCommShrink");
+      outComm[0] = rc == 0 && c != null ? newComm(c.nranks - excludeRanks.length, 0, c.nonBlocking) : 0;
+      return enqueued(c, comm, rc);
+    } finally {
+      exit(c);
+    }
+  }
+
+  @Override
   public int commFinalize(long comm) {
-    return logged("ncclCommFinalize(" + comm(comm) + ")", "ncclCommFinalize");
+    Comm c = enter(comm, "ncclCommFinalize", false);
+    try {
+      Integer b = blocked("ncclCommFinalize", c);
+      if (b != null) {
+        log.add("ncclCommFinalize(" + comm(comm) + ")=" + b);
+        return b;
+      }
+      int rc = logged("ncclCommFinalize(" + comm(comm) + ")", "ncclCommFinalize");
+      return enqueued(c, comm, rc);
+    } finally {
+      exit(c);
+    }
   }
 
   @Override
   public int commDestroy(long comm) {
-    int rc = logged("ncclCommDestroy(" + comm(comm) + ")", "ncclCommDestroy");
-    if (rc == 0 && commInfo.remove(comm) == null) {
-      return 4;
+    Comm c = enter(comm, "ncclCommDestroy", false);
+    try {
+      int rc = logged("ncclCommDestroy(" + comm(comm) + ")", "ncclCommDestroy");
+      if (c == null) {
+        return 4;
+      }
+      if (rc == 0) {
+        c.live = false;
+      }
+      return rc;
+    } finally {
+      exit(c);
     }
-    return rc;
   }
 
   @Override
   public int commAbort(long comm) {
     aborts.incrementAndGet();
+    Comm c = commInfo.get(comm);
+    if (c == null || !c.live) {
+      violations.add("ncclCommAbort on " + comm(comm) + " after it was destroyed or aborted");
+    } else {
+      c.abortRequested = true;
+      Thread other = c.inside;
+      if (other != null && other != Thread.currentThread()) {
+        forcedAborts.add("ncclCommAbort on " + comm(comm) + " while " + c.insideCall + " runs on thread "
+            + other.getName());
+      }
+    }
     int rc = logged("ncclCommAbort(" + comm(comm) + ")", "ncclCommAbort");
     CountDownLatch gate = abortGate;
     if (gate != null) {
@@ -232,25 +536,46 @@ public final class FakeNccl implements NcclApi {
         Thread.currentThread().interrupt();
       }
     }
-    commInfo.remove(comm);
+    if (c != null) {
+      c.live = false;
+      c.pending.set(0);
+    }
     return rc;
   }
 
   @Override
   public int commGetAsyncError(long comm, int[] out) {
-    int rc = logged("ncclCommGetAsyncError(" + comm(comm) + ")", "ncclCommGetAsyncError");
-    if (rc == 0 && inProgressPolls.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
-      out[0] = IN_PROGRESS;
-      return rc;
+    Comm c = enter(comm, "ncclCommGetAsyncError", true);
+    try {
+      int rc = logged("ncclCommGetAsyncError(" + comm(comm) + ")", "ncclCommGetAsyncError");
+      if (rc != 0 || c == null) {
+        out[0] = 0;
+        return c == null ? 4 : rc;
+      }
+      if (inProgressPolls.getAndUpdate(n -> Math.max(0, n - (n == Integer.MAX_VALUE ? 0 : 1))) > 0) {
+        out[0] = IN_PROGRESS;
+        return 0;
+      }
+      if (c.asyncResult != 0) {
+        out[0] = c.asyncResult;
+        return 0;
+      }
+      if (c.pending.get() > 0) {
+        // NCCL >= 2.26 completes (and frees) the pending group job inside this call.
+        out[0] = c.pending.decrementAndGet() > 0 ? IN_PROGRESS : asyncError.get();
+        return 0;
+      }
+      out[0] = asyncError.get();
+      return 0;
+    } finally {
+      exit(c);
     }
-    out[0] = rc == 0 ? asyncError.get() : 0;
-    return rc;
   }
 
   @Override
   public int commCount(long comm, int[] out) {
-    int[] info = commInfo.get(comm);
-    out[0] = info == null ? 0 : info[0];
+    Comm c = commInfo.get(comm);
+    out[0] = c == null ? 0 : c.nranks;
     return logged("ncclCommCount(" + comm(comm) + ")", "ncclCommCount");
   }
 
@@ -262,12 +587,114 @@ public final class FakeNccl implements NcclApi {
 
   @Override
   public int commUserRank(long comm, int[] out) {
-    int[] info = commInfo.get(comm);
-    out[0] = info == null ? 0 : info[1];
+    Comm c = commInfo.get(comm);
+    out[0] = c == null ? 0 : c.rank;
     return logged("ncclCommUserRank(" + comm(comm) + ")", "ncclCommUserRank");
   }
 
-  /** The texts of NCCL 2.23's ncclGetErrorString. */
+  @Override
+  public int commMemStats(long comm, int stat, long[] out) {
+    Comm c = enter(comm, "ncclCommMemStats", false);
+    try {
+      out[0] = memStats.getOrDefault(stat, 0L);
+      return logged("ncclCommMemStats(" + comm(comm) + "," + stat + ")", "ncclCommMemStats");
+    } finally {
+      exit(c);
+    }
+  }
+
+  @Override
+  public int memAlloc(long[] outPtr, long bytes) {
+    int rc = logged("ncclMemAlloc(" + bytes + ")", "ncclMemAlloc");
+    if (rc != 0) {
+      outPtr[0] = 0;
+      return rc;
+    }
+    long a = NativeMemory.allocate(bytes);
+    NativeMemory.fill(a, bytes, FakeCuda.GARBAGE);
+    memory.put(a, bytes);
+    outPtr[0] = a;
+    return 0;
+  }
+
+  @Override
+  public int memFree(long ptr) {
+    int rc = logged("ncclMemFree(" + hex(ptr) + ")", "ncclMemFree");
+    if (rc != 0) {
+      return rc;
+    }
+    if (memory.remove(ptr) == null) {
+      violations.add("ncclMemFree of " + hex(ptr) + ", which ncclMemAlloc did not return");
+      return 4;
+    }
+    NativeMemory.free(ptr);
+    return 0;
+  }
+
+  @Override
+  public int commRegister(long comm, long buffer, long bytes, long[] outHandle) {
+    Comm c = enter(comm, "ncclCommRegister", false);
+    try {
+      int rc = logged("ncclCommRegister(" + comm(comm) + "," + hex(buffer) + "," + bytes + ")", "ncclCommRegister");
+      if (rc == 0) {
+        long handle = handles.incrementAndGet();
+        registrations.put(handle, new long[] {comm, buffer});
+        outHandle[0] = handle;
+      }
+      return rc;
+    } finally {
+      exit(c);
+    }
+  }
+
+  @Override
+  public int commDeregister(long comm, long handle) {
+    Comm c = enter(comm, "ncclCommDeregister", false);
+    try {
+      int rc = logged("ncclCommDeregister(" + comm(comm) + "," + hex(handle) + ")", "ncclCommDeregister");
+      if (rc == 0 && registrations.remove(handle) == null) {
+        violations.add("ncclCommDeregister of " + hex(handle) + ", which is not registered");
+        return 4;
+      }
+      return rc;
+    } finally {
+      exit(c);
+    }
+  }
+
+  @Override
+  public int commWindowRegister(long comm, long buffer, long bytes, long[] outWindow, int flags) {
+    Comm c = enter(comm, "ncclCommWindowRegister", false);
+    try {
+      int rc = logged("ncclCommWindowRegister(" + comm(comm) + "," + hex(buffer) + "," + bytes + "," + flags + ")",
+          "ncclCommWindowRegister");
+      if (rc == 0) {
+        long w = handles.incrementAndGet();
+        registrations.put(w, new long[] {comm, buffer});
+        outWindow[0] = w;
+      }
+      return enqueued(c, comm, rc);
+    } finally {
+      exit(c);
+    }
+  }
+
+  @Override
+  public int commWindowDeregister(long comm, long window) {
+    Comm c = enter(comm, "ncclCommWindowDeregister", false);
+    try {
+      int rc = logged("ncclCommWindowDeregister(" + comm(comm) + "," + hex(window) + ")", "ncclCommWindowDeregister");
+      if (rc == 0 && registrations.remove(window) == null) {
+        violations.add("ncclCommWindowDeregister of " + hex(window) + ", which is not registered");
+        return 4;
+      }
+      return enqueued(c, comm, rc);
+    } finally {
+      exit(c);
+    }
+  }
+
+  /** The texts of NCCL 2.30's ncclGetErrorString. */
   @Override
   public String getErrorString(int result) {
     log.add("ncclGetErrorString(" + result + ")");
@@ -280,6 +707,7 @@ public final class FakeNccl implements NcclApi {
       case 5: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
       case 6: return "remote process exited or there was a network error";
       case 7: return "NCCL operation in progress";
+      case 8: return "NCCL operation timed out";
       default: return "unknown result code";
     }
   }
@@ -295,103 +723,158 @@ public final class FakeNccl implements NcclApi {
     int size = DType.fromNcclCode(datatype).size();
     long bits;
     switch (size) {
+      case 1: bits = NativeMemory.getByte(scalarHostAddress) & 0xFFL; break;
       case 2: bits = NativeMemory.getShort(scalarHostAddress) & 0xFFFFL; break;
       case 4: bits = NativeMemory.getInt(scalarHostAddress) & 0xFFFF_FFFFL; break;
       default: bits = NativeMemory.getLong(scalarHostAddress);
     }
-    Integer rc = scripted("ncclRedOpCreatePreMulSum");
-    String entry = "ncclRedOpCreatePreMulSum(" + hex(bits) + "," + datatype + "," + comm(comm) + ")";
-    if (rc != null) {
-      log.add(entry + "=" + rc);
-      return rc;
+    Comm c = enter(comm, "ncclRedOpCreatePreMulSum", false);
+    try {
+      Integer rc = scripted("ncclRedOpCreatePreMulSum");
+      String entry = "ncclRedOpCreatePreMulSum(" + hex(bits) + "," + datatype + "," + comm(comm) + ")";
+      if (rc != null) {
+        log.add(entry + "=" + rc);
+        return rc;
+      }
+      int op = userOps.getAndIncrement();
+      synchronized (this) {
+        preMuls.add(new PreMul(op, datatype, bits));
+      }
+      outOp[0] = op;
+      log.add(entry + "->" + op);
+      return 0;
+    } finally {
+      exit(c);
     }
-    int op = userOps.getAndIncrement();
-    synchronized (this) {
-      preMuls.add(new PreMul(op, datatype, bits));
-    }
-    outOp[0] = op;
-    log.add(entry + "->" + op);
-    return 0;
   }
 
   @Override
   public int redOpDestroy(int op, long comm) {
-    return logged("ncclRedOpDestroy(" + op + "," + comm(comm) + ")", "ncclRedOpDestroy");
+    Comm c = enter(comm, "ncclRedOpDestroy", false);
+    try {
+      return logged("ncclRedOpDestroy(" + op + "," + comm(comm) + ")", "ncclRedOpDestroy");
+    } finally {
+      exit(c);
+    }
   }
 
   @Override
   public int allReduce(long send, long recv, long count, int datatype, int op, long comm, long stream) {
     return collective("ncclAllReduce(" + hex(send) + "," + hex(recv) + "," + count + "," + datatype + "," + op + ","
-        + comm(comm) + "," + stream(stream) + ")", "ncclAllReduce", send, recv, bytes(count, datatype));
+        + comm(comm) + "," + stream(stream) + ")", "ncclAllReduce", comm, send, recv, bytes(count, datatype));
   }
 
   @Override
   public int reduceScatter(long send, long recv, long recvCount, int datatype, int op, long comm, long stream) {
     return collective("ncclReduceScatter(" + hex(send) + "," + hex(recv) + "," + recvCount + "," + datatype + ","
-        + op + "," + comm(comm) + "," + stream(stream) + ")", "ncclReduceScatter", send, recv,
+        + op + "," + comm(comm) + "," + stream(stream) + ")", "ncclReduceScatter", comm, send, recv,
         bytes(recvCount, datatype));
   }
 
   @Override
   public int allGather(long send, long recv, long sendCount, int datatype, long comm, long stream) {
     return collective("ncclAllGather(" + hex(send) + "," + hex(recv) + "," + sendCount + "," + datatype + ","
-        + comm(comm) + "," + stream(stream) + ")", "ncclAllGather", send, recv, bytes(sendCount, datatype));
+        + comm(comm) + "," + stream(stream) + ")", "ncclAllGather", comm, send, recv, bytes(sendCount, datatype));
   }
 
   @Override
   public int broadcast(long send, long recv, long count, int datatype, int root, long comm, long stream) {
     return collective("ncclBroadcast(" + hex(send) + "," + hex(recv) + "," + count + "," + datatype + "," + root + ","
-        + comm(comm) + "," + stream(stream) + ")", "ncclBroadcast", send, recv, bytes(count, datatype));
+        + comm(comm) + "," + stream(stream) + ")", "ncclBroadcast", comm, send, recv, bytes(count, datatype));
   }
 
   @Override
   public int reduce(long send, long recv, long count, int datatype, int op, int root, long comm, long stream) {
     return collective("ncclReduce(" + hex(send) + "," + hex(recv) + "," + count + "," + datatype + "," + op + ","
-        + root + "," + comm(comm) + "," + stream(stream) + ")", "ncclReduce", send, recv, bytes(count, datatype));
+        + root + "," + comm(comm) + "," + stream(stream) + ")", "ncclReduce", comm, send, recv,
+        bytes(count, datatype));
+  }
+
+  @Override
+  public int alltoAll(long send, long recv, long count, int datatype, long comm, long stream) {
+    return collective("ncclAlltoAll(" + hex(send) + "," + hex(recv) + "," + count + "," + datatype + ","
+        + comm(comm) + "," + stream(stream) + ")", "ncclAlltoAll", comm, send, recv, bytes(count, datatype));
+  }
+
+  @Override
+  public int gather(long send, long recv, long count, int datatype, int root, long comm, long stream) {
+    return collective("ncclGather(" + hex(send) + "," + hex(recv) + "," + count + "," + datatype + "," + root + ","
+        + comm(comm) + "," + stream(stream) + ")", "ncclGather", comm, send, recv, bytes(count, datatype));
+  }
+
+  @Override
+  public int scatter(long send, long recv, long count, int datatype, int root, long comm, long stream) {
+    return collective("ncclScatter(" + hex(send) + "," + hex(recv) + "," + count + "," + datatype + "," + root + ","
+        + comm(comm) + "," + stream(stream) + ")", "ncclScatter", comm, send, recv, bytes(count, datatype));
   }
 
   @Override
   public int send(long buf, long count, int datatype, int peer, long comm, long stream) {
-    int rc = logged("ncclSend(" + hex(buf) + "," + count + "," + datatype + "," + peer + "," + comm(comm) + ","
-        + stream(stream) + ")", "ncclSend");
-    if (rc == 0) {
-      synchronized (this) {
-        sends.add(new long[] {buf, bytes(count, datatype)});
-        if (groupDepth == 0) {
-          matchPointToPoint();
+    Comm c = enter(comm, "ncclSend", false);
+    try {
+      int rc = logged("ncclSend(" + hex(buf) + "," + count + "," + datatype + "," + peer + "," + comm(comm) + ","
+          + stream(stream) + ")", "ncclSend");
+      if (rc == 0) {
+        synchronized (this) {
+          sends.add(new long[] {buf, bytes(count, datatype)});
+          if (groupDepth.get()[0] == 0) {
+            matchPointToPoint();
+          }
         }
       }
+      return enqueued(c, comm, rc);
+    } finally {
+      exit(c);
     }
-    return rc;
   }
 
   @Override
   public int recv(long buf, long count, int datatype, int peer, long comm, long stream) {
-    int rc = logged("ncclRecv(" + hex(buf) + "," + count + "," + datatype + "," + peer + "," + comm(comm) + ","
-        + stream(stream) + ")", "ncclRecv");
-    if (rc == 0) {
-      synchronized (this) {
-        recvs.add(new long[] {buf, bytes(count, datatype)});
-        if (groupDepth == 0) {
-          matchPointToPoint();
+    Comm c = enter(comm, "ncclRecv", false);
+    try {
+      int rc = logged("ncclRecv(" + hex(buf) + "," + count + "," + datatype + "," + peer + "," + comm(comm) + ","
+          + stream(stream) + ")", "ncclRecv");
+      if (rc == 0) {
+        synchronized (this) {
+          recvs.add(new long[] {buf, bytes(count, datatype)});
+          if (groupDepth.get()[0] == 0) {
+            matchPointToPoint();
+          }
         }
       }
+      return enqueued(c, comm, rc);
+    } finally {
+      exit(c);
     }
-    return rc;
   }
 
   @Override
-  public synchronized int groupStart() {
-    groupDepth++;
+  public int groupStart() {
+    groupDepth.get()[0]++;
     return logged("ncclGroupStart()", "ncclGroupStart");
   }
 
   @Override
-  public synchronized int groupEnd() {
-    groupDepth--;
+  public int groupEnd() {
+    int depth = --groupDepth.get()[0];
     int rc = logged("ncclGroupEnd()", "ncclGroupEnd");
-    if (groupDepth == 0) {
-      matchPointToPoint();
+    if (depth == 0) {
+      synchronized (this) {
+        matchPointToPoint();
+      }
+      Set<Long> touched = groupComms.get();
+      boolean inProgress = false;
+      for (long h : touched) {
+        Comm c = commInfo.get(h);
+        if (c != null && c.nonBlocking && rc == 0) {
+          c.pending.set(pollsToComplete);
+          inProgress = true;
+        }
+      }
+      touched.clear();
+      if (inProgress) {
+        return IN_PROGRESS;
+      }
     }
     return rc;
   }

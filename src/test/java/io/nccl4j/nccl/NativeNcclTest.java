@@ -34,46 +34,61 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The real libnccl.so.2 through {@link NativeRuntime} and {@link Nccl#load()}, on a machine without
- * a GPU: with the native-tests profile (the default) the bytedeco redist jar provides NCCL 2.23.4
- * and the CUDA 12.6 runtime, and a CUDA driver stub whose every function returns
- * CUDA_ERROR_STUB_LIBRARY (34) stands in for libcuda.so.1. Skipped, with the reason printed, where
- * the libraries cannot be loaded.
+ * a GPU: with the native-tests profile (the default) the fixture (native/nccl-fixture) provides
+ * Debian's build of NCCL (2.29.7) and the CUDA runtime of the binding line from bytedeco's
+ * cuda-redist jar, and a CUDA driver stub whose every function returns CUDA_ERROR_STUB_LIBRARY (34)
+ * stands in for libcuda.so.1. The binding is the default line's (NCCL API 2.30.7), newer than the
+ * library: the feature gates are exercised for real. Where the fixture was built the libraries must
+ * load; without it (a build with -DskipNativeTests, or no gcc) the class is skipped, saying why.
  */
 @Tag("native")
 class NativeNcclTest {
   private static final Duration TIMEOUT = Duration.ofSeconds(30);
 
   private static Nccl nccl;
-  private static boolean bundled;
+  private static java.util.Properties fixture;
 
   @BeforeAll
-  static void load() {
+  static void load() throws java.io.IOException {
+    fixture = NativeFixture.properties();
     NativeRuntime rt = NativeRuntime.get();
-    if (!rt.isLoaded()) {
-      System.out.println("NativeNcclTest skipped: " + rt.failure());
-      org.junit.jupiter.api.Assumptions.assumeTrue(false, rt.failure());
+    if (fixture == null) {
+      System.out.println("NativeNcclTest skipped: no NCCL fixture (built with -DskipNativeTests or without gcc)");
+      org.junit.jupiter.api.Assumptions.assumeTrue(false, "no NCCL fixture");
     }
+    assertThat(rt.failure()).as("the fixture's libraries load").isNull();
     nccl = Nccl.load();
     Found found = rt.found().get(Library.NCCL);
-    bundled = found.source() == Source.BUNDLED;
-    System.out.println("NativeNcclTest: NCCL " + nccl.version() + ", " + found + "; libraries: " + rt.found().values());
+    System.out.println("NativeNcclTest: NCCL " + nccl.version() + " (binding " + nccl.boundVersion() + "), " + found
+        + "; libraries: " + rt.found().values());
   }
 
-  // ------------------------------------------------------------------ version and unique id
+  // ------------------------------------------------------------------ version, binding, gates
 
   @Test
-  void versionIsTheBundledOne() {
+  void versionIsTheFixturesAndTheBindingIsTheDefaultLines() {
     NcclVersion v = nccl.version();
-    if (bundled) {
-      assertThat(v).isEqualTo(new NcclVersion(2, 23, 4));
-    } else {
-      System.out.println("NCCL is not the bundled one: " + v);
-      assertThat(v.atLeast(NcclVersion.V2_4)).isTrue();
-    }
+    assertThat(v.toString()).isEqualTo(fixture.getProperty("version"));
     int[] code = new int[1];
     assertThat(nccl.api().getVersion(code)).isZero();
     assertThat(NcclVersion.fromCode(code[0])).isEqualTo(v);
     assertThat(Nccl.load()).as("loaded once").isSameAs(nccl);
+    assertThat(nccl.boundVersion()).as("the bytedeco line the build binds").isEqualTo(NativeFixture.BOUND);
+  }
+
+  @Test
+  void featuresAreGatedOnTheLoadedLibraryAndTheBinding() {
+    NcclVersion v = nccl.version();
+    for (NcclFeature f : NcclFeature.values()) {
+      boolean expected = v.atLeast(f.since()) && nccl.boundVersion().atLeast(f.since());
+      assertThat(nccl.supports(f)).as(f + " since " + f.since()).isEqualTo(expected);
+    }
+    if (!v.atLeast(NcclVersion.V2_30)) {
+      // The library is older than the binding: ncclCommMemStats is bound but must not be called.
+      assertThatThrownBy(() -> nccl.require(NcclFeature.MEM_STATS)).isInstanceOf(UnsupportedOperationException.class)
+          .hasMessage("ncclCommMemStats needs NCCL 2.30.0 or newer; the loaded libnccl.so.2 is " + v
+              + ", so nccl4j does not call it");
+    }
   }
 
   @Test
@@ -105,23 +120,23 @@ class NativeNcclTest {
     try (Store store = new PrefixStore("run", new HashStore(TIMEOUT))) {
       // Rank 1 starts first and waits for rank 0's id.
       CompletableFuture<byte[]> rank1 = CompletableFuture.supplyAsync(
-          () -> NcclCluster.exchangeUniqueId(nccl, store, 1, TIMEOUT));
+          () -> NcclRendezvous.exchangeUniqueId(nccl, store, 1, TIMEOUT));
       Thread.sleep(50);
       CompletableFuture<byte[]> rank0 = CompletableFuture.supplyAsync(
-          () -> NcclCluster.exchangeUniqueId(nccl, store, 0, TIMEOUT));
+          () -> NcclRendezvous.exchangeUniqueId(nccl, store, 0, TIMEOUT));
       byte[] id0 = rank0.get(20, TimeUnit.SECONDS);
       byte[] id1 = rank1.get(20, TimeUnit.SECONDS);
       assertThat(id0).hasSize(128);
       assertThat(id1).isEqualTo(id0);
-      assertThat(store.get(NcclCluster.UNIQUE_ID_KEY, TIMEOUT)).isEqualTo(id0);
+      assertThat(store.get(NcclRendezvous.UNIQUE_ID_KEY, TIMEOUT)).isEqualTo(id0);
     }
   }
 
   @Test
   void exchangeRejectsAValueThatIsNotAnId() {
     try (HashStore store = new HashStore(TIMEOUT)) {
-      store.set(NcclCluster.UNIQUE_ID_KEY, new byte[12]);
-      assertThatThrownBy(() -> NcclCluster.exchangeUniqueId(nccl, store, 1, TIMEOUT))
+      store.set(NcclRendezvous.UNIQUE_ID_KEY, new byte[12]);
+      assertThatThrownBy(() -> NcclRendezvous.exchangeUniqueId(nccl, store, 1, TIMEOUT))
           .isInstanceOf(IllegalStateException.class).hasMessageContaining("12-byte value");
     }
   }
@@ -152,6 +167,22 @@ class NativeNcclTest {
    * succeed: NCCL itself then fails on the stub driver, and the exception says everything.
    */
   @Test
+  void initWithAConfigReportsNcclsUnhandledCudaError() {
+    CudaApi deviceSettable = recording(CudaApi.class, nccl.cuda(), new ArrayList<>(), "setDevice");
+    Nccl n = Nccl.of(nccl.api(), deviceSettable, null);
+    for (CommOptions options : new CommOptions[] {CommOptions.blocking(), CommOptions.blocking().withNonBlocking(true),
+        CommOptions.blocking().withMaxCTAs(2)}) {
+      Throwable e = catchThrowable(() -> Communicator.init(n, 0, 1, 0, n.uniqueId(), options, TIMEOUT));
+      System.out.println("ncclCommInitRankConfig " + options + " without a GPU: " + e);
+      assertThat(e).as("%s", options).isInstanceOf(NcclException.class);
+      assertThat(((NcclException) e).result()).isEqualTo(1);
+      assertThat(e.getMessage()).contains("ncclCommInitRankConfig failed: ncclUnhandledCudaError = 1")
+          .contains("Cuda failure 'CUDA driver is a stub library'");
+    }
+    assertThat(LiveCommunicators.count()).as("no communicator was created").isZero();
+  }
+
+  @Test
   void initRankReportsNcclsUnhandledCudaError() {
     List<String> calls = Collections.synchronizedList(new ArrayList<>());
     CudaApi deviceSettable = recording(CudaApi.class, nccl.cuda(), calls, "setDevice");
@@ -167,7 +198,7 @@ class NativeNcclTest {
         .contains("Cuda failure 'CUDA driver is a stub library'")
         .contains("rank 0 of 1")
         .contains("cuda:0")
-        .contains(bundled ? "NCCL 2.23.4" : "NCCL " + nccl.version());
+        .contains("NCCL " + nccl.version());
     assertThat(calls).contains("setDevice");
   }
 
@@ -219,7 +250,7 @@ class NativeNcclTest {
     NcclApi api = nccl.api();
     NcclCall.Context ctx = new NcclCall.Context(0, 1, Device.cuda(0), nccl.version(), 0);
     Map<Integer, String> text = new java.util.TreeMap<>();
-    for (int rc : new int[] {0, 1, 2, 3, 4, 5, 6, 7, 99}) {
+    for (int rc : new int[] {0, 1, 2, 3, 4, 5, 6, 7, 8, 99}) {
       text.put(rc, api.getErrorString(rc));
     }
     System.out.println("ncclGetErrorString: " + text);
@@ -230,7 +261,7 @@ class NativeNcclTest {
     NcclCall.check(0, api, ctx, "ncclAllReduce");
     NcclCall.check(7, api, ctx, "ncclAllReduce"); // ncclInProgress
 
-    for (int rc : new int[] {0, 1, 2, 3, 4, 5, 6, 7, 99}) {
+    for (int rc : new int[] {0, 1, 2, 3, 4, 5, 6, 7, 8, 99}) {
       RuntimeException e = NcclCall.error(rc, api, ctx, "ncclAllReduce");
       assertThat(e.getMessage()).as("code %d", rc).contains("ncclAllReduce").contains(text.get(rc));
       switch (rc) {
@@ -274,7 +305,7 @@ class NativeNcclTest {
     assertThat(((CudaException) e).error()).isEqualTo(34);
     int[] rt = new int[1];
     assertThat(cuda.runtimeGetVersion(rt)).isZero();
-    assertThat(rt[0]).isEqualTo(12060);
+    assertThat(rt[0] / 1000).as("the runtime of the binding line, from the cuda-redist jar").isEqualTo(13);
   }
 
   @Test
@@ -284,7 +315,7 @@ class NativeNcclTest {
     assertThat(Nccl.unavailableReason(1)).startsWith("no GPU: ").contains("stub");
     assertThatThrownBy(() -> NcclCluster.of(nccl).start(1, TIMEOUT, "native"))
         .isInstanceOf(NcclUnavailableException.class)
-        .hasMessageContaining("1 ranks need 1 GPUs")
+        .hasMessageContaining("1 ranks need a GPU, this process sees none")
         .hasMessageContaining("stub");
   }
 
@@ -300,12 +331,10 @@ class NativeNcclTest {
     assertThat(byName.get("CUDA driver").ok()).isFalse();
     assertThat(byName.get("CUDA driver").text()).contains("stub");
     assertThat(byName.get("CUDA runtime").ok()).isTrue();
-    assertThat(byName.get("CUDA runtime").text()).contains("CUDA 12.6");
+    assertThat(byName.get("CUDA runtime").text()).contains("libcudart.so.13").contains("CUDA 13.");
     assertThat(byName.get("NCCL").ok()).isTrue();
-    assertThat(byName.get("NCCL").text()).contains("NCCL " + nccl.version());
-    if (bundled) {
-      assertThat(byName.get("NCCL").text()).contains("NCCL 2.23.4");
-    }
+    assertThat(byName.get("NCCL").text()).contains("NCCL " + nccl.version())
+        .contains("binding NCCL " + nccl.boundVersion());
     assertThat(byName.get("GPUs").ok()).isFalse();
     assertThat(byName.get("GPUs").text()).startsWith("none");
   }

@@ -110,6 +110,15 @@ class NcclBackendFaultInjectionTest {
     return completions;
   }
 
+  /** Waits (bounded) until the fake has seen {@code n} aborts: an abort finishes on its own thread. */
+  private void awaitAborts(int n) {
+    long deadline = System.nanoTime() + DID_NOT_HANG.toNanos();
+    while (fake.aborts() < n && System.nanoTime() < deadline) {
+      Thread.onSpinWait();
+    }
+    assertThat(fake.aborts()).isEqualTo(n);
+  }
+
   private static <T> T quickly(Supplier<T> s) {
     return assertTimeoutPreemptively(DID_NOT_HANG, s::get);
   }
@@ -138,7 +147,7 @@ class NcclBackendFaultInjectionTest {
     assertThat(pg.rank()).isZero();
     assertThat(log.relevant()).containsExactly(
         "ncclGetUniqueId()",
-        "ncclCommInitRank(1,0)->c1",
+        "ncclCommInitRankConfig(1,0)->c1", // blocking, every other setting NCCL's default
         "streamCreateWithFlags(1)->s1", // cudaStreamNonBlocking
         "eventCreateWithFlags(2)->e1"); // the ready event, cudaEventDisableTiming
   }
@@ -557,7 +566,8 @@ class NcclBackendFaultInjectionTest {
   }
 
   private ProcessGroup nonBlockingGroup(Duration timeout) {
-    Communicator comm = Communicator.initRankNonBlocking(nccl, 0, 1, 0, nccl.uniqueId(), LONG);
+    Communicator comm = Communicator.init(nccl, 0, 1, 0, nccl.uniqueId(), CommOptions.blocking().withNonBlocking(true),
+        LONG);
     assertThat(comm.isNonBlocking()).isTrue();
     return closeLater(ProcessGroup.create(new NcclBackend(comm, nccl.allocator(0).child("nb"), timeout,
         Duration.ofSeconds(5))));
@@ -568,29 +578,31 @@ class NcclBackendFaultInjectionTest {
     cuda.autoComplete(true);
     ProcessGroup pg = nonBlockingGroup(LONG);
     Tensor t = device(pg, 1, 2);
-    fake.failNext("ncclAllReduce", FakeNccl.IN_PROGRESS);
-    fake.inProgressPolls.set(4);
-    pg.allReduce(t, ReduceOp.SUM);
-    assertThat(read(t)).containsExactly(1, 2);
-    assertThat(fake.inProgressPolls.get()).isZero();
+    fake.pollsToComplete = 4;
     int mark = log.mark();
     pg.allReduce(t, ReduceOp.SUM);
-    assertThat(log.named("ncclCommGetAsyncError", mark)).as("a ready communicator is polled once per call")
-        .isNotEmpty();
+    assertThat(read(t)).containsExactly(1, 2);
+    assertThat(log.named("ncclCommGetAsyncError", mark)).as("polled until the job completed").hasSizeGreaterThanOrEqualTo(4);
+    pg.allReduce(t, ReduceOp.SUM);
+    pg.allReduce(t, ReduceOp.SUM);
+    assertThat(fake.violations()).as("no call while the previous one was in progress, no two threads at once")
+        .isEmpty();
   }
 
   @Test
   void aNonBlockingEnqueueThatStaysInProgressTimesOutAndAborts() {
     ProcessGroup pg = nonBlockingGroup(Duration.ofMillis(300));
     Tensor t = device(pg, 1);
-    fake.failNext("ncclAllReduce", FakeNccl.IN_PROGRESS);
-    fake.inProgressPolls.set(Integer.MAX_VALUE);
+    fake.pollsToComplete = Integer.MAX_VALUE;
     long start = System.nanoTime();
     Throwable e = failureOf(pg.allReduceAsync(t, ReduceOp.SUM));
     assertThat(e).isInstanceOf(CollectiveTimeoutException.class)
-        .hasMessageContaining("ncclAllReduce on rank 0 of 1 (cuda:0) did not complete within 300 ms");
+        .hasMessageContaining("ncclAllReduce on rank 0 of 1 (cuda:0) was still in progress after")
+        .hasMessageContaining("its limit 300 ms (nonblocking communicator)");
     assertThat(System.nanoTime() - start).isLessThan(DID_NOT_HANG.toNanos());
-    fake.inProgressPolls.set(0);
+    awaitAborts(1);
+    assertThat(fake.violations()).isEmpty();
+    fake.pollsToComplete = 2;
     assertThat(failureOf(pg.allReduceAsync(t, ReduceOp.SUM))).isInstanceOf(BackendException.class)
         .hasMessageContaining("broken");
   }
@@ -769,7 +781,7 @@ class NcclBackendFaultInjectionTest {
   // ------------------------------------------------------------------ memory
 
   @Test
-  void allocatorCountsFakeDeviceMemoryAndCopiesGoThroughCudaMemcpy() {
+  void allocatorCountsFakeDeviceMemoryAndCopiesGoThroughTheCurrentStream() {
     ProcessGroup pg = group();
     Allocator alloc = pg.allocator();
     assertThat(alloc.device()).isEqualTo(Device.cuda(0));
@@ -785,10 +797,12 @@ class NcclBackendFaultInjectionTest {
       assertThat(cuda.liveBytes()).isEqualTo(64);
       assertThat(log.since(mark)).containsSubsequence(
           "malloc(64)->" + hex(dev.address()),
-          "memcpy(" + hex(dev.address()) + "," + hex(host.address()) + ",64)");
+          "memcpyAsync(" + hex(dev.address()) + "," + hex(host.address()) + ",64,s0)", // the current stream
+          "streamSynchronize(s0)");                                                  // done when it returns
 
       try (Tensor back = dev.copy()) {
-        assertThat(log.relevant()).contains("memcpy(" + hex(back.address()) + "," + hex(dev.address()) + ",64)");
+        assertThat(log.relevant()).containsSubsequence(
+            "memcpyAsync(" + hex(back.address()) + "," + hex(dev.address()) + ",64,s0)", "streamSynchronize(s0)");
         assertThat(back.device()).isEqualTo(Device.cpu());
         assertThat(back.toFloatArray()).containsExactly(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16);
       }

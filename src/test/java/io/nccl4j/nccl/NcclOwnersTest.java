@@ -145,23 +145,26 @@ class NcclOwnersTest {
     assertThat(c.rank()).isZero();
     assertThat(c.size()).isEqualTo(1);
     assertThat(c.device()).isEqualTo(Device.cuda(0));
-    assertThat(c.handle()).isNotZero();
-    assertThat(c.asyncError()).isZero();
-    assertThat(c.toString()).isEqualTo("Communicator(rank 0 of 1, cuda:0)");
+    assertThat(c.isClosed()).isFalse();
+    assertThat(c.mode()).isEqualTo(Communicator.Mode.BLOCKING);
+    assertThat(c.pollAsyncError()).isZero();
+    assertThat(c.toString()).isEqualTo("Communicator(rank 0 of 1, cuda:0, blocking)");
 
     c.close();
     c.close();
 
+    assertThat(log.relevant()).containsSubsequence("ncclCommFinalize(c1)", "ncclCommDestroy(c1)");
     assertThat(log.named("ncclCommDestroy")).containsExactly("ncclCommDestroy(c1)");
     assertThat(log.named("ncclCommAbort")).isEmpty();
     assertThat(c.isClosed()).isTrue();
     assertThat(c.toString()).contains("closed");
-    assertThatThrownBy(c::handle).isInstanceOf(IllegalStateException.class)
-        .hasMessage("NCCL communicator of rank 0 on cuda:0 is closed");
-    assertThatThrownBy(c::asyncError).isInstanceOf(IllegalStateException.class)
-        .hasMessageContaining("NCCL communicator of rank 0 on cuda:0 is closed");
+    assertThatThrownBy(() -> c.enter("ncclAllReduce", 1_000_000_000L, System.nanoTime()))
+        .isInstanceOf(io.nccl4j.BackendException.class)
+        .hasMessage("NCCL communicator of rank 0 on cuda:0 is closed; ncclAllReduce was not called");
+    assertThat(c.pollAsyncError()).as("nothing to poll once closed").isEqualTo(Communicator.BUSY);
     assertThat(c.abort(Duration.ofSeconds(1))).as("abort after close: nothing to do").isTrue();
     assertThat(log.named("ncclCommAbort")).isEmpty();
+    assertThat(fake.violations()).isEmpty();
   }
 
   @Test
@@ -176,8 +179,10 @@ class NcclOwnersTest {
 
     assertThat(log.named("ncclCommAbort")).containsExactly("ncclCommAbort(c1)");
     assertThat(log.named("ncclCommDestroy")).isEmpty();
+    assertThat(log.named("ncclCommFinalize")).isEmpty();
     assertThat(c.isClosed()).isTrue();
-    assertThatThrownBy(c::handle).isInstanceOf(IllegalStateException.class);
+    assertThatThrownBy(() -> c.enter("ncclAllReduce", 1_000_000_000L, System.nanoTime()))
+        .isInstanceOf(io.nccl4j.BackendException.class).hasMessageContaining("aborted");
   }
 
   @Test
@@ -188,7 +193,9 @@ class NcclOwnersTest {
     assertThat(c.abort(Duration.ofMillis(100))).as("did not finish in time").isFalse();
     assertThat(System.nanoTime() - start).isLessThan(Duration.ofSeconds(10).toNanos());
     assertThat(c.isClosed()).isTrue();
-    assertThat(c.abort(Duration.ofMillis(100))).isTrue();
+    assertThat(c.abort(Duration.ofMillis(100))).as("the same abort, still not finished").isFalse();
+    abortGate.countDown();
+    assertThat(c.abort(Duration.ofSeconds(10))).as("the same abort, finished").isTrue();
     c.close();
     assertThat(fake.aborts()).isEqualTo(1);
   }
@@ -205,11 +212,11 @@ class NcclOwnersTest {
 
   @Test
   void initRankFailureNamesFunctionRankDeviceAndVersion() {
-    fake.failNext("ncclCommInitRank", 1);
+    fake.failNext("ncclCommInitRankConfig", 1);
     fake.lastError("Cuda failure 'out of memory'");
     assertThatThrownBy(() -> communicator())
         .isInstanceOf(NcclException.class)
-        .hasMessageContaining("ncclCommInitRank failed: ncclUnhandledCudaError = 1")
+        .hasMessageContaining("ncclCommInitRankConfig failed: ncclUnhandledCudaError = 1")
         .hasMessageContaining("unhandled cuda error")
         .hasMessageContaining("NCCL last error: Cuda failure 'out of memory'")
         .hasMessageContaining("rank 0 of 1 on cuda:0")
@@ -217,17 +224,21 @@ class NcclOwnersTest {
   }
 
   @Test
-  void asyncErrorNeedsNccl24() {
+  void beforeNccl24NothingNewerIsCalled() {
     fake.version(2310); // 2.3.10, old encoding
     nccl = Nccl.of(fake, cuda, null);
     assertThat(nccl.version()).isEqualTo(new NcclVersion(2, 3, 10));
     Communicator c = communicator();
     int mark = log.mark();
-    assertThatThrownBy(c::asyncError).isInstanceOf(UnsupportedOperationException.class)
-        .hasMessageContaining("ncclCommGetAsyncError needs NCCL 2.4.0 or newer")
-        .hasMessageContaining("2.3.10");
+    assertThat(c.pollAsyncError()).as("no asynchronous errors to poll before 2.4").isZero();
     assertThat(log.named("ncclCommGetAsyncError", mark)).isEmpty();
+    assertThat(log.named("ncclCommInitRank")).as("no config before 2.14").containsExactly("ncclCommInitRank(1,0)->c1");
+    assertThatThrownBy(() -> nccl.require(NcclFeature.ASYNC_ERROR)).isInstanceOf(UnsupportedOperationException.class)
+        .hasMessage("ncclCommGetAsyncError needs NCCL 2.4.0 or newer; the loaded libnccl.so.2 is 2.3.10, so nccl4j"
+            + " does not call it");
     c.close();
+    assertThat(log.named("ncclCommFinalize")).as("no finalize before 2.14").isEmpty();
+    assertThat(log.named("ncclCommDestroy")).containsExactly("ncclCommDestroy(c1)");
   }
 
   // ------------------------------------------------------------------ Nccl, NcclVersion, NcclCall
@@ -316,7 +327,8 @@ class NcclOwnersTest {
     RuntimeException e = NcclCall.error(6, fake, ctx, "ncclAllReduce");
     assertThat(e).hasMessage("ncclAllReduce failed: ncclRemoteError = 6 (remote process exited or there was a network"
         + " error; NCCL last error: fake last error; rank 2 of 4 on cuda:2, NCCL 2.23.4)");
-    assertThat(log.named("ncclGetLastError")).contains("ncclGetLastError(c9)");
+    assertThat(log.named("ncclGetLastError")).as("NCCL ignores the communicator; none is passed, so none is touched")
+        .contains("ncclGetLastError(null)");
   }
 
   @Test
@@ -330,15 +342,33 @@ class NcclOwnersTest {
   }
 
   @Test
-  void clusterRefusesMoreRanksThanDevices() {
+  void clusterRefusesPlacementsNcclRejects() {
     cuda.devices(0, CudaApi.ERROR_STUB_LIBRARY);
     assertThatThrownBy(() -> NcclCluster.of(nccl).start(1, Duration.ofSeconds(5), "x"))
         .isInstanceOf(NcclUnavailableException.class)
-        .hasMessageContaining("1 ranks need 1 GPUs (one per rank), this process sees 0")
-        .hasMessageContaining("cudaErrorStubLibrary");
+        .hasMessage("The NCCL backend is not available: 1 ranks need a GPU, this process sees none (cudaGetDeviceCount: cudaErrorStubLibrary (CUDA"
+            + " driver is a stub library))");
     cuda.devices(1, CudaApi.SUCCESS);
+    // NCCL 2.23.4 (the fake's default) rejects two ranks on one GPU.
     assertThatThrownBy(() -> NcclCluster.of(nccl).start(2, Duration.ofSeconds(5), "x"))
         .isInstanceOf(NcclUnavailableException.class)
-        .hasMessageContaining("2 ranks need 2 GPUs");
+        .hasMessage("The NCCL backend is not available: 2 ranks on 1 GPU put several ranks on one GPU: NCCL 2.23.4 rejects it; NCCL >= 2.30 with"
+            + " NCCL_MULTI_RANK_GPU_ENABLE=1 allows two per GPU");
+    assertThat(NcclCluster.placementProblem(nccl, 2, 2)).as("one rank per GPU").isNull();
+    fake.version(23007);
+    Nccl v230 = Nccl.of(fake, cuda, null);
+    String problem = NcclCluster.placementProblem(v230, 2, 1);
+    if ("1".equals(System.getenv("NCCL_MULTI_RANK_GPU_ENABLE"))) {
+      assertThat(problem).isNull();
+      assertThat(NcclCluster.placementProblem(v230, 3, 1)).isEqualTo("3 ranks on 1 GPU put 3 ranks on one GPU; NCCL"
+          + " supports at most 2 (beyond that it may run out of resources and hang)");
+    } else {
+      assertThat(problem).isEqualTo("2 ranks on 1 GPU put several ranks on one GPU: set NCCL_MULTI_RANK_GPU_ENABLE=1"
+          + " to allow it");
+    }
+    fake.bound(22703);
+    Nccl cuda12Line = Nccl.of(fake, cuda, null);
+    assertThat(NcclCluster.placementProblem(cuda12Line, 2, 1)).isEqualTo("2 ranks on 1 GPU put several ranks on one"
+        + " GPU: this build's binding predates NCCL 2.30 (build the default line)");
   }
 }

@@ -45,18 +45,18 @@ class UniqueIdOverTcpStoreTest {
       Store rank1 = new PrefixStore("pg1", client1);
       // Rank 1 starts first and waits for the id.
       CompletableFuture<byte[]> received =
-          CompletableFuture.supplyAsync(() -> NcclCluster.exchangeUniqueId(nccl, rank1, 1, TIMEOUT));
+          CompletableFuture.supplyAsync(() -> NcclRendezvous.exchangeUniqueId(nccl, rank1, 1, TIMEOUT));
       Thread.sleep(200);
       assertThat(received).as("rank 1 waits for rank 0").isNotDone();
-      byte[] created = CompletableFuture.supplyAsync(() -> NcclCluster.exchangeUniqueId(nccl, rank0, 0, TIMEOUT))
+      byte[] created = CompletableFuture.supplyAsync(() -> NcclRendezvous.exchangeUniqueId(nccl, rank0, 0, TIMEOUT))
           .get(30, TimeUnit.SECONDS);
       byte[] got = received.get(30, TimeUnit.SECONDS);
       assertThat(created).hasSize(128);
       assertThat(got).isEqualTo(created);
-      assertThat(client1.get("pg1/" + NcclCluster.UNIQUE_ID_KEY, TIMEOUT)).isEqualTo(created);
+      assertThat(client1.get("pg1/" + NcclRendezvous.UNIQUE_ID_KEY, TIMEOUT)).isEqualTo(created);
       // A second group gets its own, different id.
-      byte[] other = NcclCluster.exchangeUniqueId(nccl, new PrefixStore("pg2", client0), 0, TIMEOUT);
-      assertThat(NcclCluster.exchangeUniqueId(nccl, new PrefixStore("pg2", client1), 1, TIMEOUT)).isEqualTo(other);
+      byte[] other = NcclRendezvous.exchangeUniqueId(nccl, new PrefixStore("pg2", client0), 0, TIMEOUT);
+      assertThat(NcclRendezvous.exchangeUniqueId(nccl, new PrefixStore("pg2", client1), 1, TIMEOUT)).isEqualTo(other);
       assertThat(other).isNotEqualTo(created);
     }
   }
@@ -65,8 +65,8 @@ class UniqueIdOverTcpStoreTest {
   void aValueThatIsNotAUniqueIdIsRejected() {
     try (TcpStoreServer server = TcpStoreServer.start(0);
          TcpStore client = TcpStore.connect("127.0.0.1", server.port(), TIMEOUT)) {
-      client.set(NcclCluster.UNIQUE_ID_KEY, new byte[] {1, 2, 3});
-      Throwable e = catchThrowable(() -> NcclCluster.exchangeUniqueId(nccl, client, 1, TIMEOUT));
+      client.set(NcclRendezvous.UNIQUE_ID_KEY, new byte[] {1, 2, 3});
+      Throwable e = catchThrowable(() -> NcclRendezvous.exchangeUniqueId(nccl, client, 1, TIMEOUT));
       assertThat(e).isInstanceOf(IllegalStateException.class)
           .hasMessage("The store holds a 3-byte value at nccl/uniqueId; an NCCL unique id has 128 bytes");
     }

@@ -5,7 +5,7 @@ import org.bytedeco.cuda.global.cudart;
 import org.bytedeco.javacpp.BytePointer;
 import org.bytedeco.javacpp.SizeTPointer;
 
-/** {@link CudaApi} over the CUDA runtime (libcudart.so.12), through bytedeco's JavaCPP presets. */
+/** {@link CudaApi} over the CUDA runtime of the binding line, through bytedeco's JavaCPP presets. */
 final class BytedecoCuda implements CudaApi {
   @Override
   public int getDeviceCount(int[] out) {
@@ -62,6 +62,26 @@ final class BytedecoCuda implements CudaApi {
   @Override
   public int free(long ptr) {
     return cudart.cudaFree(Refs.get().a.set(ptr));
+  }
+
+  @Override
+  public int deviceGetAttribute(int[] out, int attr, int device) {
+    return cudart.cudaDeviceGetAttribute(out, attr, device);
+  }
+
+  @Override
+  public int mallocAsync(long[] outPtr, long bytes, long stream) {
+    Refs r = Refs.get();
+    Refs.Addr a = r.a.set(0);
+    int rc = cudart.cudaMallocAsync(a, bytes, r.stream.set(stream));
+    outPtr[0] = a.address();
+    return rc;
+  }
+
+  @Override
+  public int freeAsync(long ptr, long stream) {
+    Refs r = Refs.get();
+    return cudart.cudaFreeAsync(r.a.set(ptr), r.stream.set(stream));
   }
 
   @Override
@@ -168,5 +188,54 @@ final class BytedecoCuda implements CudaApi {
   @Override
   public int getLastError() {
     return cudart.cudaGetLastError();
+  }
+
+  @Override
+  public int streamIsCapturing(long stream, int[] out) {
+    return cudart.cudaStreamIsCapturing(Refs.get().stream.set(stream), out);
+  }
+
+  @Override
+  public int threadExchangeStreamCaptureMode(int[] mode) {
+    return cudart.cudaThreadExchangeStreamCaptureMode(mode);
+  }
+
+  @Override
+  public int streamBeginCapture(long stream, int mode) {
+    return cudart.cudaStreamBeginCapture(Refs.get().stream.set(stream), mode);
+  }
+
+  @Override
+  public int streamEndCapture(long stream, long[] outGraph) {
+    Refs r = Refs.get();
+    Refs.Graph g = r.graph.set(0);
+    int rc = cudart.cudaStreamEndCapture(r.stream.set(stream), g);
+    outGraph[0] = g.address();
+    return rc;
+  }
+
+  @Override
+  public int graphInstantiate(long[] outExec, long graph) {
+    Refs r = Refs.get();
+    Refs.GraphExec e = r.graphExec.set(0);
+    int rc = cudart.cudaGraphInstantiate(e, r.graph.set(graph), 0L);
+    outExec[0] = e.address();
+    return rc;
+  }
+
+  @Override
+  public int graphLaunch(long exec, long stream) {
+    Refs r = Refs.get();
+    return cudart.cudaGraphLaunch(r.graphExec.set(exec), r.stream.set(stream));
+  }
+
+  @Override
+  public int graphExecDestroy(long exec) {
+    return cudart.cudaGraphExecDestroy(Refs.get().graphExec.set(exec));
+  }
+
+  @Override
+  public int graphDestroy(long graph) {
+    return cudart.cudaGraphDestroy(Refs.get().graph.set(graph));
   }
 }

@@ -6,9 +6,17 @@ import org.bytedeco.cuda.nccl.ncclUniqueId;
 import org.bytedeco.javacpp.BytePointer;
 import org.bytedeco.javacpp.PointerPointer;
 
-/** {@link NcclApi} over the real libnccl.so.2, through bytedeco's JavaCPP presets. */
+/**
+ * {@link NcclApi} over the real libnccl.so.2, through bytedeco's JavaCPP presets. The functions only
+ * one binding line has, and the layout of {@code ncclConfig_t}, are in {@link BindingLine}.
+ */
 final class BytedecoNccl implements NcclApi {
   static final int UNIQUE_ID_BYTES = 128;
+
+  @Override
+  public int boundVersionCode() {
+    return BindingLine.BOUND_NCCL_CODE;
+  }
 
   @Override
   public int getVersion(int[] out) {
@@ -30,6 +38,21 @@ final class BytedecoNccl implements NcclApi {
     return id;
   }
 
+  /** An ncclConfig_t as NCCL_CONFIG_INITIALIZER makes it, then {@code config}'s settings; null for null. */
+  static ncclConfig_t config(NcclConfig config) {
+    if (config == null) {
+      return null;
+    }
+    ncclConfig_t c = new ncclConfig_t();
+    BindingLine.initialize(c);
+    c.blocking(config.blocking());
+    c.minCTAs(config.minCTAs());
+    c.maxCTAs(config.maxCTAs());
+    c.splitShare(config.splitShare());
+    c.shrinkShare(config.shrinkShare());
+    return c;
+  }
+
   @Override
   public int commInitRank(long[] outComm, int nranks, byte[] uniqueId, int rank) {
     Refs r = Refs.get();
@@ -41,32 +64,13 @@ final class BytedecoNccl implements NcclApi {
   }
 
   @Override
-  public int commInitRankConfig(long[] outComm, int nranks, byte[] uniqueId, int rank, boolean blocking) {
+  public int commInitRankConfig(long[] outComm, int nranks, byte[] uniqueId, int rank, NcclConfig config) {
     Refs r = Refs.get();
-    try (ncclUniqueId id = uniqueId(uniqueId); ncclConfig_t config = defaultConfig()) {
-      config.blocking(blocking ? 1 : 0);
-      int rc = nccl.ncclCommInitRankConfig(r.comm.set(0), nranks, id, rank, config);
+    try (ncclUniqueId id = uniqueId(uniqueId); ncclConfig_t c = config(config)) {
+      int rc = nccl.ncclCommInitRankConfig(r.comm.set(0), nranks, id, rank, c);
       outComm[0] = r.comm.address();
       return rc;
     }
-  }
-
-  /**
-   * NCCL_CONFIG_INITIALIZER: size, magic 0xcafebeef, version, and NCCL_CONFIG_UNDEF_INT
-   * (Integer.MIN_VALUE) for every setting, so NCCL applies its defaults.
-   */
-  private static ncclConfig_t defaultConfig() {
-    ncclConfig_t c = new ncclConfig_t();
-    c.size(c.sizeof());
-    c.magic(0xcafebeef);
-    c.version(nccl.NCCL_VERSION_CODE);
-    c.blocking(Integer.MIN_VALUE);
-    c.cgaClusterSize(Integer.MIN_VALUE);
-    c.minCTAs(Integer.MIN_VALUE);
-    c.maxCTAs(Integer.MIN_VALUE);
-    c.netName((BytePointer) null);
-    c.splitShare(Integer.MIN_VALUE);
-    return c;
   }
 
   @Override
@@ -76,6 +80,26 @@ final class BytedecoNccl implements NcclApi {
       for (int i = 0; i < devices.length; i++) {
         outComms[i] = comms.get(i) == null ? 0 : comms.get(i).address();
       }
+      return rc;
+    }
+  }
+
+  @Override
+  public int commSplit(long comm, int color, int key, long[] outComm, NcclConfig config) {
+    Refs r = Refs.get();
+    try (ncclConfig_t c = config(config)) {
+      int rc = nccl.ncclCommSplit(r.comm.set(comm), color, key, r.comm2.set(0), c);
+      outComm[0] = r.comm2.address();
+      return rc;
+    }
+  }
+
+  @Override
+  public int commShrink(long comm, int[] excludeRanks, long[] outComm, NcclConfig config, int flags) {
+    Refs r = Refs.get();
+    try (ncclConfig_t c = config(config)) {
+      int rc = nccl.ncclCommShrink(r.comm.set(comm), excludeRanks, excludeRanks.length, r.comm2.set(0), c, flags);
+      outComm[0] = r.comm2.address();
       return rc;
     }
   }
@@ -113,6 +137,53 @@ final class BytedecoNccl implements NcclApi {
   @Override
   public int commUserRank(long comm, int[] out) {
     return nccl.ncclCommUserRank(Refs.get().comm.set(comm), out);
+  }
+
+  @Override
+  public int commMemStats(long comm, int stat, long[] out) {
+    return BindingLine.commMemStats(Refs.get().comm.set(comm), stat, out);
+  }
+
+  @Override
+  public int memAlloc(long[] outPtr, long bytes) {
+    Refs.Addr a = Refs.get().a.set(0);
+    int rc = nccl.ncclMemAlloc(a, bytes);
+    outPtr[0] = a.address();
+    return rc;
+  }
+
+  @Override
+  public int memFree(long ptr) {
+    return nccl.ncclMemFree(Refs.get().a.set(ptr));
+  }
+
+  @Override
+  public int commRegister(long comm, long buffer, long bytes, long[] outHandle) {
+    Refs r = Refs.get();
+    int rc = nccl.ncclCommRegister(r.comm.set(comm), r.a.set(buffer), bytes, r.b.set(0));
+    outHandle[0] = r.b.address();
+    return rc;
+  }
+
+  @Override
+  public int commDeregister(long comm, long handle) {
+    Refs r = Refs.get();
+    return nccl.ncclCommDeregister(r.comm.set(comm), r.a.set(handle));
+  }
+
+  @Override
+  public int commWindowRegister(long comm, long buffer, long bytes, long[] outWindow, int flags) {
+    Refs r = Refs.get();
+    try (PointerPointer<?> win = new PointerPointer<>(1)) {
+      int rc = nccl.ncclCommWindowRegister(r.comm.set(comm), r.a.set(buffer), bytes, win, flags);
+      outWindow[0] = win.get(0) == null ? 0 : win.get(0).address();
+      return rc;
+    }
+  }
+
+  @Override
+  public int commWindowDeregister(long comm, long window) {
+    return BindingLine.commWindowDeregister(Refs.get().comm.set(comm), window);
   }
 
   @Override
@@ -171,6 +242,26 @@ final class BytedecoNccl implements NcclApi {
   public int reduce(long send, long recv, long count, int datatype, int op, int root, long comm, long stream) {
     Refs r = Refs.get();
     return nccl.ncclReduce(r.a.set(send), r.b.set(recv), count, datatype, op, root, r.comm.set(comm),
+        r.stream.set(stream));
+  }
+
+  @Override
+  public int alltoAll(long send, long recv, long count, int datatype, long comm, long stream) {
+    Refs r = Refs.get();
+    return BindingLine.alltoAll(r.a.set(send), r.b.set(recv), count, datatype, r.comm.set(comm), r.stream.set(stream));
+  }
+
+  @Override
+  public int gather(long send, long recv, long count, int datatype, int root, long comm, long stream) {
+    Refs r = Refs.get();
+    return BindingLine.gather(r.a.set(send), r.b.set(recv), count, datatype, root, r.comm.set(comm),
+        r.stream.set(stream));
+  }
+
+  @Override
+  public int scatter(long send, long recv, long count, int datatype, int root, long comm, long stream) {
+    Refs r = Refs.get();
+    return BindingLine.scatter(r.a.set(send), r.b.set(recv), count, datatype, root, r.comm.set(comm),
         r.stream.set(stream));
   }
 

@@ -23,6 +23,22 @@ public interface CudaApi {
   int EVENT_DISABLE_TIMING = 2;
   /** cudaMemcpyDefault: direction inferred from unified addressing. */
   int MEMCPY_DEFAULT = 4;
+  /** cudaDevAttrMemoryPoolsSupported: cudaMallocAsync/cudaFreeAsync work on the device. */
+  int DEV_ATTR_MEMORY_POOLS_SUPPORTED = 115;
+  /** cudaStreamCaptureModeGlobal. */
+  int STREAM_CAPTURE_MODE_GLOBAL = 0;
+  /** cudaStreamCaptureModeThreadLocal. */
+  int STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
+  /** cudaStreamCaptureModeRelaxed: this thread's calls never invalidate another thread's capture. */
+  int STREAM_CAPTURE_MODE_RELAXED = 2;
+  /** cudaStreamCaptureStatusNone. */
+  int STREAM_CAPTURE_STATUS_NONE = 0;
+  /** cudaStreamCaptureStatusActive. */
+  int STREAM_CAPTURE_STATUS_ACTIVE = 1;
+  /** cudaErrorStreamCaptureUnjoined: a capture ended with a forked stream not joined back. */
+  int ERROR_STREAM_CAPTURE_UNJOINED = 904;
+  /** cudaErrorStreamCaptureUnsupported: an operation not permitted while a stream captures. */
+  int ERROR_STREAM_CAPTURE_UNSUPPORTED = 900;
 
   int getDeviceCount(int[] out);
 
@@ -43,6 +59,15 @@ public interface CudaApi {
   int malloc(long[] outPtr, long bytes);
 
   int free(long ptr);
+
+  /** cudaDeviceGetAttribute: {@code out[0]} = attribute {@code attr} of {@code device}. */
+  int deviceGetAttribute(int[] out, int attr, int device);
+
+  /** cudaMallocAsync: stream-ordered allocation from the device's default memory pool. */
+  int mallocAsync(long[] outPtr, long bytes, long stream);
+
+  /** cudaFreeAsync: stream-ordered free; never waits on the host. */
+  int freeAsync(long ptr, long stream);
 
   /** cudaMemcpy with cudaMemcpyDefault: synchronous with respect to the host. */
   int memcpy(long dst, long src, long bytes);
@@ -85,4 +110,25 @@ public interface CudaApi {
 
   /** Clears and returns the last error of this thread. */
   int getLastError();
+
+  /** cudaStreamIsCapturing: {@code out[0]} = cudaStreamCaptureStatus of {@code stream}. */
+  int streamIsCapturing(long stream, int[] out);
+
+  /** cudaThreadExchangeStreamCaptureMode: sets this thread's mode to {@code mode[0]}, returns the old one in it. */
+  int threadExchangeStreamCaptureMode(int[] mode);
+
+  /** cudaStreamBeginCapture. */
+  int streamBeginCapture(long stream, int mode);
+
+  /** cudaStreamEndCapture: {@code outGraph[0]} = the captured graph. */
+  int streamEndCapture(long stream, long[] outGraph);
+
+  /** cudaGraphInstantiate (flags 0): {@code outExec[0]} = the executable graph. */
+  int graphInstantiate(long[] outExec, long graph);
+
+  int graphLaunch(long exec, long stream);
+
+  int graphExecDestroy(long exec);
+
+  int graphDestroy(long graph);
 }

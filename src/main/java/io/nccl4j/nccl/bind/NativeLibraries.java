@@ -19,7 +19,8 @@ import java.util.concurrent.TimeUnit;
 /**
  * Finds the native libraries the NCCL backend needs, without loading them: an explicit path
  * (system property or environment variable), the system library path, a pip-installed NVIDIA
- * wheel in a Python environment, or the bytedeco redist jar on the classpath ({@code -Pbundled-nccl}).
+ * wheel in a Python environment, or bytedeco's cuda-redist jar on the classpath ({@code -Pbundled-nccl},
+ * which has the CUDA runtime but not NCCL).
  * The first hit wins, in that order.
  */
 public final class NativeLibraries {
@@ -30,7 +31,7 @@ public final class NativeLibraries {
     EXPLICIT("explicit path"),
     SYSTEM("system library path"),
     PIP("pip package"),
-    BUNDLED("bundled redist jar");
+    BUNDLED("bundled cuda-redist jar");
 
     private final String text;
 
@@ -47,11 +48,18 @@ public final class NativeLibraries {
   /** A library nccl4j looks for. */
   public enum Library {
     CUDA_DRIVER("libcuda.so.1", "nccl4j.cuda.driver.path", "NCCL4J_CUDA_DRIVER_PATH"),
-    CUDA_RUNTIME("libcudart.so.12", "nccl4j.cudart.path", "NCCL4J_CUDART_PATH", "nvidia/cuda_runtime/lib"),
-    NCCL("libnccl.so.2", "nccl4j.nccl.path", "NCCL4J_NCCL_PATH", "nvidia/nccl/lib"),
-    NVTX("libnvToolsExt.so.1", "nccl4j.nvtx.path", "NCCL4J_NVTX_PATH", "nvidia/nvtx/lib"),
+    /**
+     * The CUDA runtime of this build's binding line (libcudart.so.13 by default, .12 with -Pcuda12);
+     * pip's nvidia-cuda-runtime puts CUDA 13's in nvidia/cu13/lib and CUDA 12's in
+     * nvidia/cuda_runtime/lib.
+     */
+    CUDA_RUNTIME(BindingLine.CUDA_RUNTIME, "nccl4j.cudart.path", "NCCL4J_CUDART_PATH", "nvidia/cu13/lib",
+        "nvidia/cuda_runtime/lib"),
+    NCCL("libnccl.so.2", "nccl4j.nccl.path", "NCCL4J_NCCL_PATH", "nvidia/nccl/lib", "nvidia/cu13/lib"),
     /** NVTX of CUDA >= 12.9 and the pip package nvidia-nvtx, through nccl4j's own preset. */
-    NVTX3("libnvtx3interop.so.1", "nccl4j.nvtx3.path", "NCCL4J_NVTX3_PATH", "nvidia/cu13/lib", "nvidia/nvtx/lib");
+    NVTX3("libnvtx3interop.so.1", "nccl4j.nvtx3.path", "NCCL4J_NVTX3_PATH", "nvidia/cu13/lib", "nvidia/nvtx/lib"),
+    /** NVTX of CUDA <= 12.8 (the same C functions), through nccl4j's own preset when NVTX3 is absent. */
+    NVTX("libnvToolsExt.so.1", "nccl4j.nvtx.path", "NCCL4J_NVTX_PATH", "nvidia/nvtx/lib");
 
     private final String fileName;
     private final String property;
@@ -80,7 +88,7 @@ public final class NativeLibraries {
     }
 
     String bundledResource() {
-      return this == CUDA_DRIVER || this == NVTX3 ? null : "org/bytedeco/cuda/linux-x86_64/" + fileName;
+      return this == CUDA_RUNTIME ? "org/bytedeco/cuda/linux-x86_64/" + fileName : null;
     }
   }
 

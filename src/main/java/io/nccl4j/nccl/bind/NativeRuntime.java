@@ -9,7 +9,6 @@ import java.util.Map;
 import java.util.Optional;
 import org.bytedeco.cuda.global.cudart;
 import org.bytedeco.cuda.global.nccl;
-import org.bytedeco.cuda.global.nvToolsExt;
 import org.bytedeco.javacpp.Loader;
 
 /**
@@ -109,17 +108,16 @@ public final class NativeRuntime {
         "libcuda.so.1 not found: no NVIDIA driver on this machine",
         "install the NVIDIA driver, or name the library with -D" + Library.CUDA_DRIVER.property()
             + " / " + Library.CUDA_DRIVER.env());
+    int major = BindingLine.CUDA_MAJOR;
     Optional<Found> runtime = locate(Library.CUDA_RUNTIME,
-        "libcudart.so.12 not found: the bindings need the CUDA 12 runtime",
-        "build with -Pbundled-nccl (bundles it), install CUDA 12 or pip install nvidia-cuda-runtime-cu12, or set "
-            + Library.CUDA_RUNTIME.env());
+        Library.CUDA_RUNTIME.fileName() + " not found: this build's bindings (the " + BindingLine.NAME
+            + " line) need the CUDA " + major + " runtime",
+        "pip install nvidia-cuda-runtime" + (major == 12 ? "-cu12" : "") + ", install CUDA " + major
+            + ", build with -Pbundled-nccl (bundles it), or set " + Library.CUDA_RUNTIME.env()
+            + (major == 13 ? "; for a driver older than 580 build the CUDA 12 line (-Pcuda12)" : ""));
     Optional<Found> ncclLib = locate(Library.NCCL,
         "libnccl.so.2 not found",
-        "pip install nvidia-nccl-cu12 (or -cu13), install libnccl2, build with -Pbundled-nccl, or set "
-            + Library.NCCL.env());
-    Optional<Found> nvtxLib = locate(Library.NVTX,
-        "libnvToolsExt.so.1 not found: NVTX ranges cost nothing and are not recorded",
-        "build with -Pbundled-nccl, pip install nvidia-nvtx-cu12, or set " + Library.NVTX.env());
+        "pip install nvidia-nccl-cu" + major + ", install libnccl2, or set " + Library.NCCL.env());
     if (driver.isEmpty()) {
       failure = missing.get(Library.CUDA_DRIVER);
       return;
@@ -144,29 +142,35 @@ public final class NativeRuntime {
     }
     cuda = new BytedecoCuda();
     nccl = new BytedecoNccl();
-    if (nvtxLib.isPresent()) {
-      try {
-        preload(nvtxLib.get());
-        Loader.load(nvToolsExt.class);
-        nvtx = new BytedecoNvtx();
-        nvtxDescription = nvtxLib.get() + " through bytedeco's nvToolsExt";
-        missing.remove(Library.NVTX3);
-        return;
-      } catch (Throwable e) {
-        notes.add("NVTX library found but not loadable (" + describe(e) + ")");
-      }
-    }
     Nvtx3Api.Result r = standalone();
     if (r.api() != null) {
       nvtx = r.api();
       nvtxDescription = r.description();
-      missing.remove(Library.NVTX);
     } else {
       missing.put(Library.NVTX3, r.description());
     }
   }
 
-  /** How NVTX is reached ("… through bytedeco's nvToolsExt", "… through nccl4j's preset"), or why not. */
+  /**
+   * This build's binding line, e.g. "bytedeco cuda 13.3-9.25-1.5.14, the cuda13 line": which
+   * bytedeco presets the JNI comes from, read from the presets jar's Maven metadata.
+   */
+  public static String bindingDescription() {
+    String v = null;
+    try (java.io.InputStream in = NativeRuntime.class.getClassLoader()
+        .getResourceAsStream("META-INF/maven/org.bytedeco/cuda/pom.properties")) {
+      if (in != null) {
+        java.util.Properties p = new java.util.Properties();
+        p.load(in);
+        v = p.getProperty("version");
+      }
+    } catch (java.io.IOException e) {
+      v = null;
+    }
+    return "bytedeco cuda " + (v == null ? "(version unknown)" : v) + ", the " + BindingLine.NAME + " line";
+  }
+
+  /** How NVTX is reached ("… through nccl4j's preset"), or why not. */
   public String nvtxDescription() {
     return nvtxDescription;
   }

@@ -2,16 +2,25 @@ package io.nccl4j.nccl.bind;
 
 /**
  * Every NCCL function nccl4j calls, one method each, with NCCL's C signature: the return value is the
- * raw {@code ncclResult_t}; out-parameters are arrays the caller provides; communicators, streams
- * and device buffers are addresses ({@code long}). Nothing here checks results: the caller passes
- * every result through {@code NcclCall.check} (package io.nccl4j.nccl), the one place that turns codes into exceptions.
+ * raw {@code ncclResult_t}; out-parameters are arrays the caller provides; communicators, streams,
+ * windows, registration handles and device buffers are addresses ({@code long}). Nothing here
+ * checks results: the caller passes every result through {@code NcclCall.check} (package
+ * io.nccl4j.nccl), the one place that turns codes into exceptions.
  *
  * <p>Implemented by {@link BytedecoNccl} over the real libnccl.so.2, and by test doubles that inject
- * faults. Functions newer than NCCL 2.4 are gated on {@link #getVersion} by the callers
- * ({@code NcclVersion}); calling a function the loaded library lacks would abort the process
- * (the JNI library binds NCCL symbols lazily).
+ * faults. A function is callable only when both the loaded library and this build's binding have it:
+ * the callers gate every function newer than NCCL 2.4 on {@link #getVersion} and
+ * {@link #boundVersionCode} ({@code io.nccl4j.nccl.NcclFeature}). Calling a function the loaded
+ * library lacks would abort the process (the JNI library binds NCCL symbols lazily); one the binding
+ * lacks throws {@link UnsupportedOperationException}.
  */
 public interface NcclApi {
+  /**
+   * The {@code NCCL_VERSION_CODE} of the NCCL headers this build's binding was generated from
+   * (23007 for NCCL 2.30.7): functions newer than that are not bound, whatever the loaded library has.
+   */
+  int boundVersionCode();
+
   /** ncclGetVersion: {@code out[0]} = major·10000 + minor·100 + patch (≥ 2.9). */
   int getVersion(int[] out);
 
@@ -21,11 +30,17 @@ public interface NcclApi {
   /** ncclCommInitRank: {@code outComm[0]} = the new communicator. */
   int commInitRank(long[] outComm, int nranks, byte[] uniqueId, int rank);
 
-  /** ncclCommInitRankConfig (≥ 2.14) with {@code config.blocking = blocking ? 1 : 0}. */
-  int commInitRankConfig(long[] outComm, int nranks, byte[] uniqueId, int rank, boolean blocking);
+  /** ncclCommInitRankConfig (≥ 2.14), the config filled as NCCL_CONFIG_INITIALIZER and then {@code config}. */
+  int commInitRankConfig(long[] outComm, int nranks, byte[] uniqueId, int rank, NcclConfig config);
 
   /** ncclCommInitAll: one communicator per device, in one process. */
   int commInitAll(long[] outComms, int[] devices);
+
+  /** ncclCommSplit (≥ 2.18); {@code config} null inherits the parent's; {@code outComm[0]} 0 for NCCL_SPLIT_NOCOLOR. */
+  int commSplit(long comm, int color, int key, long[] outComm, NcclConfig config);
+
+  /** ncclCommShrink (≥ 2.27): the ranks of {@code comm} but {@code excludeRanks}; flags NCCL_SHRINK_*. */
+  int commShrink(long comm, int[] excludeRanks, long[] outComm, NcclConfig config, int flags);
 
   /** ncclCommFinalize (≥ 2.14). */
   int commFinalize(long comm);
@@ -43,6 +58,27 @@ public interface NcclApi {
   int commCuDevice(long comm, int[] out);
 
   int commUserRank(long comm, int[] out);
+
+  /** ncclCommMemStats (≥ 2.30): {@code out[0]} = statistic {@code stat} (ncclStatGpuMem*) in bytes. */
+  int commMemStats(long comm, int stat, long[] out);
+
+  /** ncclMemAlloc (≥ 2.19): memory suited to registration and symmetric windows. */
+  int memAlloc(long[] outPtr, long bytes);
+
+  /** ncclMemFree (≥ 2.19). */
+  int memFree(long ptr);
+
+  /** ncclCommRegister (≥ 2.19): registers a buffer with the communicator; {@code outHandle[0]} for deregister. */
+  int commRegister(long comm, long buffer, long bytes, long[] outHandle);
+
+  /** ncclCommDeregister (≥ 2.19). */
+  int commDeregister(long comm, long handle);
+
+  /** ncclCommWindowRegister (≥ 2.27), collective: every rank registers a buffer of the same size. */
+  int commWindowRegister(long comm, long buffer, long bytes, long[] outWindow, int flags);
+
+  /** ncclCommWindowDeregister (≥ 2.27), collective. */
+  int commWindowDeregister(long comm, long window);
 
   /** ncclGetErrorString: NCCL's text for a result code. */
   String getErrorString(int result);
@@ -64,6 +100,15 @@ public interface NcclApi {
   int broadcast(long send, long recv, long count, int datatype, int root, long comm, long stream);
 
   int reduce(long send, long recv, long count, int datatype, int op, int root, long comm, long stream);
+
+  /** ncclAlltoAll (≥ 2.28): {@code count} elements to and from every rank. */
+  int alltoAll(long send, long recv, long count, int datatype, long comm, long stream);
+
+  /** ncclGather (≥ 2.28): {@code count} elements from every rank into root's {@code recv}. */
+  int gather(long send, long recv, long count, int datatype, int root, long comm, long stream);
+
+  /** ncclScatter (≥ 2.28): {@code count} elements of root's {@code send} to every rank. */
+  int scatter(long send, long recv, long count, int datatype, int root, long comm, long stream);
 
   /** ncclSend (≥ 2.7). */
   int send(long buf, long count, int datatype, int peer, long comm, long stream);

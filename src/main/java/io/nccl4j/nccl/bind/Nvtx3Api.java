@@ -6,8 +6,10 @@ import java.util.Optional;
 
 /**
  * {@link NvtxApi} through nccl4j's own preset ({@link Nvtx3Interop}) over
- * {@code libnvtx3interop.so.1}: works without the CUDA runtime or a driver, so NVTX ranges of the
- * CPU backend can be seen in Nsight too.
+ * {@code libnvtx3interop.so.1} (CUDA ≥ 12.9, pip nvidia-nvtx) or, where that is absent,
+ * {@code libnvToolsExt.so.1} (older CUDA): works without the CUDA runtime or a driver, so NVTX
+ * ranges of the CPU backend can be seen in Nsight too. Neither bytedeco line from 1.5.12 on has an
+ * NVTX JNI library of its own.
  */
 final class Nvtx3Api implements NvtxApi {
   private Nvtx3Api() {}
@@ -19,12 +21,15 @@ final class Nvtx3Api implements NvtxApi {
     Optional<Found> lib;
     try {
       lib = NativeLibraries.find(Library.NVTX3);
+      if (lib.isEmpty()) {
+        lib = NativeLibraries.find(Library.NVTX);
+      }
     } catch (IllegalStateException e) {
       return new Result(null, e.getMessage());
     }
     if (lib.isEmpty()) {
-      return new Result(null, "libnvtx3interop.so.1 not found (remedy: CUDA >= 12.9, pip install nvidia-nvtx, or set "
-          + Library.NVTX3.env() + ")");
+      return new Result(null, "neither libnvtx3interop.so.1 nor libnvToolsExt.so.1 found (remedy: CUDA >= 12.9,"
+          + " pip install nvidia-nvtx, or set " + Library.NVTX3.env() + ")");
     }
     try {
       int rc = Nvtx3Interop.nccl4j_nvtx3_load(lib.get().path().toString());

@@ -1,6 +1,8 @@
 package io.nccl4j.nccl.bind;
 
 import org.bytedeco.cuda.cudart.CUevent_st;
+import org.bytedeco.cuda.cudart.CUgraphExec_st;
+import org.bytedeco.cuda.cudart.CUgraph_st;
 import org.bytedeco.cuda.cudart.CUstream_st;
 import org.bytedeco.cuda.nccl.ncclComm;
 import org.bytedeco.javacpp.FloatPointer;
@@ -38,6 +40,20 @@ final class Refs {
     }
   }
 
+  static final class Graph extends CUgraph_st {
+    Graph set(long a) {
+      address = a;
+      return this;
+    }
+  }
+
+  static final class GraphExec extends CUgraphExec_st {
+    GraphExec set(long a) {
+      address = a;
+      return this;
+    }
+  }
+
   static final class Comm extends ncclComm {
     Comm set(long a) {
       address = a;
@@ -51,6 +67,10 @@ final class Refs {
   final Event event = new Event();
   final Event event2 = new Event();
   final Comm comm = new Comm();
+  final Graph graph = new Graph();
+  final GraphExec graphExec = new GraphExec();
+  /** The second communicator of a call: the new one of a split or shrink. */
+  final Comm comm2 = new Comm();
   /** Native int and float out-parameters, allocated once per thread. */
   final IntPointer int1 = new IntPointer(1);
   final FloatPointer float1 = new FloatPointer(1);

@@ -1,0 +1,65 @@
+package io.nccl4j.nccl;
+
+import io.nccl4j.nccl.bind.NcclConfig;
+import java.time.Duration;
+
+/**
+ * How a {@link Communicator} is created.
+ *
+ * <p>Blocking by default, as in PyTorch (which makes communicators nonblocking only under
+ * {@code TORCH_NCCL_USE_COMM_NONBLOCKING}): with {@code config.blocking = 0} every
+ * {@code ncclGroupEnd} that has work — so every collective — starts a thread inside NCCL and
+ * returns {@code ncclInProgress}, a cost of tens of microseconds per call that the default must not
+ * pay. A rank that never joins is caught before NCCL is called: the ranks meet at a store barrier
+ * with the timeout first ({@link NcclRendezvous}). Nonblocking is the choice for those who need
+ * NCCL's own guarantee that {@code ncclCommAbort} can stop any call at any point
+ * ({@code NCCL4J_NCCL_NONBLOCKING=1}, or {@link #withNonBlocking}), and it is forced where ranks
+ * that are threads of one process share a GPU: NCCL forbids calling communicators of one device
+ * from several threads at once, so their calls are serialised per device, which only nonblocking
+ * calls (that never wait for a peer) can survive.
+ *
+ * @param nonBlocking ask NCCL for a nonblocking communicator ({@code NCCL_COMM_BLOCKING} in the
+ *     environment still overrides it; {@link Communicator#mode()} says what NCCL made)
+ * @param maxCTAs {@code ncclConfig_t.maxCTAs}, or {@link NcclConfig#UNDEF} for NCCL's choice (and
+ *     {@code NCCL_MAX_CTAS}); small values let two ranks share a GPU
+ * @param sharedDevice other communicators of this process use the same device: calls are
+ *     serialised per device, and the communicator is nonblocking
+ * @param abortGrace how long an abort waits for a call in progress on another thread before it
+ *     aborts without it (see {@link Communicator#abort(Duration)})
+ */
+public record CommOptions(boolean nonBlocking, int maxCTAs, boolean sharedDevice, Duration abortGrace) {
+  /** How long an abort waits for a call on another thread by default. */
+  public static final Duration DEFAULT_ABORT_GRACE = Duration.ofSeconds(2);
+
+  /** Blocking unless {@code NCCL4J_NCCL_NONBLOCKING=1}; NCCL chooses the CTAs. */
+  public static CommOptions fromEnvironment() {
+    return new CommOptions("1".equals(System.getenv("NCCL4J_NCCL_NONBLOCKING")), NcclConfig.UNDEF, false,
+        DEFAULT_ABORT_GRACE);
+  }
+
+  /** Blocking, NCCL's defaults: what the tests start from, independent of the environment. */
+  public static CommOptions blocking() {
+    return new CommOptions(false, NcclConfig.UNDEF, false, DEFAULT_ABORT_GRACE);
+  }
+
+  public CommOptions withNonBlocking(boolean nb) {
+    return new CommOptions(nb, maxCTAs, sharedDevice, abortGrace);
+  }
+
+  public CommOptions withMaxCTAs(int n) {
+    return new CommOptions(nonBlocking, n, sharedDevice, abortGrace);
+  }
+
+  /** For a rank whose GPU other ranks of this process use too: nonblocking, calls serialised per device. */
+  public CommOptions withSharedDevice() {
+    return new CommOptions(true, maxCTAs, true, abortGrace);
+  }
+
+  public CommOptions withAbortGrace(Duration grace) {
+    return new CommOptions(nonBlocking, maxCTAs, sharedDevice, grace);
+  }
+
+  NcclConfig config() {
+    return NcclConfig.DEFAULT.withBlocking(!nonBlocking).withMaxCTAs(maxCTAs);
+  }
+}

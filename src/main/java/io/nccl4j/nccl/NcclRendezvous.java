@@ -1,0 +1,76 @@
+package io.nccl4j.nccl;
+
+import io.nccl4j.store.Store;
+import io.nccl4j.store.StoreTimeoutException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.stream.Collectors;
+
+/**
+ * How the ranks of a job create their communicators through a {@link Store} — the one path for ranks
+ * as threads ({@link NcclCluster}) and as processes: rank 0 creates the unique id and publishes it;
+ * every rank announces itself and waits, up to the timeout, until all have; then every rank calls
+ * {@link Communicator#init}. A blocking {@code ncclCommInitRank} whose peer never comes would wait
+ * forever, so the barrier is what gives the default (blocking) communicators their deadline: a rank
+ * that does not arrive is named on every rank before NCCL is called.
+ */
+public final class NcclRendezvous {
+  /** Where rank 0 publishes the 128-byte unique id. */
+  public static final String UNIQUE_ID_KEY = "nccl/uniqueId";
+  static final String ARRIVED_PREFIX = "nccl/arrived/";
+
+  private NcclRendezvous() {}
+
+  /** Rendezvous, then the communicator of {@code rank} on {@code device}. Collective. */
+  public static Communicator join(Nccl nccl, Store store, int device, int size, int rank, CommOptions options,
+      Duration timeout) {
+    byte[] id = exchangeUniqueId(nccl, store, rank, timeout);
+    awaitAll(store, rank, size, timeout);
+    return Communicator.init(nccl, device, size, rank, id, options, timeout);
+  }
+
+  /** Rank 0 creates the unique id and stores it; the others wait for it (up to {@code timeout}). */
+  public static byte[] exchangeUniqueId(Nccl nccl, Store store, int rank, Duration timeout) {
+    if (rank == 0) {
+      byte[] id = nccl.uniqueId();
+      store.set(UNIQUE_ID_KEY, id);
+      return id;
+    }
+    byte[] id = store.get(UNIQUE_ID_KEY, timeout);
+    if (id.length != 128) {
+      throw new IllegalStateException("The store holds a " + id.length + "-byte value at " + UNIQUE_ID_KEY
+          + "; an NCCL unique id has 128 bytes");
+    }
+    return id;
+  }
+
+  /**
+   * Announces {@code rank} and waits until all {@code size} ranks have.
+   *
+   * @throws StoreTimeoutException naming the ranks that did not arrive within {@code timeout}
+   */
+  public static void awaitAll(Store store, int rank, int size, Duration timeout) {
+    store.set(ARRIVED_PREFIX + rank, new byte[] {1});
+    List<String> keys = new ArrayList<>(size);
+    for (int r = 0; r < size; r++) {
+      keys.add(ARRIVED_PREFIX + r);
+    }
+    try {
+      store.wait(keys, timeout);
+    } catch (StoreTimeoutException e) {
+      List<Integer> missing = new ArrayList<>();
+      for (int r = 0; r < size; r++) {
+        if (!store.check(List.of(ARRIVED_PREFIX + r))) {
+          missing.add(r);
+        }
+      }
+      if (missing.isEmpty()) {
+        return; // they arrived just as the wait gave up
+      }
+      throw new StoreTimeoutException("rank " + rank + ": " + (missing.size() == 1 ? "rank " : "ranks ")
+          + missing.stream().map(String::valueOf).collect(Collectors.joining(", ")) + " of " + size
+          + " did not arrive to create the NCCL communicator within " + timeout.toMillis() + " ms");
+    }
+  }
+}
