@@ -12,6 +12,9 @@ final class NativeFixture {
   /** The NCCL API of the binding line the build selected (the pom's nccl4j.bound.nccl, for each line). */
   static final NcclVersion BOUND = parse(System.getProperty("nccl4j.bound.nccl", "2.30.7"));
 
+  /** The CUDA major version of the line's runtime (the pom's nccl4j.cuda.major). */
+  static final int CUDA_MAJOR = Integer.parseInt(System.getProperty("nccl4j.cuda.major", "13"));
+
   private static NcclVersion parse(String v) {
     String[] p = v.split("\\.");
     return new NcclVersion(Integer.parseInt(p[0]), Integer.parseInt(p[1]), Integer.parseInt(p[2]));

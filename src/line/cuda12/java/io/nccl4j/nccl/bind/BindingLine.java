@@ -32,7 +32,7 @@ final class BindingLine {
   static void initialize(ncclConfig_t c) {
     int undef = NcclConfig.UNDEF;
     c.size(c.sizeof());
-    c.magic(nccl.NCCL_API_MAGIC);
+    c.magic(0xcafebeef); // NCCL_API_MAGIC (not bound by this line)
     c.version(nccl.NCCL_VERSION_CODE);
     c.blocking(undef);
     c.cgaClusterSize(undef);
