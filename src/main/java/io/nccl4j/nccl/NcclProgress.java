@@ -193,8 +193,13 @@ final class NcclProgress implements Runnable {
   /**
    * An NCCL call of the submitting thread that has run past its limit — a blocking launch waiting
    * for a peer that never issues its part — fails the backend, whose abort then releases the call.
+   * A nonblocking communicator's calls return at once; the thread that polls their ncclInProgress
+   * keeps the limit itself ({@link Communicator#complete}).
    */
   private boolean stuckLaunch(long now) {
+    if (comm.isNonBlocking()) {
+      return false;
+    }
     long running = comm.callRunningNanos(now);
     if (running == 0 || running <= comm.callLimitNanos() || comm.isAborting()) {
       return false;
