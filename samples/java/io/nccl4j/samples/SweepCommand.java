@@ -232,17 +232,8 @@ final class SweepCommand implements Callable<Integer> {
     if (k == ReduceOp.Kind.MIN || k == ReduceOp.Kind.MAX) {
       return Math.floorMod(i * 31 + r * 17L, 1000) - 500;
     }
-    long bound = t.isInteger() ? 125 : Math.min(1024, (1L << (mantissa(t) + 1)) / p);
+    long bound = t.isInteger() ? 125 : Math.max(1, Math.min(1024, (1L << (t.mantissaBits() + 1)) / p));
     return Math.floorMod(i * 7 + r * 13L, 2 * bound + 1) - bound;
-  }
-
-  private static int mantissa(DType t) {
-    switch (t) {
-      case FLOAT16: return 10;
-      case BFLOAT16: return 7;
-      case FLOAT32: return 23;
-      default: return 52;
-    }
   }
 
   /** op over every rank's element i, computed the way the element type does (integers wrap). */
@@ -312,7 +303,7 @@ final class SweepCommand implements Callable<Integer> {
 
   private static long countWrong(Tensor got, Tensor expected, DType t, ReduceOp op, int p) {
     boolean tolerant = op != null && op.kind() == ReduceOp.Kind.AVG && t.isFloatingPoint() && Integer.bitCount(p) != 1;
-    double eps = t == DType.FLOAT16 ? 0x1p-10 : t == DType.BFLOAT16 ? 0x1p-7 : t == DType.FLOAT32 ? 0x1p-23 : 0x1p-52;
+    double eps = t.isInteger() ? 0 : Math.scalb(1.0, -t.mantissaBits());
     try (Tensor host = got.copy()) {
       long wrong = 0;
       for (long i = 0; i < host.count(); i++) {

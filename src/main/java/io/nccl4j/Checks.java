@@ -143,7 +143,9 @@ public final class Checks {
     if (op.isBitwise()) {
       throw new UsageException("Cannot use ReduceOp." + op.kind() + " with NCCL");
     }
-    if (op.kind() == ReduceOp.Kind.PREMUL_SUM && !dtype.isFloatingPoint()) {
+    // PyTorch's NCCL backend has PreMulSum for these four types only (not float8, which NCCL itself
+    // would premultiply; AVG on float8 is fine: NCCL does it).
+    if (op.kind() == ReduceOp.Kind.PREMUL_SUM && (!dtype.isFloatingPoint() || dtype.isFloat8())) {
       throw new UsageException("PreMulSum Data type must be half, float, bfloat16 or double", "got " + dtype);
     }
   }

@@ -44,6 +44,8 @@ public record CollectiveFingerprint(long seq, String op, List<Long> shapes, List
       case UINT64: return "UInt64";
       case FLOAT16: return "Half";
       case BFLOAT16: return "BFloat16";
+      case FLOAT8_E4M3FN: return "Float8_e4m3fn";
+      case FLOAT8_E5M2: return "Float8_e5m2";
       case FLOAT32: return "Float";
       default: return "Double";
     }

@@ -4,11 +4,13 @@ import io.nccl4j.memory.NativeMemory;
 import java.util.Locale;
 
 /**
- * NCCL's ten element types, named as PyTorch names them.
+ * NCCL's twelve element types, named as PyTorch names them.
  *
  * <p>{@link #ncclCode()} is the value of NCCL's {@code ncclDataType_t} ({@code ncclInt8 = 0} …
- * {@code ncclBfloat16 = 9}). Integers are two's complement; unsigned types store their bit
- * pattern in Java's signed primitives, and {@link #load}/{@link #store} convert.
+ * {@code ncclBfloat16 = 9}, and from NCCL 2.24 {@code ncclFloat8e4m3 = 10},
+ * {@code ncclFloat8e5m2 = 11}). Integers are two's complement; unsigned types store their bit
+ * pattern in Java's signed primitives, and {@link #loadLong}/{@link #storeLong} convert. The 8-bit
+ * floating types convert with saturation, as NCCL does ({@link Float8}).
  */
 public enum DType {
   INT8("int8", 0, 1, Kind.SIGNED),
@@ -20,7 +22,11 @@ public enum DType {
   FLOAT16("float16", 6, 2, Kind.FLOATING),
   FLOAT32("float32", 7, 4, Kind.FLOATING),
   FLOAT64("float64", 8, 8, Kind.FLOATING),
-  BFLOAT16("bfloat16", 9, 2, Kind.FLOATING);
+  BFLOAT16("bfloat16", 9, 2, Kind.FLOATING),
+  /** OCP FP8 E4M3 ("fn": finite, no infinities); NCCL ≥ 2.24, reductions on sm_90 and newer. */
+  FLOAT8_E4M3FN("float8_e4m3fn", 10, 1, Kind.FLOATING),
+  /** OCP FP8 E5M2; NCCL ≥ 2.24, reductions on sm_90 and newer. */
+  FLOAT8_E5M2("float8_e5m2", 11, 1, Kind.FLOATING);
 
   private enum Kind {
     SIGNED,
@@ -61,7 +67,7 @@ public enum DType {
 
   /** True for the 8-bit floating types (NCCL >= 2.24). */
   public boolean isFloat8() {
-    return false;
+    return this == FLOAT8_E4M3FN || this == FLOAT8_E5M2;
   }
 
   public boolean isInteger() {
@@ -72,7 +78,24 @@ public enum DType {
     return kind != Kind.UNSIGNED;
   }
 
-  /** Number of value bits of an integer type (8, 32 or 64). */
+  /**
+   * Stored mantissa bits of a floating type (float64 52, float32 23, float16 10, bfloat16 7,
+   * float8_e4m3fn 3, float8_e5m2 2): integers up to 2^(bits+1) are exact, and one step rounds by at
+   * most 2^-(bits+1) relative.
+   */
+  public int mantissaBits() {
+    switch (this) {
+      case FLOAT16: return 10;
+      case BFLOAT16: return 7;
+      case FLOAT32: return 23;
+      case FLOAT64: return 52;
+      case FLOAT8_E4M3FN: return 3;
+      case FLOAT8_E5M2: return 2;
+      default: throw new IllegalStateException(this + " is not a floating type");
+    }
+  }
+
+  /** Number of value bits of an integer type (8, 32 or 64); the element's bits for any type. */
   public int bits() {
     return size * 8;
   }
@@ -100,9 +123,11 @@ public enum DType {
       case "float32": case "float": case "fp32": return FLOAT32;
       case "float64": case "double": case "fp64": return FLOAT64;
       case "bfloat16": case "bf16": return BFLOAT16;
+      case "float8_e4m3fn": case "float8_e4m3": case "float8e4m3": case "fp8_e4m3": case "e4m3": return FLOAT8_E4M3FN;
+      case "float8_e5m2": case "float8e5m2": case "fp8_e5m2": case "e5m2": return FLOAT8_E5M2;
       default:
         throw new IllegalArgumentException("Unknown dtype '" + name + "'; expected one of int8, uint8,"
-            + " int32, uint32, int64, uint64, float16, bfloat16, float32, float64");
+            + " int32, uint32, int64, uint64, float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2");
     }
   }
 
@@ -113,7 +138,7 @@ public enum DType {
         return t;
       }
     }
-    throw new IllegalArgumentException("No NCCL data type has code " + code + " (known: 0..9)");
+    throw new IllegalArgumentException("No NCCL data type has code " + code + " (known: 0..11)");
   }
 
   /** Smallest value of an integer type (0 for unsigned). */
@@ -167,6 +192,7 @@ public enum DType {
   public void storeLong(long address, long v) {
     switch (this) {
       case INT8: case UINT8: NativeMemory.putByte(address, (byte) v); break;
+      case FLOAT8_E4M3FN: case FLOAT8_E5M2: storeDouble(address, v); break;
       case INT32: case UINT32: NativeMemory.putInt(address, (int) v); break;
       case INT64: case UINT64: NativeMemory.putLong(address, v); break;
       case FLOAT32: NativeMemory.putFloat(address, (float) v); break;
@@ -197,6 +223,8 @@ public enum DType {
     switch (this) {
       case FLOAT16: return Float16.fromHalfBits(NativeMemory.getShort(address));
       case BFLOAT16: return Float16.fromBfloat16Bits(NativeMemory.getShort(address));
+      case FLOAT8_E4M3FN: return Float8.fromE4M3Bits(NativeMemory.getByte(address));
+      case FLOAT8_E5M2: return Float8.fromE5M2Bits(NativeMemory.getByte(address));
       case FLOAT32: return NativeMemory.getFloat(address);
       case FLOAT64: return NativeMemory.getDouble(address);
       case UINT64: return unsignedToDouble(NativeMemory.getLong(address));
@@ -212,6 +240,8 @@ public enum DType {
     switch (this) {
       case FLOAT16: NativeMemory.putShort(address, Float16.toHalfBits(v)); break;
       case BFLOAT16: NativeMemory.putShort(address, Float16.toBfloat16Bits(v)); break;
+      case FLOAT8_E4M3FN: NativeMemory.putByte(address, Float8.toE4M3Bits(v)); break;
+      case FLOAT8_E5M2: NativeMemory.putByte(address, Float8.toE5M2Bits(v)); break;
       case FLOAT32: NativeMemory.putFloat(address, (float) v); break;
       case FLOAT64: NativeMemory.putDouble(address, v); break;
       case UINT64: NativeMemory.putLong(address, doubleToUnsigned(v)); break;
@@ -224,6 +254,8 @@ public enum DType {
     switch (this) {
       case FLOAT16: return Float16.roundToHalf(v);
       case BFLOAT16: return Float16.roundToBfloat16(v);
+      case FLOAT8_E4M3FN: return Float8.fromE4M3Bits(Float8.toE4M3Bits(v));
+      case FLOAT8_E5M2: return Float8.fromE5M2Bits(Float8.toE5M2Bits(v));
       case FLOAT32: return (float) v;
       case FLOAT64: return v;
       default: throw new IllegalStateException(this + " is not a floating type");

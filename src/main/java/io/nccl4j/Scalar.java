@@ -21,6 +21,8 @@ public final class Scalar {
     switch (dtype) {
       case FLOAT16: return new Scalar(dtype, Float16.toHalfBits(value) & 0xffffL);
       case BFLOAT16: return new Scalar(dtype, Float16.toBfloat16Bits(value) & 0xffffL);
+      case FLOAT8_E4M3FN: return new Scalar(dtype, Float8.toE4M3Bits(value) & 0xffL);
+      case FLOAT8_E5M2: return new Scalar(dtype, Float8.toE5M2Bits(value) & 0xffL);
       case FLOAT32: return new Scalar(dtype, Float.floatToRawIntBits((float) value) & 0xffffffffL);
       case FLOAT64: return new Scalar(dtype, Double.doubleToRawLongBits(value));
       case UINT64: return new Scalar(dtype, value >= 0x1p63 ? (long) (value - 0x1p63) ^ Long.MIN_VALUE : (long) value);
@@ -63,6 +65,8 @@ public final class Scalar {
     switch (dtype) {
       case FLOAT16: return Float16.fromHalfBits((short) bits);
       case BFLOAT16: return Float16.fromBfloat16Bits((short) bits);
+      case FLOAT8_E4M3FN: return Float8.fromE4M3Bits((byte) bits);
+      case FLOAT8_E5M2: return Float8.fromE5M2Bits((byte) bits);
       case FLOAT32: return Float.intBitsToFloat((int) bits);
       case FLOAT64: return Double.longBitsToDouble(bits);
       case UINT64: return DType.unsignedToDouble(bits);

@@ -328,8 +328,9 @@ class ChecksTest {
   }
 
   @ParameterizedTest
-  @EnumSource(value = DType.class, names = {"INT8", "UINT8", "INT32", "UINT32", "INT64", "UINT64"})
-  void premulSumRejectsIntegerTypes(DType dtype) {
+  @EnumSource(value = DType.class, names = {"INT8", "UINT8", "INT32", "UINT32", "INT64", "UINT64", "FLOAT8_E4M3FN",
+      "FLOAT8_E5M2"})
+  void premulSumRejectsIntegerAndFloat8Types(DType dtype) {
     ReduceOp op = ReduceOp.premulSum(0.5);
     UsageException e = usage(() -> Checks.reduceOp(op, dtype),
         "PreMulSum Data type must be half, float, bfloat16 or double");

@@ -40,17 +40,17 @@ class DTypeTest {
   }
 
   @Test
-  void exactlyTenTypesWithDistinctCodes() {
-    assertThat(DType.values()).hasSize(10);
+  void exactlyTwelveTypesWithDistinctCodes() {
+    assertThat(DType.values()).hasSize(12);
     assertThat(EnumSet.allOf(DType.class)).extracting(DType::ncclCode)
-        .containsExactlyInAnyOrder(0, 1, 2, 3, 4, 5, 6, 7, 8, 9);
+        .containsExactlyInAnyOrder(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11);
   }
 
   @Test
   void fromNcclCodeRejectsUnknownCodes() {
-    assertThatThrownBy(() -> DType.fromNcclCode(10))
+    assertThatThrownBy(() -> DType.fromNcclCode(12))
         .isInstanceOf(IllegalArgumentException.class)
-        .hasMessageContaining("10").hasMessageContaining("0..9");
+        .hasMessageContaining("12").hasMessageContaining("0..11");
     assertThatThrownBy(() -> DType.fromNcclCode(-1))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("-1");
   }

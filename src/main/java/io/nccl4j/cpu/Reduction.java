@@ -3,6 +3,7 @@ package io.nccl4j.cpu;
 import io.nccl4j.DType;
 import io.nccl4j.Float16;
 import io.nccl4j.ReduceOp;
+import io.nccl4j.Scalar;
 import io.nccl4j.memory.NativeMemory;
 
 /**
@@ -16,6 +17,10 @@ import io.nccl4j.memory.NativeMemory;
  *   <li>PREMUL_SUM multiplies each rank's own contribution once, in the element type, before it
  *       enters the sum (NCCL's preOp);</li>
  *   <li>MIN/MAX on floating types return the number when the other operand is NaN (fminf/fmaxf).</li>
+ *   <li>float8 (e4m3fn, e5m2): each step in float16, as NCCL's sm_90 kernels compute it
+ *       ({@code fp8(__hadd(half(x), half(y)))}): the exact result rounded to float16, then to
+ *       float8 with saturation (__NV_SATFINITE: an infinity becomes the largest finite value);
+ *       premultiplication likewise ({@code fp8(__hmul(half(x), half(s)))}).</li>
  * </ul>
  * One instance describes one operation; it is immutable and can be shared by threads.
  */
@@ -103,6 +108,7 @@ public final class Reduction {
       case INT32: case UINT32: combineI32(dst, a, b, n, dtype == DType.UINT32); break;
       case INT64: case UINT64: combineI64(dst, a, b, n, dtype == DType.UINT64); break;
       case INT8: case UINT8: combineI8(dst, a, b, n, dtype == DType.UINT8); break;
+      case FLOAT8_E4M3FN: case FLOAT8_E5M2: combine8(dst, a, b, n); break;
       default: combine16(dst, a, b, n); break;
     }
   }
@@ -175,7 +181,7 @@ public final class Reduction {
       int size = dtype.size();
       for (long i = 0; i < n; i++) {
         long off = i * size;
-        storeRounded(dst + off, premul(src + off));
+        storeRounded(dst + off, step(premul(src + off)));
       }
     } else {
       NativeMemory.copy(src, dst, n * dtype.size());
@@ -194,15 +200,30 @@ public final class Reduction {
   }
 
   private void storeRounded(long addr, double v) {
-    dtype.storeDouble(addr, v);
+    dtype.storeDouble(addr, step(v));
+  }
+
+  /**
+   * One arithmetic step's result in the element type: rounded once — for float8 first to float16,
+   * the precision NCCL computes float8 in, then to float8.
+   */
+  private double step(double exact) {
+    if (dtype.isFloat8()) {
+      return dtype.round(io.nccl4j.Float8.saturateFinite(dtype, Float16.roundToHalf(exact)));
+    }
+    return exact;
   }
 
   private void combinePremul(long dst, long a, boolean preA, long b, boolean preB, long n) {
+    if (dtype.isFloat8()) {
+      combinePremul8(dst, a, preA, b, preB, n);
+      return;
+    }
     int size = dtype.size();
     for (long i = 0; i < n; i++) {
       long off = i * size;
-      double x = preA ? dtype.round(premul(a + off)) : dtype.loadDouble(a + off);
-      double y = preB ? dtype.round(premul(b + off)) : dtype.loadDouble(b + off);
+      double x = preA ? dtype.round(step(premul(a + off))) : dtype.loadDouble(a + off);
+      double y = preB ? dtype.round(step(premul(b + off))) : dtype.loadDouble(b + off);
       if (dtype == DType.FLOAT32) {
         NativeMemory.putFloat(dst + off, (float) x + (float) y);
       } else {
@@ -329,6 +350,91 @@ public final class Reduction {
       }
       NativeMemory.putShort(dst + o, half ? Float16.toHalfBits(r) : Float16.toBfloat16Bits(r));
     }
+  }
+
+  /** The premultiplied value of each float8 encoding (made on first use; the scalar is fixed). */
+  private volatile byte[] float8Pre;
+
+  /** float8 PREMUL_SUM / AVG: a look-up of each premultiplied value, then of the pair's sum. */
+  private void combinePremul8(long dst, long a, boolean preA, long b, boolean preB, long n) {
+    byte[] pre8 = float8Pre;
+    if (pre8 == null) {
+      pre8 = new byte[256];
+      long cell = NativeMemory.allocate(1);
+      try {
+        for (int x = 0; x < 256; x++) {
+          NativeMemory.putByte(cell, (byte) x);
+          dtype.storeDouble(cell, step(premul(cell)));
+          pre8[x] = NativeMemory.getByte(cell);
+        }
+      } finally {
+        NativeMemory.free(cell);
+      }
+      float8Pre = pre8;
+    }
+    byte[] sum = float8Table(dtype, Base.SUM);
+    for (long o = 0; o < n; o++) {
+      int x = NativeMemory.getByte(a + o) & 0xFF;
+      int y = NativeMemory.getByte(b + o) & 0xFF;
+      if (preA) {
+        x = pre8[x] & 0xFF;
+      }
+      if (preB) {
+        y = pre8[y] & 0xFF;
+      }
+      NativeMemory.putByte(dst + o, sum[x << 8 | y]);
+    }
+  }
+
+  /** float8: a look-up of the pair's result ({@link #float8Table}). */
+  private void combine8(long dst, long a, long b, long n) {
+    byte[] table = float8Table(dtype, base);
+    for (long o = 0; o < n; o++) {
+      int x = NativeMemory.getByte(a + o) & 0xFF;
+      int y = NativeMemory.getByte(b + o) & 0xFF;
+      NativeMemory.putByte(dst + o, table[x << 8 | y]);
+    }
+  }
+
+  /** The 65536 results of one float8 operator, by (x, y) encodings, made on first use. */
+  private static final java.util.concurrent.atomic.AtomicReferenceArray<byte[]> FLOAT8_TABLES =
+      new java.util.concurrent.atomic.AtomicReferenceArray<>(2 * Base.values().length);
+
+  /**
+   * Every result of {@code base} on two float8 values of {@code t}: one step in double (exact for
+   * one add or multiply of float16 values), then {@link #step}. 64 KiB per operator and type.
+   */
+  private static byte[] float8Table(DType t, Base base) {
+    int k = (t == DType.FLOAT8_E4M3FN ? 0 : 1) * Base.values().length + base.ordinal();
+    byte[] table = FLOAT8_TABLES.get(k);
+    if (table == null) {
+      Reduction r = new Reduction(t, ReduceOp.SUM, 1);
+      table = new byte[1 << 16];
+      long cell = NativeMemory.allocate(1);
+      try {
+        for (int x = 0; x < 256; x++) {
+          for (int y = 0; y < 256; y++) {
+            double vx = Scalar.ofBits(t, x).doubleValue();
+            double vy = Scalar.ofBits(t, y).doubleValue();
+            double v;
+            switch (base) {
+              case SUM: v = vx + vy; break;
+              case PROD: v = vx * vy; break;
+              case MIN: v = fmin(vx, vy); break;
+              default: v = fmax(vx, vy);
+            }
+            t.storeDouble(cell, r.step(v));
+            table[x << 8 | y] = NativeMemory.getByte(cell);
+          }
+        }
+      } finally {
+        NativeMemory.free(cell);
+      }
+      // Threads that race here compute the same table; the first one stored is kept.
+      FLOAT8_TABLES.compareAndSet(k, null, table);
+      table = FLOAT8_TABLES.get(k);
+    }
+    return table;
   }
 
   private static float fmin(float x, float y) {

@@ -495,8 +495,9 @@ class ReductionTest {
     }
   }
 
+  /** (float8 cannot hold these operands exactly; Float8Test checks every pair of float8 values.) */
   @ParameterizedTest
-  @EnumSource(DType.class)
+  @EnumSource(value = DType.class, mode = EnumSource.Mode.EXCLUDE, names = {"FLOAT8_E4M3FN", "FLOAT8_E5M2"})
   void combineWorksInPlace(DType t) {
     long[] av = {1, 2, 3, 4, 5};
     long[] bv = {10, 20, 30, 40, 50};
@@ -578,6 +579,8 @@ class ReductionTest {
           case FLOAT16: x = Float16.fromHalfBits((short) rnd.nextInt(0x10000)); break;
           case BFLOAT16: x = Float16.fromBfloat16Bits((short) rnd.nextInt(0x10000)); break;
           case FLOAT32: x = Float.intBitsToFloat(rnd.nextInt()); break;
+          case FLOAT8_E4M3FN: x = io.nccl4j.Float8.fromE4M3Bits((byte) rnd.nextInt(0x100)); break;
+          case FLOAT8_E5M2: x = io.nccl4j.Float8.fromE5M2Bits((byte) rnd.nextInt(0x100)); break;
           default: x = Double.longBitsToDouble(rnd.nextLong());
         }
       } while (Double.isNaN(x) || Double.isInfinite(x));
@@ -614,7 +617,8 @@ class ReductionTest {
       case MIN: r = Math.min(x, y); break;
       default: r = Math.max(x, y);
     }
-    return t.round(r);
+    // float8 is computed in float16 and stored saturated, as NCCL's kernels do.
+    return t.isFloat8() ? t.round(io.nccl4j.Float8.saturateFinite(t, Float16.roundToHalf(r))) : t.round(r);
   }
 
   @ParameterizedTest

@@ -31,12 +31,7 @@ public final class TestData {
   }
 
   private static int mantissaBits(DType t) {
-    switch (t) {
-      case FLOAT16: return 10;
-      case BFLOAT16: return 7;
-      case FLOAT32: return 23;
-      default: return 52;
-    }
+    return t.mantissaBits();
   }
 
   /** Largest magnitude of a SUM-family input so that any sum of p of them is exact. */
@@ -57,8 +52,10 @@ public final class TestData {
       return Math.floorMod(h, 2 * bound + 1) - bound;
     }
     if (kind == ReduceOp.Kind.PRODUCT) {
-      // ±2^e with p·|e| small enough that every partial product is a normal number of the type.
-      int range = t == DType.FLOAT16 ? Math.max(1, 14 / p) : Math.max(1, Math.min(4, 120 / p));
+      // ±2^e with p·|e| small enough that every partial product is exact in the type (normal, or a
+      // power of two above float8_e4m3fn's smallest subnormal 2^-9).
+      int range = t == DType.FLOAT16 || t == DType.FLOAT8_E5M2 ? Math.max(1, 14 / p)
+          : t == DType.FLOAT8_E4M3FN ? Math.max(1, 8 / p) : Math.max(1, Math.min(4, 120 / p));
       int e = (int) Math.floorMod(h >> 1, 2 * range + 1) - range;
       return ((h & 1) == 0 ? 1 : -1) * Math.scalb(1.0, e);
     }
@@ -169,7 +166,7 @@ public final class TestData {
     return acc;
   }
 
-  /** NCCL's premultiplier: rounded to the type, through float for the 16-bit types. */
+  /** NCCL's premultiplier: rounded to the type, through float for the 16- and 8-bit types. */
   static double scalarFor(DType t, double s) {
     return t == DType.FLOAT64 ? s : t.round((float) s);
   }
