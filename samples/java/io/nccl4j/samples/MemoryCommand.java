@@ -40,7 +40,8 @@ final class MemoryCommand implements Callable<Integer> {
 
   record Step(String label, long allocatedBytes) {}
 
-  record ModeResult(String mode, long steadyBytes, long peakBytes, List<Step> steps, long wrong) {}
+  /** {@code backendBytes}: the backend's own device memory after the mode (NCCL's ncclCommMemStats), -1 if unknown. */
+  record ModeResult(String mode, long steadyBytes, long peakBytes, List<Step> steps, long wrong, long backendBytes) {}
 
   @Override
   public Integer call() {
@@ -80,6 +81,12 @@ final class MemoryCommand implements Callable<Integer> {
     }
     t.print(o);
     o.println();
+    long own = r0.get(r0.size() - 1).backendBytes();
+    if (own >= 0) {
+      // Outside the allocator's figures above: what NCCL itself holds (channels, buffers, proxies).
+      o.printf(Locale.ROOT, "NCCL's own GPU memory (ncclCommMemStats), rank 0: %s MiB after the last mode%n",
+          mib(own));
+    }
     if (backend.name().equals("cpu") && residentBefore > 0 && residentPeak > 0 && peakReset) {
       // Host tensors are the process's own memory: its resident peak should not exceed what the
       // table says every rank held at once, plus 10 % (no hidden copies). Reported, not enforced:
@@ -239,7 +246,7 @@ final class MemoryCommand implements Callable<Integer> {
         }
       }
       rec.accept("end (result freed)");
-      out.add(new ModeResult(mode, steady, a.peakBytes() - base, steps, wrong));
+      out.add(new ModeResult(mode, steady, a.peakBytes() - base, steps, wrong, pg.backendInternalBytes()));
     }
     return out;
   }

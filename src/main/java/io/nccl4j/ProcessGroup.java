@@ -144,6 +144,15 @@ public final class ProcessGroup implements AutoCloseable {
   }
 
   /**
+   * Device memory the backend holds for itself, outside {@link #allocator()}: for NCCL what
+   * {@code ncclCommMemStats} reports for the communicator (NCCL ≥ 2.30); -1 where the backend
+   * cannot tell. Local.
+   */
+  public long backendInternalBytes() {
+    return backend.internalBytes();
+  }
+
+  /**
    * Number of collectives enqueued so far on this rank (PyTorch's sequence number of the last one;
    * SEND/RECV are not counted). A call rejected by the checks does not advance it. Local.
    */

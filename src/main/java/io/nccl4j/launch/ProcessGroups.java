@@ -97,9 +97,9 @@ public final class ProcessGroups {
             throw new IllegalStateException("rank " + env.rank() + ": " + problem);
           }
           int device = env.localRank() % gpus;
-          Communicator comm = NcclRendezvous.join(nccl, store, device, env.worldSize(), env.rank(),
-              CommOptions.fromEnvironment(), timeout);
-          b = new NcclBackend(comm, nccl.allocator(device).child("rank" + env.rank()), timeout);
+          CommOptions options = CommOptions.fromEnvironment();
+          Communicator comm = NcclRendezvous.join(nccl, store, device, env.worldSize(), env.rank(), options, timeout);
+          b = new NcclBackend(comm, NcclCluster.groupAllocator(comm, "rank" + env.rank(), options.allocation()), timeout);
           break;
         }
         default:

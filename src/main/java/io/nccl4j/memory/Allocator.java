@@ -54,8 +54,20 @@ public final class Allocator implements AutoCloseable {
 
   /** A child whose allocations are also counted here and in every ancestor. */
   public Allocator child(String childName) {
+    return child(childName, resource);
+  }
+
+  /**
+   * A child that obtains its memory from {@code childResource} — another kind of memory of the same
+   * device, such as NCCL-registered memory — counted here and in every ancestor like any child.
+   */
+  public Allocator child(String childName, MemoryResource childResource) {
     ensureOpen();
-    Allocator c = new Allocator(name + "/" + Objects.requireNonNull(childName), this, resource);
+    if (!childResource.device().equals(resource.device())) {
+      throw new IllegalArgumentException("A child of " + name + " (" + resource.device() + ") cannot take memory of "
+          + childResource.device());
+    }
+    Allocator c = new Allocator(name + "/" + Objects.requireNonNull(childName), this, childResource);
     children.add(c);
     return c;
   }

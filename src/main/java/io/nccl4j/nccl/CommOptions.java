@@ -26,37 +26,47 @@ import java.time.Duration;
  *     serialised per device, and the communicator is nonblocking
  * @param abortGrace how long an abort waits for a call in progress on another thread before it
  *     aborts without it (see {@link Communicator#abort(Duration)})
+ * @param allocation where the group's tensors come from (plain, registered, symmetric windows); the
+ *     same on every rank
  */
-public record CommOptions(boolean nonBlocking, int maxCTAs, boolean sharedDevice, Duration abortGrace) {
+public record CommOptions(boolean nonBlocking, int maxCTAs, boolean sharedDevice, Duration abortGrace,
+    NcclAllocation allocation) {
   /** How long an abort waits for a call on another thread by default. */
   public static final Duration DEFAULT_ABORT_GRACE = Duration.ofSeconds(2);
 
-  /** Blocking unless {@code NCCL4J_NCCL_NONBLOCKING=1}; NCCL chooses the CTAs. */
+  /**
+   * Blocking unless {@code NCCL4J_NCCL_NONBLOCKING=1}; NCCL chooses the CTAs; the allocation from
+   * {@code NCCL4J_NCCL_ALLOCATOR} (plain by default).
+   */
   public static CommOptions fromEnvironment() {
     return new CommOptions("1".equals(System.getenv("NCCL4J_NCCL_NONBLOCKING")), NcclConfig.UNDEF, false,
-        DEFAULT_ABORT_GRACE);
+        DEFAULT_ABORT_GRACE, NcclAllocation.fromEnvironment());
   }
 
-  /** Blocking, NCCL's defaults: what the tests start from, independent of the environment. */
+  /** Blocking, NCCL's defaults, plain memory: what the tests start from, independent of the environment. */
   public static CommOptions blocking() {
-    return new CommOptions(false, NcclConfig.UNDEF, false, DEFAULT_ABORT_GRACE);
+    return new CommOptions(false, NcclConfig.UNDEF, false, DEFAULT_ABORT_GRACE, NcclAllocation.PLAIN);
   }
 
   public CommOptions withNonBlocking(boolean nb) {
-    return new CommOptions(nb, maxCTAs, sharedDevice, abortGrace);
+    return new CommOptions(nb, maxCTAs, sharedDevice, abortGrace, allocation);
   }
 
   public CommOptions withMaxCTAs(int n) {
-    return new CommOptions(nonBlocking, n, sharedDevice, abortGrace);
+    return new CommOptions(nonBlocking, n, sharedDevice, abortGrace, allocation);
   }
 
   /** For a rank whose GPU other ranks of this process use too: nonblocking, calls serialised per device. */
   public CommOptions withSharedDevice() {
-    return new CommOptions(true, maxCTAs, true, abortGrace);
+    return new CommOptions(true, maxCTAs, true, abortGrace, allocation);
   }
 
   public CommOptions withAbortGrace(Duration grace) {
-    return new CommOptions(nonBlocking, maxCTAs, sharedDevice, grace);
+    return new CommOptions(nonBlocking, maxCTAs, sharedDevice, grace, allocation);
+  }
+
+  public CommOptions withAllocation(NcclAllocation a) {
+    return new CommOptions(nonBlocking, maxCTAs, sharedDevice, abortGrace, a);
   }
 
   NcclConfig config() {

@@ -282,6 +282,45 @@ public final class Communicator implements AutoCloseable {
     }
   }
 
+  /**
+   * One NCCL call on this communicator, from any thread: {@link #enter}, the call, {@link #complete},
+   * {@link #exit}. For the calls outside the collective path (registration, statistics); the result
+   * is NCCL's, checked by the caller.
+   */
+  public int call(String function, Duration limit, java.util.function.LongToIntFunction call) {
+    long h = enter(function, limit.toNanos(), System.nanoTime());
+    try {
+      return complete(call.applyAsInt(h), function);
+    } finally {
+      exit();
+    }
+  }
+
+  /**
+   * NCCL's own GPU memory of this communicator ({@code ncclCommMemStats}, NCCL ≥ 2.30), or null
+   * where the library or the binding lacks it.
+   */
+  public MemStats memStats() {
+    if (!nccl.supports(NcclFeature.MEM_STATS)) {
+      return null;
+    }
+    long[] out = new long[1];
+    long[] v = new long[4];
+    for (int stat = 0; stat < 4; stat++) {
+      int s = stat;
+      int rc = call("ncclCommMemStats", Duration.ofSeconds(30), h -> api.commMemStats(h, s, out));
+      NcclCall.check(rc, api, context(), "ncclCommMemStats");
+      v[stat] = out[0];
+    }
+    return new MemStats(v[3], v[2], v[0], v[1] != 0);
+  }
+
+  /**
+   * What {@code ncclCommMemStats} reports: all the GPU memory NCCL tracks for the communicator, the
+   * part that persists, the part {@code ncclCommSuspend} could release, and whether it is suspended.
+   */
+  public record MemStats(long totalBytes, long persistentBytes, long suspendableBytes, boolean suspended) {}
+
   /** Ends what {@link #enter} began. */
   public void exit() {
     callStart = 0;

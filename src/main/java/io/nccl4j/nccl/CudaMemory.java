@@ -41,6 +41,11 @@ final class CudaMemory implements MemoryResource {
     NON_BLOCKING.set(true);
   }
 
+  /** True on a thread {@link #markNonBlockingThread} marked. */
+  static boolean isNonBlockingThread() {
+    return NON_BLOCKING.get();
+  }
+
   @Override
   public Device device() {
     return device < 0 ? Device.cuda(0) : Device.cuda(device);

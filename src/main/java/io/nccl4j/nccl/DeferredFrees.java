@@ -31,6 +31,25 @@ final class DeferredFrees {
     return SUBMITTED.get() - DONE.get();
   }
 
+  /**
+   * Waits until every free submitted before this call has run, or {@code limit} passed; true when
+   * they have. For callers that must see the device memory returned (tests, accounting checks).
+   */
+  static boolean awaitDone(java.time.Duration limit) throws InterruptedException {
+    long target = SUBMITTED.get();
+    long deadline = System.nanoTime() + limit.toNanos();
+    synchronized (DONE) {
+      while (DONE.get() < target) {
+        long left = deadline - System.nanoTime();
+        if (left <= 0) {
+          return false;
+        }
+        java.util.concurrent.TimeUnit.NANOSECONDS.timedWait(DONE, left);
+      }
+    }
+    return true;
+  }
+
   private static synchronized void start() {
     if (thread == null) {
       thread = new Thread(DeferredFrees::loop, "nccl4j-deferred-free");
@@ -52,7 +71,10 @@ final class DeferredFrees {
       } catch (RuntimeException e) {
         LOG.warn("deferred free failed: {}", e.getMessage());
       } finally {
-        DONE.incrementAndGet();
+        synchronized (DONE) {
+          DONE.incrementAndGet();
+          DONE.notifyAll();
+        }
       }
     }
   }

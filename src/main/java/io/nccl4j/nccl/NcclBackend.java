@@ -153,6 +153,13 @@ public final class NcclBackend implements Backend {
     return timeout;
   }
 
+  /** {@code ncclCommMemStats}' total for the communicator (NCCL ≥ 2.30), else -1. */
+  @Override
+  public long internalBytes() {
+    Communicator.MemStats m = comm.memStats();
+    return m == null ? -1 : m.totalBytes();
+  }
+
   /** This rank's communicator (for interop and tests). */
   public Communicator communicator() {
     return comm;

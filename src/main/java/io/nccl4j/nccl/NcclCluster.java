@@ -71,6 +71,16 @@ public final class NcclCluster implements ClusterBackend {
     return ranks + " ranks on " + gpus + " GPU" + (gpus == 1 ? "" : "s") + " put several ranks on one GPU: " + why;
   }
 
+  /**
+   * The allocator of one rank's group: a child of its device's allocator, over the device's memory
+   * or over memory registered with {@code comm} ({@link NcclAllocation}).
+   */
+  public static io.nccl4j.memory.Allocator groupAllocator(Communicator comm, String name, NcclAllocation allocation) {
+    io.nccl4j.memory.Allocator device = comm.nccl().allocator(comm.deviceIndex());
+    return allocation == NcclAllocation.PLAIN ? device.child(name)
+        : device.child(name + "/" + allocation.name().toLowerCase(java.util.Locale.ROOT), new NcclMemory(comm, allocation));
+  }
+
   @Override
   public Run start(int worldSize, Duration timeout, String runName) {
     int gpus = nccl.deviceCount();
@@ -88,7 +98,7 @@ public final class NcclCluster implements ClusterBackend {
       CommOptions opts) {
     Communicator comm = NcclRendezvous.join(nccl, store, device, worldSize, rank, opts, timeout);
     try {
-      return new NcclBackend(comm, nccl.allocator(device).child(runName + "/rank" + rank), timeout);
+      return new NcclBackend(comm, groupAllocator(comm, runName + "/rank" + rank, opts.allocation()), timeout);
     } catch (RuntimeException e) {
       comm.abort();
       throw e;

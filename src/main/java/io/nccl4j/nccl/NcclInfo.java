@@ -23,6 +23,22 @@ public final class NcclInfo {
     }
   }
 
+  /** What a one-rank communicator on cuda:0 holds of GPU memory (ncclCommMemStats), or why that is unknown. */
+  private static Line ncclMemory(Nccl nccl) {
+    if (!nccl.supports(NcclFeature.MEM_STATS)) {
+      return new Line("NCCL memory", false, "not reported: " + NcclFeature.MEM_STATS.function() + " needs NCCL "
+          + NcclFeature.MEM_STATS.since() + " in the library and the binding");
+    }
+    try (Communicator c = Communicator.initRank(nccl, 0, 1, 0, nccl.uniqueId())) {
+      Communicator.MemStats m = c.memStats();
+      return new Line("NCCL memory", true, String.format(java.util.Locale.ROOT, "a 1-rank communicator on cuda:0 holds"
+          + " %.1f MiB of GPU memory (%.1f MiB persistent, %.1f MiB suspendable; ncclCommMemStats)",
+          m.totalBytes() / 1048576.0, m.persistentBytes() / 1048576.0, m.suspendableBytes() / 1048576.0));
+    } catch (RuntimeException e) {
+      return new Line("NCCL memory", false, "a 1-rank communicator on cuda:0 could not be made: " + e.getMessage());
+    }
+  }
+
   public static List<Line> collect() {
     List<Line> lines = new ArrayList<>();
     Runtime rt = Runtime.getRuntime();
@@ -130,6 +146,7 @@ public final class NcclInfo {
           }
         }
         lines.add(new Line("GPUs", true, sb.toString()));
+        lines.add(ncclMemory(nccl));
       }
     }
     return lines;

@@ -82,6 +82,14 @@ public interface Backend extends AutoCloseable {
     return 0;
   }
 
+  /**
+   * Device memory the backend holds for itself, outside its allocator (NCCL's buffers, channels,
+   * proxies); -1 when it cannot tell, the default.
+   */
+  default long internalBytes() {
+    return -1;
+  }
+
   /** Receives the outcome of one operation submitted with {@link #submit(Collective, boolean, Completion)}. */
   interface Completion {
     /** The operation started executing at {@code nanos} ({@link System#nanoTime()}); not called by backends that cannot tell. */

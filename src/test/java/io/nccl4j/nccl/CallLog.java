@@ -93,4 +93,14 @@ public final class CallLog {
   public synchronized String toString() {
     return String.join("\n", since(0));
   }
+
+  /** The index of the first call in {@code calls} starting with {@code prefix}, or -1. */
+  public static int indexStarting(List<String> calls, String prefix) {
+    for (int i = 0; i < calls.size(); i++) {
+      if (calls.get(i).startsWith(prefix)) {
+        return i;
+      }
+    }
+    return -1;
+  }
 }

@@ -117,8 +117,8 @@ class MemoryCommandTest {
   @Test
   void checkReportsMismatchesAndWrongElements() {
     long s = MIB;
-    List<ModeResult> bad = List.of(new ModeResult("allreduce-full", s, s + 4, List.of(), 0),
-        new ModeResult("reduce-scatter-shard", s / 4, s + s / 4, List.of(), 3));
+    List<ModeResult> bad = List.of(new ModeResult("allreduce-full", s, s + 4, List.of(), 0, -1),
+        new ModeResult("reduce-scatter-shard", s / 4, s + s / 4, List.of(), 3, -1));
     assertThat(MemoryCommand.check(bad, MIB, 4)).containsExactly(
         "allreduce-full: steady/peak 1.0/1.0 MiB, expected 1.0/1.0",
         "reduce-scatter-shard: 3 wrong element(s)");

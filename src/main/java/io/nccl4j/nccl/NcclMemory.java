@@ -1,0 +1,113 @@
+package io.nccl4j.nccl;
+
+import io.nccl4j.Device;
+import io.nccl4j.memory.MemoryResource;
+import io.nccl4j.nccl.bind.NcclApi;
+import java.time.Duration;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * Memory NCCL can use without copying: {@code ncclMemAlloc}, each block registered with one
+ * communicator as it is allocated — {@code ncclCommRegister} ({@link NcclAllocation#REGISTERED},
+ * local) or {@code ncclCommWindowRegister} ({@link NcclAllocation#SYMMETRIC}, collective: every rank
+ * allocates the same sizes in the same order). Freeing deregisters (local in both cases) and frees;
+ * asked for on a thread that must not call NCCL or wait for the GPU (the progress thread, when a
+ * closed tensor's last collective completes), it is done by {@link DeferredFrees}. A communicator
+ * that is gone took its registrations with it: the memory is then only freed. Copies and fills are
+ * those of the device's {@link CudaMemory}.
+ */
+final class NcclMemory implements MemoryResource {
+  private static final Duration LIMIT = Duration.ofMinutes(10);
+
+  private final Communicator comm;
+  private final NcclAllocation mode;
+  private final CudaMemory device;
+  private final NcclApi api;
+  private final Map<Long, Long> handles = new ConcurrentHashMap<>();
+
+  NcclMemory(Communicator comm, NcclAllocation mode) {
+    if (mode == NcclAllocation.PLAIN) {
+      throw new IllegalArgumentException("NcclMemory registers its memory; PLAIN is the device's own CudaMemory");
+    }
+    Nccl nccl = comm.nccl();
+    nccl.require(NcclFeature.MEM_ALLOC);
+    nccl.require(mode == NcclAllocation.SYMMETRIC ? NcclFeature.WINDOW : NcclFeature.REGISTER);
+    this.comm = comm;
+    this.mode = mode;
+    this.device = new CudaMemory(nccl, comm.deviceIndex());
+    this.api = nccl.api();
+  }
+
+  @Override
+  public Device device() {
+    return comm.device();
+  }
+
+  @Override
+  public long allocate(long bytes) {
+    comm.nccl().setDevice(comm.deviceIndex());
+    long[] out = new long[1];
+    long n = Math.max(1, bytes);
+    int rc = api.memAlloc(out, n);
+    if (rc != 0) {
+      throw NcclCall.error(rc, api, comm.context(), "ncclMemAlloc(" + bytes + ")");
+    }
+    long address = out[0];
+    long[] handle = new long[1];
+    String function = mode == NcclAllocation.SYMMETRIC ? "ncclCommWindowRegister" : "ncclCommRegister";
+    try {
+      rc = comm.call(function, LIMIT, h -> mode == NcclAllocation.SYMMETRIC
+          ? api.commWindowRegister(h, address, n, handle, 0) : api.commRegister(h, address, n, handle));
+      NcclCall.check(rc, api, comm.context(), function);
+    } catch (RuntimeException e) {
+      api.memFree(address);
+      throw e;
+    }
+    handles.put(address, handle[0]);
+    return address;
+  }
+
+  @Override
+  public void free(long address, long bytes) {
+    if (CudaMemory.isNonBlockingThread()) {
+      DeferredFrees.submit(() -> deregisterAndFree(address));
+    } else {
+      deregisterAndFree(address);
+    }
+  }
+
+  private void deregisterAndFree(long address) {
+    Long handle = handles.remove(address);
+    comm.nccl().setDevice(comm.deviceIndex());
+    if (handle != null && !comm.isClosed() && !comm.isAborting()) {
+      String function = mode == NcclAllocation.SYMMETRIC ? "ncclCommWindowDeregister" : "ncclCommDeregister";
+      try {
+        int rc = comm.call(function, LIMIT, h -> mode == NcclAllocation.SYMMETRIC
+            ? api.commWindowDeregister(h, handle) : api.commDeregister(h, handle));
+        NcclCall.check(rc, api, comm.context(), function);
+      } catch (io.nccl4j.BackendException e) {
+        // The communicator went away meanwhile, and its registrations with it.
+      }
+    }
+    int rc = api.memFree(address);
+    if (rc != 0) {
+      throw NcclCall.error(rc, api, comm.context(), "ncclMemFree");
+    }
+  }
+
+  @Override
+  public void zero(long address, long bytes) {
+    device.zero(address, bytes);
+  }
+
+  @Override
+  public void copy(long dst, Device dstDevice, long src, Device srcDevice, long bytes) {
+    device.copy(dst, dstDevice, src, srcDevice, bytes);
+  }
+
+  @Override
+  public String toString() {
+    return (mode == NcclAllocation.SYMMETRIC ? "symmetric-window" : "registered") + " NCCL memory of " + device();
+  }
+}
