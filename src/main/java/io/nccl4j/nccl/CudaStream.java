@@ -56,6 +56,11 @@ public final class CudaStream implements DeviceStream, AutoCloseable {
     CudaCall.check(cuda.streamWaitEvent(handle(), event.handle()), cuda, "cudaStreamWaitEvent", device);
   }
 
+  /** The runtime this stream belongs to (for helpers such as {@link CudaGraph}). */
+  Nccl nccl() {
+    return nccl;
+  }
+
   public boolean isClosed() {
     return handle == 0;
   }

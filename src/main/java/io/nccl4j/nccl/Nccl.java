@@ -147,6 +147,22 @@ public final class Nccl {
     return n[0] == 0 ? "no CUDA devices are visible" : null;
   }
 
+  /** The compute capability major version of {@code device} (9 for Hopper), or -1 if CUDA cannot say. */
+  public int computeCapabilityMajor(int device) {
+    int[] out = new int[1];
+    return cuda.deviceGetAttribute(out, CudaApi.DEV_ATTR_COMPUTE_CAPABILITY_MAJOR, device) == CudaApi.SUCCESS
+        ? out[0] : -1;
+  }
+
+  /**
+   * True when NCCL reduces float8 on {@code device}: NCCL ≥ 2.24 (library and binding) and a GPU of
+   * compute capability 9.0 or newer (NCCL: "FP8 reduction support begins with sm90 capable
+   * devices"; moving float8 without reducing works everywhere).
+   */
+  public boolean reducesFloat8(int device) {
+    return supports(NcclFeature.FP8) && computeCapabilityMajor(device) >= 9;
+  }
+
   /** A fresh 128-byte NCCL unique id (rank 0 creates it and hands it to the others). */
   public byte[] uniqueId() {
     byte[] id = new byte[128];

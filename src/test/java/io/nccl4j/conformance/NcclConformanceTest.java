@@ -66,12 +66,32 @@ class NcclConformanceTest extends ConformanceSuite {
     };
   }
 
-  /** One rank per GPU, up to 8; with multi-rank GPUs (NCCL ≥ 2.30) also 2 and 4 ranks on one GPU. */
+  /**
+   * One rank per GPU, up to 8; where NCCL allows two ranks per GPU (≥ 2.30 with
+   * NCCL_MULTI_RANK_GPU_ENABLE=1) up to twice the GPUs. {@code NCCL4J_GPU_WORLD_SIZES} (e.g. "1" or
+   * "2") picks some of them, so that ci/gpu-check.sh can time each apart.
+   */
   @Override
   protected int[] worldSizes() {
     Nccl nccl = Nccl.load();
     int gpus = nccl.deviceCount();
-    int max = NcclCluster.of(nccl).multiRankPerGpu() ? Math.max(gpus, 4) : gpus;
-    return IntStream.of(1, 2, 3, 4, 5, 8).filter(p -> p <= max).toArray();
+    int max = NcclCluster.of(nccl).multiRankPerGpu() ? 2 * gpus : gpus;
+    String only = System.getenv("NCCL4J_GPU_WORLD_SIZES");
+    java.util.Set<Integer> chosen = only == null || only.isBlank() ? null : java.util.Arrays.stream(only.split(","))
+        .map(String::trim).map(Integer::valueOf).collect(java.util.stream.Collectors.toSet());
+    return IntStream.of(1, 2, 3, 4, 5, 8).filter(p -> p <= max).filter(p -> chosen == null || chosen.contains(p))
+        .toArray();
+  }
+
+  /** Every type; float8 only where NCCL can reduce it (sm_90 and newer, NCCL ≥ 2.24). */
+  @Override
+  protected List<io.nccl4j.DType> dtypes() {
+    Nccl nccl = Nccl.load();
+    boolean fp8 = nccl.reducesFloat8(0);
+    if (!fp8) {
+      System.out.println("NcclConformanceTest: float8 left out: NCCL " + nccl.version() + ", compute capability "
+          + nccl.computeCapabilityMajor(0) + ".x (needs NCCL >= 2.24 and sm_90)");
+    }
+    return java.util.Arrays.stream(io.nccl4j.DType.values()).filter(t -> fp8 || !t.isFloat8()).toList();
   }
 }

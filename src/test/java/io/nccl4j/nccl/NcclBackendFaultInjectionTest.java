@@ -731,6 +731,58 @@ class NcclBackendFaultInjectionTest {
   }
 
   @Test
+  void allToAllWithEqualSplitsIsNativeFromNccl228AndGroupedBefore() {
+    fake.version(22800);
+    nccl = Nccl.of(fake, cuda, null);
+    ProcessGroup pg = group();
+    cuda.autoComplete(true);
+    Tensor in = device(pg, 1, 2, 3, 4);
+    Tensor out = closeLater(pg.zeros(4, DType.FLOAT32));
+    int mark = log.mark();
+    pg.allToAllSingle(out, in);
+    assertThat(log.since(mark)).as("one rank, equal splits: ncclAlltoAll")
+        .contains("ncclAlltoAll(" + hex(in.address()) + "," + hex(out.address()) + ",4,7,c1,s1)")
+        .noneMatch(c -> c.startsWith("ncclSend("));
+    assertThat(read(out)).containsExactly(1, 2, 3, 4);
+
+    fake.bound(22703); // the CUDA 12 line's binding has no ncclAlltoAll
+    Nccl older = Nccl.of(fake, cuda, null);
+    assertThat(older.supports(NcclFeature.ALLTOALL)).isFalse();
+    assertThatThrownBy(() -> older.require(NcclFeature.ALLTOALL)).isInstanceOf(UnsupportedOperationException.class)
+        .hasMessage("ncclAlltoAll (NCCL 2.28.0) is not in this build's binding, which has the API of NCCL 2.27.3 (the"
+            + " CUDA 12 line); build the default line for it");
+  }
+
+  @Test
+  void float8NeedsNccl224AndTravelsWithNcclsCode() {
+    ProcessGroup old = group(); // NCCL 2.23.4
+    cuda.autoComplete(true);
+    try (Tensor h = Tensor.empty(4, DType.FLOAT8_E4M3FN); Tensor t = h.copy(old.allocator())) {
+      int mark = log.mark();
+      assertThatThrownBy(() -> old.allReduce(t, ReduceOp.SUM)).isInstanceOf(UnsupportedOperationException.class)
+          .hasMessage("ncclFloat8e4m3/ncclFloat8e5m2 needs NCCL 2.24.0 or newer; the loaded libnccl.so.2 is 2.23.4, so"
+              + " nccl4j does not call it");
+      assertThat(log.since(mark)).noneMatch(c -> c.startsWith("ncclAllReduce"));
+    }
+    fake.version(22403);
+    nccl = Nccl.of(fake, cuda, null);
+    ProcessGroup pg = group();
+    try (Tensor h = Tensor.empty(4, DType.FLOAT8_E5M2)) {
+      for (int i = 0; i < 4; i++) {
+        h.setDouble(i, 1.5 * (i + 1));
+      }
+      try (Tensor t = h.copy(pg.allocator())) {
+        int mark = log.mark();
+        pg.allReduce(t, ReduceOp.AVG);
+        assertThat(log.since(mark)).as("float8_e5m2 = 11, ncclAvg = 4")
+            .anyMatch(c -> c.startsWith("ncclAllReduce(") && c.contains(",4,11,4,c2,"));
+        assertThatThrownBy(() -> pg.allReduce(t, ReduceOp.premulSum(2.0))).isInstanceOf(UsageException.class)
+            .hasMessageContaining("PreMulSum Data type must be half, float, bfloat16 or double");
+      }
+    }
+  }
+
+  @Test
   void barrierIsAnAllReduceOfOneInt32() {
     ProcessGroup pg = group();
     cuda.autoComplete(true);
@@ -833,7 +885,7 @@ class NcclBackendFaultInjectionTest {
   }
 
   @Test
-  void aTensorClosedWhileItsWorkIsPendingIsFreedWhenTheWorkCompletes() {
+  void aTensorClosedWhileItsWorkIsPendingIsFreedWhenTheWorkCompletes() throws InterruptedException {
     ProcessGroup pg = group();
     Tensor t;
     try (Tensor host = Tensor.ofFloats(1, 2, 3, 4)) {
@@ -847,6 +899,9 @@ class NcclBackendFaultInjectionTest {
     cuda.complete(FakeCuda.eventHandle(2));
     assertThat(w.waitFor(DID_NOT_HANG)).isTrue();
     assertThat(pg.allocator().allocatedBytes()).isZero();
+    // The progress thread released it, and a free there without memory pools is deferred (it may
+    // not wait for the GPU): the device memory is returned once the deferred free has run.
+    assertThat(DeferredFrees.awaitDone(DID_NOT_HANG)).isTrue();
     assertThat(cuda.liveBytes()).isZero();
   }
 

@@ -1,6 +1,7 @@
 package io.nccl4j.nccl;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.catchThrowable;
 import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 
@@ -419,20 +420,59 @@ class NcclRulesTest {
     List<String> calls = log.since(mark);
     int ready = calls.indexOf("eventRecord(e1," + s + ")");
     int join = calls.indexOf("streamWaitEvent(s1,e1)");
-    int launch = indexStarting(calls, "ncclAllReduce(");
-    int back = indexStarting(calls, "streamWaitEvent(" + s + ",");
+    int launch = CallLog.indexStarting(calls, "ncclAllReduce(");
+    int back = CallLog.indexStarting(calls, "streamWaitEvent(" + s + ",");
     assertThat(List.of(ready, join, launch, back)).as("%s", calls).doesNotContain(-1).isSorted();
     assertThat(log.all().subList(mark, log.mark())).as("no captured event is queried")
         .noneMatch(c -> c.startsWith("eventQuery(") && c.contains("=900"));
   }
 
-  private static int indexStarting(List<String> calls, String prefix) {
-    for (int i = 0; i < calls.size(); i++) {
-      if (calls.get(i).startsWith(prefix)) {
-        return i;
-      }
-    }
-    return -1;
+  /** CudaGraph captures thread-locally, replays on its stream, and destroys both handles once. */
+  @Test
+  void aCudaGraphCapturesReplaysAndClosesOnce() {
+    cuda.autoComplete(true);
+    ProcessGroup pg = group(CommOptions.blocking(), Duration.ofSeconds(5));
+    Tensor t = device(pg, 1, 2);
+    CudaStream user = CudaStream.create(nccl, 0);
+    toClose.add(user);
+    pg.setCurrentStream(user);
+    String s = FakeCuda.stream(user.handle());
+    int mark = log.mark();
+    CudaGraph g = CudaGraph.capture(user, () -> pg.allReduceAsync(t, ReduceOp.SUM));
+    g.replay();
+    g.replay();
+    g.close();
+    g.close();
+    pg.setCurrentStream(null);
+    List<String> calls = log.since(mark);
+    int begin = calls.indexOf("streamBeginCapture(" + s + "," + CudaApi.STREAM_CAPTURE_MODE_THREAD_LOCAL + ")");
+    int launch = CallLog.indexStarting(calls, "ncclAllReduce(");
+    int end = calls.indexOf("streamEndCapture(" + s + ")");
+    int instantiate = calls.indexOf("graphInstantiate()");
+    int replay = calls.indexOf("graphLaunch(" + s + ")");
+    assertThat(List.of(begin, launch, end, instantiate, replay)).as("%s", calls).doesNotContain(-1).isSorted();
+    assertThat(calls).as("two replays, each handle destroyed once").containsSubsequence(
+        "graphLaunch(" + s + ")", "graphLaunch(" + s + ")", "graphExecDestroy()", "graphDestroy()");
+    assertThat(calls.stream().filter(c -> c.equals("graphDestroy()")).count()).isEqualTo(1);
+    assertThatThrownBy(g::replay).isInstanceOf(IllegalStateException.class).hasMessageContaining("closed");
+  }
+
+  /** A body that throws leaves the stream out of capture, the partial graph destroyed, its exception intact. */
+  @Test
+  void aCudaGraphWhoseBodyThrowsEndsTheCapture() {
+    CudaStream user = CudaStream.create(nccl, 0);
+    toClose.add(user);
+    IllegalArgumentException boom = new IllegalArgumentException("body failed");
+    int mark = log.mark();
+    assertThatThrownBy(() -> CudaGraph.capture(user, () -> {
+      throw boom;
+    })).isSameAs(boom);
+    String s = FakeCuda.stream(user.handle());
+    assertThat(log.since(mark)).containsSubsequence("streamEndCapture(" + s + ")", "graphDestroy()")
+        .doesNotContain("graphInstantiate()");
+    int[] status = new int[1];
+    assertThat(cuda.streamIsCapturing(user.handle(), status)).isZero();
+    assertThat(status[0]).isEqualTo(CudaApi.STREAM_CAPTURE_STATUS_NONE);
   }
 
   /** The progress thread runs in relaxed capture mode: its event queries cannot invalidate another thread's capture. */

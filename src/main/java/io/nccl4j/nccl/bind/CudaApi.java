@@ -23,6 +23,8 @@ public interface CudaApi {
   int EVENT_DISABLE_TIMING = 2;
   /** cudaMemcpyDefault: direction inferred from unified addressing. */
   int MEMCPY_DEFAULT = 4;
+  /** cudaDevAttrComputeCapabilityMajor. */
+  int DEV_ATTR_COMPUTE_CAPABILITY_MAJOR = 75;
   /** cudaDevAttrMemoryPoolsSupported: cudaMallocAsync/cudaFreeAsync work on the device. */
   int DEV_ATTR_MEMORY_POOLS_SUPPORTED = 115;
   /** cudaStreamCaptureModeGlobal. */

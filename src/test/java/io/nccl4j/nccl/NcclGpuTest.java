@@ -1,0 +1,183 @@
+package io.nccl4j.nccl;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.catchThrowable;
+
+import io.nccl4j.BackendException;
+import io.nccl4j.DType;
+import io.nccl4j.LocalCluster;
+import io.nccl4j.RankFailedException;
+import io.nccl4j.ReduceOp;
+import io.nccl4j.Tensor;
+import io.nccl4j.Work;
+import io.nccl4j.nccl.bind.CudaApi;
+import java.time.Duration;
+import java.util.List;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+
+/**
+ * What the NCCL redesign promises, on a real GPU (tag gpu; skipped, saying why, without one):
+ * collectives captured in a CUDA graph replay correctly; registered and symmetric-window memory;
+ * ncclCommMemStats; native all-to-all; a launch that a peer never matches is stopped by the watchdog
+ * and the abort on every rank; and all of it at world size 2 on one GPU where NCCL allows two ranks
+ * per GPU (NCCL ≥ 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1, which ci/gpu-check.sh sets).
+ */
+@Tag("gpu")
+class NcclGpuTest {
+  private static final Duration TIMEOUT = Duration.ofSeconds(60);
+  private static Nccl nccl;
+  private static int gpus;
+
+  @BeforeAll
+  static void requireGpu() {
+    String reason = Nccl.unavailableReason(1);
+    if (reason != null) {
+      System.out.println("NcclGpuTest skipped: " + reason);
+    }
+    Assumptions.assumeTrue(reason == null, reason);
+    nccl = Nccl.load();
+    gpus = nccl.deviceCount();
+    System.out.println("NcclGpuTest: NCCL " + nccl.version() + " (binding " + nccl.boundVersion() + "), " + gpus
+        + " GPU(s), two ranks per GPU: " + NcclCluster.of(nccl).multiRankPerGpu());
+  }
+
+  /**
+   * The world sizes this machine can run: 1, and 2 with two GPUs or two ranks per GPU;
+   * {@code NCCL4J_GPU_WORLD_SIZES} (e.g. "2") picks some of them, as for the conformance suite.
+   */
+  private static int[] worldSizes() {
+    boolean two = gpus >= 2 || NcclCluster.placementProblem(nccl, 2, gpus) == null;
+    String only = System.getenv("NCCL4J_GPU_WORLD_SIZES");
+    return java.util.stream.IntStream.of(1, 2).filter(p -> p == 1 || two)
+        .filter(p -> only == null || only.isBlank() || java.util.Arrays.asList(only.split(",")).contains(
+            Integer.toString(p))).toArray();
+  }
+
+  private static LocalCluster cluster(int p, CommOptions options) {
+    return LocalCluster.of(p).timeout(TIMEOUT).strictMemory(true).backend(NcclCluster.of(nccl, options));
+  }
+
+  @Test
+  void aCapturedAllReduceReplaysCorrectly() {
+    for (int p : worldSizes()) {
+      List<double[]> results = cluster(p, CommOptions.blocking()).call(pg -> {
+        try (Tensor host = Tensor.arange(0, 256, DType.FLOAT32); Tensor t = host.copy(pg.allocator());
+            CudaStream s = CudaStream.create(nccl, pg.device().index())) {
+          pg.setCurrentStream(s);
+          // Every rank doubles its contribution: each replay turns x into 2p·x.
+          ReduceOp op = ReduceOp.premulSum(2.0);
+          try (CudaGraph g = CudaGraph.capture(s, () -> {
+            Work w = pg.allReduceAsync(t, op);
+            assertThat(w.isCompleted()).as("a captured Work is complete when issued").isTrue();
+          })) {
+            for (int i = 0; i < 3; i++) {
+              g.replay();
+            }
+            s.synchronize();
+          }
+          pg.setCurrentStream(null);
+          try (Tensor back = t.copy()) {
+            return back.toDoubleArray();
+          }
+        }
+      });
+      int p2 = p;
+      for (double[] r : results) {
+        // Each replay: sum over ranks of 2·x = 2p·x; three replays: (2p)^3·x.
+        double factor = Math.pow(2.0 * p2, 3);
+        for (int i = 0; i < 256; i++) {
+          assertThat(r[i]).as("world size %d element %d", p, i).isEqualTo(i * factor);
+        }
+      }
+    }
+  }
+
+  @Test
+  void registeredAndSymmetricMemoryWork() {
+    for (NcclAllocation a : new NcclAllocation[] {NcclAllocation.REGISTERED, NcclAllocation.SYMMETRIC}) {
+      if (!nccl.supports(a == NcclAllocation.SYMMETRIC ? NcclFeature.WINDOW : NcclFeature.REGISTER)) {
+        System.out.println("NcclGpuTest: " + a + " not supported by NCCL " + nccl.version());
+        continue;
+      }
+      for (int p : worldSizes()) {
+        List<Long> wrong = cluster(p, CommOptions.blocking().withAllocation(a)).call(pg -> {
+          assertThat(pg.allocator().name()).endsWith("/" + a.name().toLowerCase(java.util.Locale.ROOT));
+          try (Tensor host = Tensor.arange(0, 1 << 16, DType.FLOAT32); Tensor t = host.copy(pg.allocator())) {
+            pg.allReduce(t, ReduceOp.SUM);
+            try (Tensor back = t.copy()) {
+              long bad = 0;
+              for (int i = 0; i < (1 << 16); i++) {
+                bad += back.getDouble(i) == (double) i * pg.size() ? 0 : 1;
+              }
+              return bad;
+            }
+          }
+        });
+        assertThat(wrong).as("%s at world size %d", a, p).containsOnly(0L);
+      }
+    }
+  }
+
+  @Test
+  void memStatsAndNativeAllToAll() {
+    for (int p : worldSizes()) {
+      List<long[]> r = cluster(p, CommOptions.blocking()).call(pg -> {
+        long own = pg.backendInternalBytes();
+        long n = 64L * pg.size();
+        try (Tensor host = Tensor.arange(0, n, DType.INT32); Tensor in = host.copy(pg.allocator());
+            Tensor out = pg.zeros(n, DType.INT32)) {
+          pg.allToAllSingle(out, in);
+          try (Tensor back = out.copy()) {
+            long bad = 0;
+            for (int j = 0; j < n; j++) {
+              // Block b of the output comes from rank b, where it was block rank() of arange.
+              long expected = (long) pg.rank() * 64 + j % 64;
+              bad += back.getLong(j) == expected ? 0 : 1;
+            }
+            return new long[] {own, bad};
+          }
+        }
+      });
+      for (long[] x : r) {
+        assertThat(x[1]).as("all-to-all at world size %d: wrong elements", p).isZero();
+        if (nccl.supports(NcclFeature.MEM_STATS)) {
+          assertThat(x[0]).as("ncclCommMemStats total").isPositive();
+        } else {
+          assertThat(x[0]).isEqualTo(-1);
+        }
+      }
+    }
+  }
+
+  /**
+   * Rank 1 never issues the collective rank 0 waits in: the watchdog fails rank 0 at its timeout
+   * and aborts its communicator (releasing the launch if it is stuck in NCCL), every rank gets an
+   * error, and nothing hangs.
+   */
+  @Test
+  void aCollectiveAPeerNeverIssuesFailsEveryRankAtTheTimeout() {
+    Assumptions.assumeTrue(java.util.Arrays.stream(worldSizes()).anyMatch(p -> p == 2), "needs world size 2");
+    long start = System.nanoTime();
+    Throwable e = catchThrowable(() -> LocalCluster.of(2).timeout(Duration.ofSeconds(5))
+        .backend(NcclCluster.of(nccl, CommOptions.blocking())).run(pg -> {
+          try (Tensor t = pg.zeros(1024, DType.FLOAT32)) {
+            pg.allReduce(t, ReduceOp.SUM); // both: connects the ranks
+            if (pg.rank() == 0) {
+              pg.allReduce(t, ReduceOp.SUM);
+            } else {
+              Thread.sleep(8_000);
+              throw new IllegalStateException("rank 1 skipped the collective on purpose");
+            }
+          }
+        }));
+    long seconds = (System.nanoTime() - start) / 1_000_000_000L;
+    System.out.println("NcclGpuTest: unmatched collective failed after " + seconds + " s: " + e);
+    assertThat(e).isInstanceOf(RankFailedException.class);
+    assertThat(seconds).as("no hang").isLessThan(60);
+    Throwable cause = e.getCause();
+    assertThat(cause).isInstanceOf(BackendException.class);
+  }
+}
