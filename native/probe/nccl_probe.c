@@ -9,12 +9,17 @@
  * CUDA or NCCL headers are needed. Without a GPU (or without the libraries) it exits with status 2
  * and says why; it never crashes.
  *
- * usage: nccl_probe [--size BYTES] [--warmups N] [--iterations N] [--devices N]
+ * It counts NCCL API calls (host calls), not kernels: only a profiler counts kernels.
+ * --latency N also times N blocking 1 KiB AllReduce calls (launch + cudaStreamSynchronize) after 100
+ * warm-ups, the figure ./nccl4j probe --latency prints beside it.
+ *
+ * usage: nccl_probe [--size BYTES] [--warmups N] [--iterations N] [--devices N] [--latency N]
  * libraries: $NCCL4J_CUDART_PATH or libcudart.so.13/.12; $NCCL4J_NCCL_PATH or libnccl.so.2;
  *            $NCCL4J_NVTX3_PATH / $NCCL4J_NVTX_PATH or libnvtx3interop.so.1 / libnvToolsExt.so.1 (optional).
  */
 #include <dlfcn.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -166,7 +171,7 @@ static void pop(void) {
 
 int main(int argc, char** argv) {
     size_t bytes = 64u << 20;
-    int warmups = 2, iterations = 5, devices = 0;
+    int warmups = 2, iterations = 5, devices = 0, latency = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--size") && i + 1 < argc) {
             bytes = strtoull(argv[++i], NULL, 10);
@@ -176,8 +181,10 @@ int main(int argc, char** argv) {
             iterations = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--devices") && i + 1 < argc) {
             devices = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--latency") && i + 1 < argc) {
+            latency = atoi(argv[++i]);
         } else {
-            fprintf(stderr, "usage: nccl_probe [--size BYTES] [--warmups N] [--iterations N] [--devices N]\n");
+            fprintf(stderr, "usage: nccl_probe [--size BYTES] [--warmups N] [--iterations N] [--devices N] [--latency N]\n");
             return 2;
         }
     }
@@ -223,6 +230,7 @@ int main(int argc, char** argv) {
         CUDA(cudaMemcpy_(in[d], host, count * 4, MEMCPY_DEFAULT));
     }
     int launches[2][3] = {{0}};  /* [range][allreduce, reducescatter, allgather] */
+    struct timespec t0, t1;
     for (int it = -warmups; it < 2 * iterations; it++) {
         int measured = it >= 0;
         int decomposed = it >= iterations;
@@ -272,12 +280,32 @@ int main(int argc, char** argv) {
     printf("nccl_probe: NCCL %d.%d.%d, %d GPU(s), %zu float32 per rank, %d warm-ups, %d iterations per range, NVTX %s\n",
            version / 10000, version / 100 % 100, version % 100, n, count, warmups, iterations,
            nvtxRangePushA_ ? "loaded" : "not loaded");
+    printf("counted per range: NCCL API calls (host calls), not kernels\n");
     printf("range      | AllReduce | ReduceScatter | AllGather | total | expected\n");
     printf("direct     | %-9d | %-13d | %-9d | %-5d | %d AllReduce\n", launches[0][0], launches[0][1],
            launches[0][2], launches[0][0] + launches[0][1] + launches[0][2], expect);
     printf("decomposed | %-9d | %-13d | %-9d | %-5d | %d ReduceScatter + %d AllGather\n", launches[1][0],
            launches[1][1], launches[1][2], launches[1][0] + launches[1][1] + launches[1][2], expect, expect);
     printf("endpoint correctness: direct %ld wrong, decomposed %ld wrong\n", wrong[0], wrong[1]);
+    if (latency > 0) {
+        /* 256 float32 per rank: each iteration is one blocking AllReduce (every GPU, one group). */
+        for (int it = -100; it < latency; it++) {
+            if (it == 0) {
+                clock_gettime(CLOCK_MONOTONIC, &t0);
+            }
+            NCCL(ncclGroupStart_());
+            for (int d = 0; d < n; d++) {
+                NCCL(ncclAllReduce_(in[d], out[d], 256, NCCL_FLOAT32, NCCL_SUM, comms[d], streams[d]));
+            }
+            NCCL(ncclGroupEnd_());
+            for (int d = 0; d < n; d++) {
+                CUDA(cudaStreamSynchronize_(streams[d]));
+            }
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double us = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 / latency;
+        printf("latency: %.2f us per blocking 1 KiB AllReduce (%d iterations after 100 warm-ups)\n", us, latency);
+    }
     for (int d = 0; d < n; d++) {
         cudaSetDevice_(d);
         cudaFree_(in[d]);

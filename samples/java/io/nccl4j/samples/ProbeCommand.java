@@ -45,6 +45,10 @@ final class ProbeCommand implements Callable<Integer> {
   @Option(names = "--iterations", defaultValue = "5", description = "Measured iterations per range. Default: ${DEFAULT-VALUE}.")
   int iterations;
 
+  @Option(names = "--latency", defaultValue = "0", paramLabel = "N",
+      description = "Also time N blocking 1 KiB AllReduce calls after 100 warm-ups (beside nccl_probe --latency).")
+  int latency;
+
   @Option(names = "--trace", paramLabel = "FILE", description = "Write a Chrome trace-event JSON (Perfetto, chrome://tracing).")
   Path trace;
 
@@ -56,8 +60,9 @@ final class ProbeCommand implements Callable<Integer> {
   /** One range or launch of one rank, relative to the rank's start. */
   record Span(String name, String category, long startNanos, long endNanos, Map<String, Object> args) {}
 
+  /** {@code latencyNanos}: mean time of one blocking 1 KiB AllReduce, 0 when not measured. */
   record RankResult(int rank, Map<String, Integer> direct, Map<String, Integer> decomposed, long wrongDirect,
-      long wrongDecomposed, List<Span> spans) {}
+      long wrongDecomposed, List<Span> spans, long latencyNanos) {}
 
   @Override
   public Integer call() {
@@ -65,22 +70,22 @@ final class ProbeCommand implements Callable<Integer> {
   }
 
   boolean run(PrintStream o) {
-    if (warmups < 0 || iterations < 1) {
-      throw new SampleException(2, "--warmups must be >= 0 and --iterations >= 1");
+    if (warmups < 0 || iterations < 1 || latency < 0) {
+      throw new SampleException(2, "--warmups and --latency must be >= 0 and --iterations >= 1");
     }
     long bytes = Sizes.parse(size);
     BackendChoice backend = common.choose();
     int p = common.effectiveWorldSize();
     nvtx = Nvtx.ensureLoaded();
     Groups.Gathered<RankResult> g = Groups.call(common, backend, p,
-        pg -> runRank(pg, bytes, warmups, iterations), new TypeReference<RankResult>() { });
+        pg -> runRank(pg, bytes, warmups, iterations, latency), new TypeReference<RankResult>() { });
     if (!g.reporter()) {
       return g.mine().stream().allMatch(r -> r.wrongDirect() == 0 && r.wrongDecomposed() == 0);
     }
     return report(o, backend, p, g.all());
   }
 
-  static RankResult runRank(ProcessGroup pg, long bytes, int warmups, int iterations) {
+  static RankResult runRank(ProcessGroup pg, long bytes, int warmups, int iterations, int latency) {
     int p = pg.size();
     long count = MemoryCommand.countFor(bytes, p);
     LaunchRecorder recorder = new LaunchRecorder();
@@ -117,7 +122,24 @@ final class ProbeCommand implements Callable<Integer> {
         spans.add(new Span(e.name(), e.category(), e.startNanos() - t0, e.endNanos() - t0, e.args()));
       }
       return new RankResult(pg.rank(), recorder.countsInRange("direct"), recorder.countsInRange("decomposed"),
-          SampleData.wrongSum(direct, p, 0), SampleData.wrongSum(gathered, p, 0), spans);
+          SampleData.wrongSum(direct, p, 0), SampleData.wrongSum(gathered, p, 0), spans, latency(pg, latency));
+    }
+  }
+
+  /** Mean time of one blocking 1 KiB (256 float32) AllReduce over {@code n} calls after 100 warm-ups. */
+  static long latency(ProcessGroup pg, int n) {
+    if (n == 0) {
+      return 0;
+    }
+    try (Tensor in = pg.zeros(256, DType.FLOAT32); Tensor out = pg.empty(256, DType.FLOAT32)) {
+      for (int i = 0; i < 100; i++) {
+        pg.allReduce(out, in, ReduceOp.SUM);
+      }
+      long t0 = System.nanoTime();
+      for (int i = 0; i < n; i++) {
+        pg.allReduce(out, in, ReduceOp.SUM);
+      }
+      return (System.nanoTime() - t0) / n;
     }
   }
 
@@ -142,6 +164,7 @@ final class ProbeCommand implements Callable<Integer> {
     o.println("NVTX: " + (Nvtx.isActive() ? nvtx + " — the ranges appear in Nsight Systems and Nsight Compute"
         : nvtx + " — ranges are recorded by nccl4j only"));
     o.println();
+    o.println("counted per range: collective API calls (host calls), not kernels");
     Table t = new Table("range", "AllReduce", "ReduceScatter", "AllGather", "total", "expected");
     t.row("direct", direct.getOrDefault(ar, 0), direct.getOrDefault(rs, 0), direct.getOrDefault(ag, 0),
         total(direct), expect + " AllReduce");
@@ -151,9 +174,13 @@ final class ProbeCommand implements Callable<Integer> {
     boolean countsOk = direct.equals(Map.of(ar, expect)) && decomposed.equals(Map.of(rs, expect, ag, expect));
     boolean correct = wrongDirect == 0 && wrongDecomposed == 0;
     o.println();
-    o.println("launch counts: " + (countsOk ? "as expected" : "UNEXPECTED"));
+    o.println("API-call counts: " + (countsOk ? "as expected" : "UNEXPECTED"));
     o.println("endpoint correctness: direct " + wrongDirect + " wrong, decomposed " + wrongDecomposed
         + " wrong (every element of every rank)");
+    if (latency > 0) {
+      o.printf(java.util.Locale.ROOT, "latency: %.2f us per blocking 1 KiB AllReduce (%d iterations after 100"
+          + " warm-ups, rank 0)%n", ranks.get(0).latencyNanos() / 1000.0, latency);
+    }
     if (trace != null || out != null) {
       List<ChromeTrace.Event> events = new ArrayList<>();
       for (RankResult r : ranks) {

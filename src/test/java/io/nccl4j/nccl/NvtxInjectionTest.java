@@ -101,7 +101,7 @@ class NvtxInjectionTest {
     Child c = runChild(record, "cli", "probe", "--size", "256K", "--world-size", "2");
     skipWhenNotLoaded(c, c.output().contains("NVTX: not loaded"));
     assertThat(c.code()).as(c.output()).isZero();
-    assertThat(c.output()).contains("launch counts: as expected");
+    assertThat(c.output()).contains("API-call counts: as expected");
     List<String> lines = recorded(record);
     assertThat(lines).as("record file; child output:%n%s", c.output()).isNotEmpty();
     assertThat(lines.get(0)).isEqualTo("injected");

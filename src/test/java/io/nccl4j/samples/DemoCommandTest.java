@@ -15,7 +15,7 @@ class DemoCommandTest {
     assertThat(o.lines().get(0)).isEqualTo("nccl4j demo — backend: cpu (requested with --backend cpu), world size 4");
     assertThat(o.lines()).containsSubsequence("### 1. equivalence", "### 2. contracts", "### 3. bench (small sizes)",
         "### 4. memory (16 MiB per rank)", "### 5. probe (4 MiB per rank)", "### 6. sweep (allreduce, 1 KiB to 1 MiB)");
-    assertThat(o.lines()).contains("20 passed, 0 failed", "launch counts: as expected",
+    assertThat(o.lines()).contains("20 passed, 0 failed", "API-call counts: as expected",
         "every rank matches the expected figures; every result element verified",
         "every element verified every cycle: 0 wrong", "# out-of-bounds values: 0 OK");
     assertThat(o.last()).startsWith(

@@ -21,7 +21,7 @@ import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
-/** {@code ./nccl4j probe} (SEMANTICS.md §6.5) on the CPU backend: launch counts per range, and the trace. */
+/** {@code ./nccl4j probe} (SEMANTICS.md §6.5) on the CPU backend: API calls per range, latency, and the trace. */
 @Tag("multirank")
 class ProbeCommandTest {
   private static final String AR = "ALLREDUCE";
@@ -41,8 +41,20 @@ class ProbeCommandTest {
         e + " AllReduce");
     assertThat(o.row("decomposed ")).containsExactly("decomposed", "0", Integer.toString(e), Integer.toString(e),
         Integer.toString(2 * e), e + " ReduceScatter + " + e + " AllGather");
-    assertThat(o.lines()).contains("launch counts: as expected",
+    assertThat(o.lines()).contains("API-call counts: as expected",
         "endpoint correctness: direct 0 wrong, decomposed 0 wrong (every element of every rank)");
+  }
+
+  @org.junit.jupiter.api.Test
+  void latencyTimesBlockingSmallAllReducesAndSaysWhatItCounted() {
+    SampleRunner.Output o = probe("--world-size", "2", "--size", "64K", "--latency", "50");
+    assertTable(o, 2, 5);
+    assertThat(o.lines()).contains("counted per range: collective API calls (host calls), not kernels");
+    String line = o.lines().stream().filter(l -> l.startsWith("latency: ")).findFirst().orElseThrow();
+    assertThat(line).matches("latency: [0-9]+\\.[0-9]{2} us per blocking 1 KiB AllReduce \\(50 iterations after 100"
+        + " warm-ups, rank 0\\)");
+    double us = Double.parseDouble(line.substring("latency: ".length(), line.indexOf(" us")));
+    assertThat(us).as("a measured time").isPositive();
   }
 
   @ParameterizedTest
@@ -74,7 +86,7 @@ class ProbeCommandTest {
   void runRankRecordsOnlyThisRanksMeasuredLaunches() {
     int p = 3;
     List<RankResult> all = LocalCluster.of(p).timeout(Duration.ofSeconds(60))
-        .call(pg -> ProbeCommand.runRank(pg, 96 * 1024, 2, 4));
+        .call(pg -> ProbeCommand.runRank(pg, 96 * 1024, 2, 4, 0));
     assertThat(all).hasSize(p);
     for (int r = 0; r < p; r++) {
       RankResult rr = all.get(r);

@@ -79,7 +79,7 @@ class SamplesUnderLauncherTest {
         .containsExactly("direct", "10", "0", "0", "10", "10 AllReduce");
     assertThat(SampleRunner.cells(decomposed.get(0).substring("[rank 0] ".length())))
         .containsExactly("decomposed", "0", "10", "10", "20", "10 ReduceScatter + 10 AllGather");
-    assertThat(l.out()).contains("[rank 0] launch counts: as expected",
+    assertThat(l.out()).contains("[rank 0] API-call counts: as expected",
         "[rank 0] endpoint correctness: direct 0 wrong, decomposed 0 wrong (every element of every rank)");
     assertThat(l.out()).contains("[rank 0] world size 2, 256 KiB float32 per rank, 2 warm-ups outside the ranges, "
         + "5 measured iterations per range");
