@@ -11,7 +11,7 @@ import java.util.Objects;
  * What a rank is about to run, for cross-rank validation ({@link Validation}); printed and compared
  * the way PyTorch's CollectiveFingerPrint is, plus reduce op, root and all-to-all split sizes.
  */
-public record CollectiveFingerprint(long seq, String op, List<Long> shapes, List<String> dtypes,
+record CollectiveFingerprint(long seq, String op, List<Long> shapes, List<String> dtypes,
     List<String> deviceTypes, String reduceOp, int root, List<Long> inputSplits, List<Long> outputSplits) {
 
   static CollectiveFingerprint of(Collective c) {

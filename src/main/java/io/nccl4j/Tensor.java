@@ -249,7 +249,7 @@ public final class Tensor implements AutoCloseable {
     ensureOpen();
     io.nccl4j.spi.Collective.Buffer b = collectiveBuffer;
     if (b == null) {
-      b = io.nccl4j.spi.Collective.Buffer.of(this);
+      b = new io.nccl4j.spi.Collective.Buffer(address(), count(), dtype(), device(), block);
       collectiveBuffer = b;
     }
     return b;

@@ -100,7 +100,7 @@ class ResourceLifecycleTest {
   }
 
   private static Collective barrier(long seq) {
-    return Collective.of(OpType.BARRIER, seq, null, null, null, -1, null, null);
+    return Collective.Call.barrier(seq);
   }
 
   @Test

@@ -4,7 +4,6 @@ import io.nccl4j.DType;
 import io.nccl4j.Device;
 import io.nccl4j.OpType;
 import io.nccl4j.ReduceOp;
-import io.nccl4j.Tensor;
 import io.nccl4j.memory.MemoryBlock;
 import java.time.Duration;
 
@@ -17,7 +16,7 @@ import java.time.Duration;
  * <p>An interface rather than a record so that a process group can hand a backend the very object
  * that is also the operation's {@link io.nccl4j.Work}: one allocation per call on the async path.
  * Backends, observers and the flight recorder may keep a Collective by identity; it never changes.
- * {@link #of} makes a plain one.
+ * {@link Call} is a plain one.
  */
 public interface Collective {
   /** The operation. */
@@ -47,21 +46,31 @@ public interface Collective {
   /** This call's own timeout, or null for the group's. */
   Duration timeout();
 
-  /** A plain description with the group's timeout. */
-  static Collective of(OpType op, long seq, Buffer input, Buffer output, ReduceOp reduceOp, int peer,
-      long[] inputSplits, long[] outputSplits) {
-    return new Call(op, seq, input, output, reduceOp, peer, inputSplits, outputSplits, null);
-  }
-
-  /** A plain description with a timeout of its own (null: the group's). */
-  static Collective of(OpType op, long seq, Buffer input, Buffer output, ReduceOp reduceOp, int peer,
-      long[] inputSplits, long[] outputSplits, Duration timeout) {
-    return new Call(op, seq, input, output, reduceOp, peer, inputSplits, outputSplits, timeout);
-  }
-
-  /** The plain implementation. */
+  /**
+   * The plain implementation, for backends' own operations and tests; a process group hands
+   * backends its in-flight objects instead. Named factories say which fields an operation uses.
+   */
   record Call(OpType op, long seq, Buffer input, Buffer output, ReduceOp reduceOp, int peer,
       long[] inputSplits, long[] outputSplits, Duration timeout) implements Collective {
+
+    /** An operation without root, peer or splits (all-reduce, reduce-scatter, all-gather, barrier). */
+    public static Call of(OpType op, long seq, Buffer input, Buffer output, ReduceOp reduceOp) {
+      return new Call(op, seq, input, output, reduceOp, -1, null, null, null);
+    }
+
+    public static Call allReduce(long seq, Buffer input, Buffer output, ReduceOp reduceOp) {
+      return of(OpType.ALLREDUCE, seq, input, output, reduceOp);
+    }
+
+    public static Call barrier(long seq) {
+      return of(OpType.BARRIER, seq, null, null, null);
+    }
+
+    /** The same call with a timeout of its own (null: the group's). */
+    public Call withTimeout(Duration t) {
+      return new Call(op, seq, input, output, reduceOp, peer, inputSplits, outputSplits, t);
+    }
+
     @Override
     public String toString() {
       return Collective.describe(this);
@@ -106,11 +115,6 @@ public interface Collective {
     /** A buffer without a block to keep alive. */
     public Buffer(long address, long count, DType dtype, Device device) {
       this(address, count, dtype, device, null);
-    }
-
-    /** Captures an open tensor (null stays null). */
-    public static Buffer of(Tensor t) {
-      return t == null ? null : new Buffer(t.address(), t.count(), t.dtype(), t.device(), t.memoryBlock());
     }
 
     public long nbytes() {

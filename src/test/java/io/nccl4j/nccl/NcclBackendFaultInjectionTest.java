@@ -996,8 +996,8 @@ class NcclBackendFaultInjectionTest {
     // (the abort waits for the enqueue to finish; an operation that completed first may succeed).
     cuda.autoComplete(false);
     // Another thread (as LocalCluster does when a peer rank fails) aborts while this rank is in ncclAllReduce.
+    Thread aborter = new Thread(() -> backend.abort(new PeerFailureException(1, "rank 1 failed: boom", null)));
     fake.beforeNext("ncclAllReduce", () -> {
-      Thread aborter = new Thread(() -> backend.abort(new PeerFailureException(1, "rank 1 failed: boom", null)));
       aborter.start();
       try {
         aborter.join(1000); // a fix that makes abort wait for submit would time out here, and that is fine
@@ -1011,6 +1011,10 @@ class NcclBackendFaultInjectionTest {
     Throwable e = catchThrowable(() -> w.waitFor(DID_NOT_HANG));
     assertThat(e).as("the group was aborted; this collective cannot have succeeded").isNotNull();
     assertThat(w.exception()).containsInstanceOf(PeerFailureException.class);
+    // The Work fails as soon as the backend is marked aborted; ncclCommAbort itself follows on the
+    // aborting thread once the communicator's lock is free.
+    aborter.join(DID_NOT_HANG.toMillis());
+    assertThat(aborter.isAlive()).as("the abort returned").isFalse();
     List<String> calls = log.relevant();
     int abort = calls.indexOf("ncclCommAbort(c1)");
     assertThat(abort).isNotNegative();

@@ -23,7 +23,7 @@ class FlightRecorderRingTest {
 
   private static Collective op(long seq, long count) {
     Collective.Buffer b = new Collective.Buffer(0x1000 * seq, count, DType.FLOAT32, Device.cpu());
-    return Collective.of(OpType.ALLREDUCE, seq, b, b, ReduceOp.SUM, -1, null, null);
+    return Collective.Call.allReduce(seq, b, b, ReduceOp.SUM);
   }
 
   private static List<String> states(FlightRecorder r) {

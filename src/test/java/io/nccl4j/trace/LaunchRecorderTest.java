@@ -17,8 +17,8 @@ import org.junit.jupiter.api.Test;
 @Tag("unit")
 class LaunchRecorderTest {
   private static Collective coll(OpType op, long seq, long in, long out) {
-    return Collective.of(op, seq, new Collective.Buffer(0x1000, in, DType.FLOAT32, Device.cpu()),
-        new Collective.Buffer(0x9000, out, DType.FLOAT32, Device.cpu()), ReduceOp.SUM, -1, null, null);
+    return Collective.Call.of(op, seq, new Collective.Buffer(0x1000, in, DType.FLOAT32, Device.cpu()),
+        new Collective.Buffer(0x9000, out, DType.FLOAT32, Device.cpu()), ReduceOp.SUM);
   }
 
   private static void launch(LaunchRecorder rec, int rank, Collective c, String range, long t0, long t1) {

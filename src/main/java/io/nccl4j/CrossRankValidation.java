@@ -1,0 +1,153 @@
+package io.nccl4j;
+
+import io.nccl4j.spi.Backend;
+import io.nccl4j.spi.Collective;
+import io.nccl4j.store.Store;
+import io.nccl4j.store.StoreTimeoutException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+/**
+ * Checks, before a collective is enqueued, that every rank is about to run the same one (see
+ * {@link Validation}); on a mismatch the group is aborted and every rank throws the same kind of
+ * error. CHEAP compares a hash of sequence number, op and count with one tiny all-reduce; DETAIL
+ * exchanges whole fingerprints through the group's store and names each differing field.
+ * Called under the group's monitor, in issue order.
+ */
+final class CrossRankValidation {
+  private final Backend backend;
+  private final FlightRecorderDumps dumps;
+  private volatile Validation mode = Validation.fromEnvironment();
+  private volatile Store store;
+  private Tensor cheapBuffer;
+
+  CrossRankValidation(Backend backend, FlightRecorderDumps dumps) {
+    this.backend = backend;
+    this.dumps = dumps;
+  }
+
+  Validation mode() {
+    return mode;
+  }
+
+  void set(Validation newMode, Store newStore) {
+    if (newMode == Validation.DETAIL && newStore == null && store == null) {
+      throw new IllegalArgumentException("DETAIL validation exchanges fingerprints through a store; none given");
+    }
+    if (newStore != null) {
+      store = newStore;
+    }
+    mode = Objects.requireNonNull(newMode, "mode");
+  }
+
+  void validate(Collective c) {
+    Validation m = mode;
+    if (m == Validation.OFF || c.op().isPointToPoint()) {
+      return;
+    }
+    CollectiveFingerprint mine = CollectiveFingerprint.of(c);
+    Duration limit = c.timeoutOr(backend.timeout());
+    if (m == Validation.CHEAP) {
+      if (cheapAgrees(mine, limit)) {
+        return;
+      }
+      if (store == null) {
+        throw mismatch("Detected mismatch between collectives on ranks. Rank " + backend.rank()
+            + " is running collective: " + mine + ", but another rank is running a collective with a different"
+            + " sequence number, op type or element count (CHEAP validation compares only those; DETAIL names the"
+            + " rank and every field).");
+      }
+    }
+    detailed(mine, limit);
+  }
+
+  private boolean cheapAgrees(CollectiveFingerprint mine, Duration limit) {
+    if (cheapBuffer == null) {
+      cheapBuffer = Tensor.zeros(2, DType.INT64, backend.allocator());
+    }
+    long h = mine.cheapHash();
+    try (Tensor host = Tensor.ofLongs(h, -h)) {
+      cheapBuffer.copyFrom(host);
+      Collective.Buffer b = cheapBuffer.collectiveBuffer();
+      Collective check = Collective.Call.allReduce(-mine.seq(), b, b, ReduceOp.MAX).withTimeout(limit);
+      Backend.Submission s = backend.submit(check, true);
+      try {
+        s.done().get(limit.plusSeconds(30).toMillis(), TimeUnit.MILLISECONDS);
+      } catch (ExecutionException e) {
+        throw e.getCause() instanceof RuntimeException ? (RuntimeException) e.getCause()
+            : new BackendException(String.valueOf(e.getCause()), e.getCause());
+      } catch (TimeoutException | InterruptedException e) {
+        throw new CollectiveTimeoutException("validation of collective #" + mine.seq() + " did not finish");
+      }
+      host.copyFrom(cheapBuffer);
+      return host.getLong(0) == h && host.getLong(1) == -h;
+    }
+  }
+
+  private void detailed(CollectiveFingerprint mine, Duration limit) {
+    Store s = store;
+    if (s == null) {
+      throw new IllegalStateException("DETAIL validation (NCCL4J_DEBUG=DETAIL) exchanges fingerprints through a"
+          + " store, and this group has none: call setValidation(mode, store) on every rank");
+    }
+    int rank = backend.rank();
+    int size = backend.size();
+    String prefix = "nccl4j/fingerprint/" + mine.seq() + "/";
+    s.set(prefix + rank, mine.encode());
+    List<String> keys = new ArrayList<>();
+    for (int r = 0; r < size; r++) {
+      keys.add(prefix + r);
+    }
+    try {
+      s.wait(keys, limit);
+    } catch (StoreTimeoutException e) {
+      List<Integer> absent = new ArrayList<>();
+      for (int r = 0; r < size; r++) {
+        if (!s.check(List.of(prefix + r))) {
+          absent.add(r);
+        }
+      }
+      CollectiveTimeoutException t = new CollectiveTimeoutException("Rank " + rank + " is running collective: "
+          + mine + ", but ranks " + absent + " did not reach collective #" + mine.seq() + " within "
+          + limit.toMillis() + " ms", rank);
+      backend.abort(t);
+      throw t;
+    }
+    for (int r = 0; r < size; r++) {
+      if (r == rank) {
+        continue;
+      }
+      CollectiveFingerprint theirs = CollectiveFingerprint.decode(s.get(prefix + r, limit));
+      String diff = mine.differences(theirs, rank, r);
+      if (diff != null) {
+        throw mismatch("Detected mismatch between collectives on ranks. Rank " + rank + " is running collective: "
+            + mine + ", but Rank " + r + " is running collective: " + theirs + "." + diff);
+      }
+    }
+    // Every peer has published its fingerprint for this collective, so it has finished validating
+    // the one before (validation runs in issue order): nobody reads this rank's key from two
+    // collectives ago any more. (One ago may still be read by a peer issuing asynchronously.)
+    if (mine.seq() > 2) {
+      s.deleteKey("nccl4j/fingerprint/" + (mine.seq() - 2) + "/" + rank);
+    }
+  }
+
+  private CollectiveMismatchException mismatch(String message) {
+    CollectiveMismatchException e = new CollectiveMismatchException(message);
+    backend.abort(e);
+    dumps.onFailure(e);
+    return e;
+  }
+
+  /** Frees the CHEAP check's device buffer. */
+  void close() {
+    if (cheapBuffer != null) {
+      cheapBuffer.close();
+    }
+  }
+}
