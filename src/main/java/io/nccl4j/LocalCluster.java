@@ -278,7 +278,7 @@ public final class LocalCluster {
 
     private void awaitStarted() {
       awaitUninterruptibly(startup.done);
-      RankFailedException e = firstFailure(startup);
+      RankFailedException e = RankFailures.first(startup.errors, startup.failedAt);
       if (e != null) {
         brokenBy = e;
         close();
@@ -299,7 +299,7 @@ public final class LocalCluster {
       Job job = new Job(task, worldSize);
       queues.forEach(q -> q.add(job));
       awaitUninterruptibly(job.done);
-      RankFailedException e = firstFailure(job);
+      RankFailedException e = RankFailures.first(job.errors, job.failedAt);
       if (e == null && oneTask) {
         e = firstCloseFailure();
       }
@@ -341,39 +341,9 @@ public final class LocalCluster {
     }
   }
 
-  /** The first rank's own error wins over peer-failure reports; null when no rank failed. */
-  private static RankFailedException firstFailure(Job job) {
-    int first = -1;
-    for (int r = 0; r < job.errors.length; r++) {
-      if (job.errors[r] != null && (first < 0 || rootCauseFirst(job.errors, job.failedAt, r, first))) {
-        first = r;
-      }
-    }
-    if (first < 0) {
-      return null;
-    }
-    RankFailedException e = new RankFailedException(first, job.errors[first]);
-    for (int r = 0; r < job.errors.length; r++) {
-      if (r != first && job.errors[r] != null) {
-        e.addSuppressed(job.errors[r]);
-      }
-    }
-    return e;
-  }
-
   /** Fails every other rank's operations with an error naming {@code rank} (first failure wins). */
   private static void abortOthers(Backend[] backends, int rank, Throwable e) {
-    BackendException cause;
-    if (e instanceof PeerFailureException) {
-      cause = (PeerFailureException) e;
-    } else if (e instanceof CollectiveTimeoutException t) {
-      // The others time out too, quoting it, instead of blaming a rank that only waited like them.
-      int origin = t.timedOutRank() >= 0 ? t.timedOutRank() : rank;
-      cause = new CollectiveTimeoutException("rank " + origin + " timed out: " + t.getMessage(), origin);
-      cause.initCause(t);
-    } else {
-      cause = new PeerFailureException(rank, "rank " + rank + " failed: " + describe(e), e);
-    }
+    BackendException cause = RankFailures.causeForPeers(rank, e);
     synchronized (backends) {
       for (Backend b : backends) {
         if (b != null) {
@@ -381,32 +351,6 @@ public final class LocalCluster {
         }
       }
     }
-  }
-
-  private static String describe(Throwable t) {
-    String m = t.getMessage();
-    return m == null ? t.getClass().getName() : t.getClass().getSimpleName() + ": " + m;
-  }
-
-  /**
-   * A rank's own error beats a report of another rank's failure or timeout; among equals, the
-   * earlier one wins.
-   */
-  private static boolean rootCauseFirst(Throwable[] errors, long[] at, int r, int current) {
-    boolean rPeer = isEcho(errors[r], r);
-    boolean cPeer = isEcho(errors[current], current);
-    if (rPeer != cPeer) {
-      return !rPeer;
-    }
-    return at[r] - at[current] < 0;
-  }
-
-  /** True when {@code e} only reports that another rank failed or timed out. */
-  private static boolean isEcho(Throwable e, int rank) {
-    if (e instanceof PeerFailureException) {
-      return true;
-    }
-    return e instanceof CollectiveTimeoutException t && t.timedOutRank() >= 0 && t.timedOutRank() != rank;
   }
 
   private void closeAllocator(Allocator alloc, int rank) {

@@ -6,6 +6,10 @@ import io.nccl4j.memory.MemoryResource;
 import io.nccl4j.memory.NativeMemory;
 import java.util.Objects;
 
+// Over 400 lines because a tensor's public surface is wide (factories from Java arrays, element
+// access for every dtype, views, copies between devices); each method is a few lines over
+// Allocator, MemoryBlock and MemoryResource, which hold the mechanisms.
+
 /**
  * A contiguous one-dimensional buffer of {@link #count()} elements of one {@link DType} on one
  * {@link Device}: what NCCL calls a buffer and PyTorch a dense, contiguous 1-D tensor.

@@ -12,6 +12,11 @@ import java.util.concurrent.locks.ReentrantLock;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+// Over 400 lines because NCCL's rules for one communicator — the lock around every call, polling
+// an ncclInProgress to its end, abort with a grace, finalize/destroy — act on one state (the
+// handle, the lock, the abort flag, the call in progress); split, each part would need the
+// others' internals. Init, memory and statistics calls go through the same gate (enter/exit).
+
 /**
  * Owner of one NCCL communicator ({@code ncclComm_t}) for one rank on one device, and the one way
  * nccl4j calls NCCL on it. It follows NCCL's rules (user guide, "Thread Safety", "Fault Tolerance",

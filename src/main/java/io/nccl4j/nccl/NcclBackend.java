@@ -15,6 +15,10 @@ import java.util.concurrent.CompletableFuture;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+// Over 400 lines because it is the template every NCCL operation follows (streams, capture, one
+// group per submission, failure); the mechanisms are apart: NcclLaunch maps a Collective to NCCL
+// calls, InFlightRing holds operations in flight, NcclProgress completes them and runs the watchdog.
+
 /**
  * The NCCL backend for one rank: collectives on CUDA tensors of one device, through one
  * communicator, on one non-blocking communication stream.
