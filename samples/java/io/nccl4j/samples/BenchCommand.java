@@ -22,7 +22,7 @@ import picocli.CommandLine.Option;
 
 /**
  * {@code ./nccl4j bench}: direct AllReduce against ReduceScatter + AllGather, alternating order,
- * every element verified every cycle (SEMANTICS.md §6.3).
+ * every element verified every cycle (docs/SEMANTICS.md §6.3).
  */
 @Command(name = "bench", mixinStandardHelpOptions = true,
     description = {"Times direct AllReduce against ReduceScatter + AllGather, alternating their order.",

@@ -11,7 +11,7 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * The chapter's five exact contracts (SEMANTICS.md §6.1), checked on one rank. int64 data so that
+ * The chapter's five exact contracts (docs/SEMANTICS.md §6.1), checked on one rank. int64 data so that
  * every result is exact: the contracts prove layout and operator, not rounding.
  */
 final class Contracts {

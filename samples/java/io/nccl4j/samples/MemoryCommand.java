@@ -18,7 +18,7 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 
-/** {@code ./nccl4j memory}: the four buffer lifetimes of SEMANTICS.md §6.4, measured per rank. */
+/** {@code ./nccl4j memory}: the four buffer lifetimes of docs/SEMANTICS.md §6.4, measured per rank. */
 @Command(name = "memory", mixinStandardHelpOptions = true,
     description = {"Measures allocated memory per rank for four buffer lifetimes, relative to a clean baseline:",
         "allreduce-full, reduce-scatter-shard, rs-ag-naive-lifetime, rs-ag-optimized-lifetime.",

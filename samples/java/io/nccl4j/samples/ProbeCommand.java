@@ -23,7 +23,7 @@ import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 
 /**
- * {@code ./nccl4j probe}: the kernel-evidence experiment (SEMANTICS.md §6.5) — measured iterations
+ * {@code ./nccl4j probe}: the kernel-evidence experiment (docs/SEMANTICS.md §6.5) — measured iterations
  * inside named ranges ({@code direct}, {@code decomposed}, also NVTX ranges when an NVTX library is
  * loaded), with every collective launch recorded per rank and counted per range.
  */

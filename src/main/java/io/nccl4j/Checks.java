@@ -4,7 +4,7 @@ import java.util.Arrays;
 import java.util.Objects;
 
 /**
- * Argument checks shared by every backend, with PyTorch ProcessGroupNCCL's messages (SEMANTICS.md
+ * Argument checks shared by every backend, with PyTorch ProcessGroupNCCL's messages (docs/SEMANTICS.md
  * §3) followed by the actual numbers. Every check runs on the calling rank before anything is
  * enqueued or sent, and throws {@link UsageException} (or {@link IllegalStateException} for a
  * closed tensor).

@@ -1,6 +1,5 @@
 package io.nccl4j;
 
-import io.nccl4j.memory.NativeMemory;
 import java.util.Locale;
 
 /**
@@ -173,30 +172,59 @@ public enum DType {
     }
   }
 
-  /** Reads an integer element at {@code address}, sign- or zero-extended (uint64: raw bits). */
-  public long loadLong(long address) {
+  /**
+   * An element's value as an integer, from its raw bits (the low {@link #size()} bytes of
+   * {@code bits}): sign- or zero-extended (uint64: the raw pattern); floating types truncate toward
+   * zero, as C's conversion does.
+   */
+  public long bitsToLong(long bits) {
+    return kind == Kind.FLOATING ? (long) bitsToDouble(bits) : wrap(bits);
+  }
+
+  /** An element's value as a double, from its raw bits (uint64 above 2^63 as its unsigned value). */
+  public double bitsToDouble(long bits) {
     switch (this) {
-      case INT8: return NativeMemory.getByte(address);
-      case UINT8: return NativeMemory.getByte(address) & 0xffL;
-      case INT32: return NativeMemory.getInt(address);
-      case UINT32: return NativeMemory.getInt(address) & 0xffffffffL;
-      case INT64: case UINT64: return NativeMemory.getLong(address);
-      default: return (long) loadDouble(address);
+      case FLOAT16: return Float16.fromHalfBits((short) bits);
+      case BFLOAT16: return Float16.fromBfloat16Bits((short) bits);
+      case FLOAT8_E4M3FN: return Float8.fromE4M3Bits((byte) bits);
+      case FLOAT8_E5M2: return Float8.fromE5M2Bits((byte) bits);
+      case FLOAT32: return Float.intBitsToFloat((int) bits);
+      case FLOAT64: return Double.longBitsToDouble(bits);
+      case UINT64: return unsignedToDouble(bits);
+      default: return wrap(bits);
     }
   }
 
   /**
-   * Writes an integer element (truncating to the type's width). Floating types round the integer
-   * once, to nearest-even, as C's conversion does.
+   * The raw bits of the element holding {@code v}, in the low {@link #size()} bytes (integers
+   * truncate to the type's width). Floating types round the integer once, to nearest-even, as C's
+   * conversion does.
    */
-  public void storeLong(long address, long v) {
+  public long longToBits(long v) {
     switch (this) {
-      case INT8: case UINT8: NativeMemory.putByte(address, (byte) v); break;
-      case FLOAT8_E4M3FN: case FLOAT8_E5M2: storeDouble(address, v); break;
-      case INT32: case UINT32: NativeMemory.putInt(address, (int) v); break;
-      case INT64: case UINT64: NativeMemory.putLong(address, v); break;
-      case FLOAT32: NativeMemory.putFloat(address, (float) v); break;
-      default: storeDouble(address, longToDoubleRoundToOdd(v));
+      case FLOAT8_E4M3FN: case FLOAT8_E5M2: return doubleToBits(v);
+      case FLOAT32: return Float.floatToRawIntBits((float) v) & 0xffffffffL;
+      // Round to odd first so that the narrow types round once, as from the integer.
+      case FLOAT16: case BFLOAT16: return doubleToBits(longToDoubleRoundToOdd(v));
+      case FLOAT64: return Double.doubleToRawLongBits((double) v);
+      default: return v;
+    }
+  }
+
+  /**
+   * {@code v} as {@code longToBits(long)} does, rounding to nearest-even for floating types and
+   * converting to integer types as C does (truncation toward zero, then wrapping).
+   */
+  public long doubleToBits(double v) {
+    switch (this) {
+      case FLOAT16: return Float16.toHalfBits(v) & 0xffffL;
+      case BFLOAT16: return Float16.toBfloat16Bits(v) & 0xffffL;
+      case FLOAT8_E4M3FN: return Float8.toE4M3Bits(v) & 0xffL;
+      case FLOAT8_E5M2: return Float8.toE5M2Bits(v) & 0xffL;
+      case FLOAT32: return Float.floatToRawIntBits((float) v) & 0xffffffffL;
+      case FLOAT64: return Double.doubleToRawLongBits(v);
+      case UINT64: return doubleToUnsigned(v);
+      default: return (long) v;
     }
   }
 
@@ -216,37 +244,6 @@ public enum DType {
     long sticky = (a & ((1L << shift) - 1)) != 0 ? 1 : 0;
     double d = Math.scalb((double) ((a >>> shift) | sticky), shift);
     return v < 0 ? -d : d;
-  }
-
-  /** Reads an element as a double (uint64 above 2^63 is read as its unsigned value). */
-  public double loadDouble(long address) {
-    switch (this) {
-      case FLOAT16: return Float16.fromHalfBits(NativeMemory.getShort(address));
-      case BFLOAT16: return Float16.fromBfloat16Bits(NativeMemory.getShort(address));
-      case FLOAT8_E4M3FN: return Float8.fromE4M3Bits(NativeMemory.getByte(address));
-      case FLOAT8_E5M2: return Float8.fromE5M2Bits(NativeMemory.getByte(address));
-      case FLOAT32: return NativeMemory.getFloat(address);
-      case FLOAT64: return NativeMemory.getDouble(address);
-      case UINT64: return unsignedToDouble(NativeMemory.getLong(address));
-      default: return loadLong(address);
-    }
-  }
-
-  /**
-   * Writes a double, rounding to nearest-even for floating types and converting to integer
-   * types as C does (truncation toward zero, then wrapping).
-   */
-  public void storeDouble(long address, double v) {
-    switch (this) {
-      case FLOAT16: NativeMemory.putShort(address, Float16.toHalfBits(v)); break;
-      case BFLOAT16: NativeMemory.putShort(address, Float16.toBfloat16Bits(v)); break;
-      case FLOAT8_E4M3FN: NativeMemory.putByte(address, Float8.toE4M3Bits(v)); break;
-      case FLOAT8_E5M2: NativeMemory.putByte(address, Float8.toE5M2Bits(v)); break;
-      case FLOAT32: NativeMemory.putFloat(address, (float) v); break;
-      case FLOAT64: NativeMemory.putDouble(address, v); break;
-      case UINT64: NativeMemory.putLong(address, doubleToUnsigned(v)); break;
-      default: storeLong(address, (long) v);
-    }
   }
 
   /** {@code v} rounded to this floating type's precision (identity for float64). */

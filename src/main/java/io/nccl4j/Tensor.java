@@ -1,5 +1,6 @@
 package io.nccl4j;
 
+import io.nccl4j.memory.Elements;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.MemoryBlock;
 import io.nccl4j.memory.MemoryResource;
@@ -113,7 +114,7 @@ public final class Tensor implements AutoCloseable {
     long a = t.address();
     int size = dtype.size();
     for (long i = 0; i < t.count; i++) {
-      dtype.storeLong(a + i * size, start + i);
+      Elements.storeLong(dtype, a + i * size, start + i);
     }
     return t;
   }
@@ -143,7 +144,7 @@ public final class Tensor implements AutoCloseable {
     Tensor t = empty(values.length, dtype, allocator);
     t.requireHost("fromArray");
     for (int i = 0; i < values.length; i++) {
-      dtype.storeDouble(t.elementAddress(i), values[i]);
+      Elements.storeDouble(dtype, t.elementAddress(i), values[i]);
     }
     return t;
   }
@@ -341,12 +342,12 @@ public final class Tensor implements AutoCloseable {
 
   public long getLong(long index) {
     checkIndex(index);
-    return dtype.loadLong(elementAddress(index));
+    return Elements.loadLong(dtype, elementAddress(index));
   }
 
   public double getDouble(long index) {
     checkIndex(index);
-    return dtype.loadDouble(elementAddress(index));
+    return Elements.loadDouble(dtype, elementAddress(index));
   }
 
   /** Element {@code index} as an exact {@link Scalar}. */
@@ -370,7 +371,7 @@ public final class Tensor implements AutoCloseable {
 
   public void setDouble(long index, double value) {
     checkIndex(index);
-    dtype.storeDouble(elementAddress(index), value);
+    Elements.storeDouble(dtype, elementAddress(index), value);
   }
 
   /** Sets every element to {@code value}, which must have this tensor's dtype. */
@@ -451,7 +452,7 @@ public final class Tensor implements AutoCloseable {
       NativeMemory.copyToArray(address(), out, 0, nbytes());
     } else {
       for (int i = 0; i < n; i++) {
-        out[i] = dtype.loadLong(elementAddress(i));
+        out[i] = Elements.loadLong(dtype, elementAddress(i));
       }
     }
     return out;
@@ -465,7 +466,7 @@ public final class Tensor implements AutoCloseable {
       NativeMemory.copyToArray(address(), out, 0, nbytes());
     } else {
       for (int i = 0; i < n; i++) {
-        out[i] = dtype.loadDouble(elementAddress(i));
+        out[i] = Elements.loadDouble(dtype, elementAddress(i));
       }
     }
     return out;
@@ -479,7 +480,7 @@ public final class Tensor implements AutoCloseable {
       NativeMemory.copyToArray(address(), out, 0, nbytes());
     } else {
       for (int i = 0; i < n; i++) {
-        out[i] = (float) dtype.loadDouble(elementAddress(i));
+        out[i] = (float) Elements.loadDouble(dtype, elementAddress(i));
       }
     }
     return out;
@@ -525,13 +526,13 @@ public final class Tensor implements AutoCloseable {
     for (long i = 0; i < count; i++) {
       boolean ok;
       if (dtype.isInteger()) {
-        long x = dtype.loadLong(a + i * size);
-        long y = dtype.loadLong(b + i * size);
-        ok = x == y || (!exact && Math.abs(dtype.loadDouble(a + i * size) - dtype.loadDouble(b + i * size))
-            <= atol + rtol * Math.abs(dtype.loadDouble(b + i * size)));
+        long x = Elements.loadLong(dtype, a + i * size);
+        long y = Elements.loadLong(dtype, b + i * size);
+        ok = x == y || (!exact && Math.abs(Elements.loadDouble(dtype, a + i * size) - Elements.loadDouble(dtype, b + i * size))
+            <= atol + rtol * Math.abs(Elements.loadDouble(dtype, b + i * size)));
       } else {
-        double x = dtype.loadDouble(a + i * size);
-        double y = dtype.loadDouble(b + i * size);
+        double x = Elements.loadDouble(dtype, a + i * size);
+        double y = Elements.loadDouble(dtype, b + i * size);
         ok = exact ? x == y : (x == y || Math.abs(x - y) <= atol + rtol * Math.abs(y));
       }
       if (!ok) {
@@ -646,7 +647,7 @@ public final class Tensor implements AutoCloseable {
   }
 
   private void setLongUnchecked(long index, long value) {
-    dtype.storeLong(elementAddress(index), value);
+    Elements.storeLong(dtype, elementAddress(index), value);
   }
 
   private int arrayLength(String op) {

@@ -1,23 +1,49 @@
 package io.nccl4j;
 
 import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.noClasses;
+import static com.tngtech.archunit.library.dependencies.SlicesRuleDefinition.slices;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import com.tngtech.archunit.base.DescribedPredicate;
+import com.tngtech.archunit.core.domain.JavaClass;
 import com.tngtech.archunit.core.domain.JavaClasses;
 import com.tngtech.archunit.core.importer.ClassFileImporter;
 import com.tngtech.archunit.core.importer.ImportOption;
+import com.tngtech.archunit.library.dependencies.SliceAssignment;
+import com.tngtech.archunit.library.dependencies.SliceIdentifier;
+import java.util.Set;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
  * Layering: bytedeco stays behind the binding seams (io.nccl4j.nccl.bind, and io.nccl4j.cpu.bind for
- * the CPU backend's native kernels), the core does not know
- * the NCCL backend, and nothing but the samples knows the samples or picocli.
+ * the CPU backend's native kernels), the core does not know the NCCL backend, nothing but the
+ * samples knows the samples or picocli, no package depends on itself through another, and the
+ * packages below the API use only the root's vocabulary (types, operators, devices, exceptions).
  */
 @Tag("unit")
 class ArchitectureTest {
+  /**
+   * The root package's vocabulary: what backends, stores, traces and memory may name. They depend
+   * on nothing else of nccl4j but each other and Float8/Float16's arithmetic.
+   */
+  static final Set<String> VOCABULARY = Set.of("Device", "DeviceStream", "DType", "OpType", "ReduceOp", "Scalar",
+      "CollectiveStats", "Validation", "Float16", "Float8", "BackendException", "CollectiveMismatchException",
+      "CollectiveTimeoutException", "PeerFailureException", "RankFailedException", "UsageException");
+
   private static JavaClasses classes;
+
+  private static String topLevelSimpleName(JavaClass c) {
+    String name = c.getName().substring(c.getPackageName().length() + 1);
+    int nested = name.indexOf('$');
+    return nested < 0 ? name : name.substring(0, nested);
+  }
+
+  private static boolean isVocabulary(JavaClass type) {
+    JavaClass c = type.getBaseComponentType();
+    return c.getPackageName().equals("io.nccl4j") && VOCABULARY.contains(topLevelSimpleName(c));
+  }
 
   @BeforeAll
   static void importClasses() {
@@ -58,6 +84,52 @@ class ArchitectureTest {
     noClasses().that().resideOutsideOfPackage("io.nccl4j.samples..")
         .should().dependOnClassesThat().resideInAnyPackage("io.nccl4j.samples..", "picocli..")
         .because("picocli is an optional dependency used by the command line only")
+        .check(classes);
+  }
+
+  /**
+   * Every package is a slice, except the root, which is two: its vocabulary and its API (the
+   * facade that assembles the layers below). The samples sit on top and are left out.
+   */
+  private static final SliceAssignment LAYERS = new SliceAssignment() {
+    @Override
+    public SliceIdentifier getIdentifierOf(JavaClass c) {
+      String p = c.getPackageName();
+      if (!p.startsWith("io.nccl4j") || p.startsWith("io.nccl4j.samples")) {
+        return SliceIdentifier.ignore();
+      }
+      if (p.equals("io.nccl4j")) {
+        return SliceIdentifier.of(isVocabulary(c) ? "io.nccl4j (vocabulary)" : "io.nccl4j (API)");
+      }
+      return SliceIdentifier.of(p);
+    }
+
+    @Override
+    public String getDescription() {
+      return "nccl4j's packages, with the root split into vocabulary and API";
+    }
+  };
+
+  @Test
+  void noPackageDependsOnItselfThroughAnother() {
+    slices().assignedFrom(LAYERS).should().beFreeOfCycles().check(classes);
+  }
+
+  @Test
+  void packagesBelowTheApiUseOnlyTheRootsVocabulary() {
+    noClasses().that().resideOutsideOfPackages("io.nccl4j", "io.nccl4j.samples..", "io.nccl4j.launch..")
+        .should().dependOnClassesThat(DescribedPredicate.describe("are in the root package but not its vocabulary",
+            c -> c.getBaseComponentType().getPackageName().equals("io.nccl4j") && !isVocabulary(c)))
+        .because("backends, transports, stores, traces and memory sit below ProcessGroup and Tensor; io.nccl4j.launch"
+            + " assembles groups, as LocalCluster does")
+        .check(classes);
+  }
+
+  @Test
+  void theVocabularyDependsOnNothingElseOfNccl4j() {
+    noClasses().that(DescribedPredicate.describe("are the root's vocabulary", ArchitectureTest::isVocabulary))
+        .should().dependOnClassesThat(DescribedPredicate.describe("are other nccl4j classes",
+            c -> c.getBaseComponentType().getPackageName().startsWith("io.nccl4j") && !isVocabulary(c)))
         .check(classes);
   }
 }

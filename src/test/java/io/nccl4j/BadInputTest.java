@@ -40,7 +40,7 @@ import org.junit.jupiter.api.Test;
  *   <li>Dtype mismatch input/output: {@link ChecksTest} (unit, every collective);
  *       {@link CheckBeforeEnqueueTest#rejectedCallsOnEveryRankLeaveGroupUsable} (allReduce, group level); here
  *       {@link #dtypeMismatchBetweenInputAndOutputIsRejected} (reduce-scatter, all-gather, all-to-all, allReduce).</li>
- *   <li>In-place offsets (SEMANTICS.md §2): {@link ChecksTest} {@code allGatherInPlaceAtWrongBlockIsRejected},
+ *   <li>In-place offsets (docs/SEMANTICS.md §2): {@link ChecksTest} {@code allGatherInPlaceAtWrongBlockIsRejected},
  *       {@code reduceScatterInPlaceAtWrongBlockIsRejected} (unit); here
  *       {@link #allGatherInPlaceAtTheWrongOffsetIsRejected} and
  *       {@link #reduceScatterInPlaceAtTheWrongOffsetIsRejected} (group level, then the correct in-place form).</li>
@@ -61,7 +61,7 @@ import org.junit.jupiter.api.Test;
  *       {@link #premulSumOnEveryIntegerTypeIsRejectedAndIntegerAvgIsAccepted} (every integer type, group level).
  *       AVG on integers is <b>not</b> rejected: PyTorch's ProcessGroupNCCL maps AVG to ncclAvg for every
  *       NCCL type (only bool is refused) and NCCL ≥ 2.10 computes it as sum then truncating division
- *       (SEMANTICS.md §4 lists AVG among the ops for every dtype); the same test checks the exact result.
+ *       (docs/SEMANTICS.md §4 lists AVG among the ops for every dtype); the same test checks the exact result.
  *       Bitwise ops: {@link ChecksTest#bitwiseOperatorsAreRejected}, {@link CheckBeforeEnqueueTest}.</li>
  *   <li>Closed group: {@link CheckBeforeEnqueueTest#closedGroupRejectsCallsLocally}; closed tensor:
  *       {@link CheckBeforeEnqueueTest#closedTensorIsRejectedBeforeEnqueueAndGroupStaysUsable}.</li>

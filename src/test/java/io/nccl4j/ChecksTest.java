@@ -13,7 +13,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
 /**
- * {@link Checks}: every message, exactly as PyTorch's (SEMANTICS.md §3), on one thread. World size
+ * {@link Checks}: every message, exactly as PyTorch's (docs/SEMANTICS.md §3), on one thread. World size
  * 4 and rank 1 unless a test says otherwise, so that "block rank" is not block 0.
  */
 @Tag("unit")

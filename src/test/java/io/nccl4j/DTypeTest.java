@@ -1,5 +1,6 @@
 package io.nccl4j;
 
+import io.nccl4j.memory.Elements;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -131,26 +132,26 @@ class DTypeTest {
   void integerLoadStoreRoundTripsAtNativeAddresses() {
     long a = NativeMemory.allocate(64);
     try {
-      DType.INT8.storeLong(a, -5);
+      Elements.storeLong(DType.INT8, a, -5);
       assertThat(NativeMemory.getByte(a)).isEqualTo((byte) -5);
-      assertThat(DType.INT8.loadLong(a)).isEqualTo(-5);
-      assertThat(DType.UINT8.loadLong(a)).isEqualTo(251);
-      DType.UINT8.storeLong(a, 300);
-      assertThat(DType.UINT8.loadLong(a)).isEqualTo(44);
+      assertThat(Elements.loadLong(DType.INT8, a)).isEqualTo(-5);
+      assertThat(Elements.loadLong(DType.UINT8, a)).isEqualTo(251);
+      Elements.storeLong(DType.UINT8, a, 300);
+      assertThat(Elements.loadLong(DType.UINT8, a)).isEqualTo(44);
 
-      DType.INT32.storeLong(a, -123456789);
+      Elements.storeLong(DType.INT32, a, -123456789);
       assertThat(NativeMemory.getInt(a)).isEqualTo(-123456789);
-      assertThat(DType.INT32.loadLong(a)).isEqualTo(-123456789);
-      DType.UINT32.storeLong(a, 0xF000000FL);
-      assertThat(DType.UINT32.loadLong(a)).isEqualTo(0xF000000FL);
-      assertThat(DType.INT32.loadLong(a)).isEqualTo((int) 0xF000000FL);
+      assertThat(Elements.loadLong(DType.INT32, a)).isEqualTo(-123456789);
+      Elements.storeLong(DType.UINT32, a, 0xF000000FL);
+      assertThat(Elements.loadLong(DType.UINT32, a)).isEqualTo(0xF000000FL);
+      assertThat(Elements.loadLong(DType.INT32, a)).isEqualTo((int) 0xF000000FL);
 
-      DType.INT64.storeLong(a, Long.MIN_VALUE + 3);
-      assertThat(DType.INT64.loadLong(a)).isEqualTo(Long.MIN_VALUE + 3);
-      DType.UINT64.storeLong(a, -2L);
-      assertThat(DType.UINT64.loadLong(a)).isEqualTo(-2L);
-      assertThat(DType.UINT64.loadDouble(a)).isEqualTo(18446744073709551614.0);
-      assertThat(DType.INT64.loadDouble(a)).isEqualTo(-2.0);
+      Elements.storeLong(DType.INT64, a, Long.MIN_VALUE + 3);
+      assertThat(Elements.loadLong(DType.INT64, a)).isEqualTo(Long.MIN_VALUE + 3);
+      Elements.storeLong(DType.UINT64, a, -2L);
+      assertThat(Elements.loadLong(DType.UINT64, a)).isEqualTo(-2L);
+      assertThat(Elements.loadDouble(DType.UINT64, a)).isEqualTo(18446744073709551614.0);
+      assertThat(Elements.loadDouble(DType.INT64, a)).isEqualTo(-2.0);
     } finally {
       NativeMemory.free(a);
     }
@@ -160,32 +161,32 @@ class DTypeTest {
   void floatingLoadStoreRoundTripsThroughTensor() {
     try (Tensor t = Tensor.zeros(4, DType.FLOAT16)) {
       long a = t.address();
-      DType.FLOAT16.storeDouble(a, 1.5);
-      DType.FLOAT16.storeDouble(a + 2, -65504.0);
-      DType.FLOAT16.storeDouble(a + 4, 2049.0); // tie -> 2048
-      DType.FLOAT16.storeLong(a + 6, 7);
+      Elements.storeDouble(DType.FLOAT16, a, 1.5);
+      Elements.storeDouble(DType.FLOAT16, a + 2, -65504.0);
+      Elements.storeDouble(DType.FLOAT16, a + 4, 2049.0); // tie -> 2048
+      Elements.storeLong(DType.FLOAT16, a + 6, 7);
       assertThat(NativeMemory.getShort(a)).isEqualTo((short) 0x3E00);
       assertThat(NativeMemory.getShort(a + 2)).isEqualTo((short) 0xFBFF);
       assertThat(t.toDoubleArray()).containsExactly(1.5, -65504.0, 2048.0, 7.0);
-      assertThat(DType.FLOAT16.loadLong(a)).isEqualTo(1);
+      assertThat(Elements.loadLong(DType.FLOAT16, a)).isEqualTo(1);
     }
     try (Tensor t = Tensor.zeros(2, DType.BFLOAT16)) {
-      DType.BFLOAT16.storeDouble(t.address(), -2.5);
-      DType.BFLOAT16.storeDouble(t.address() + 2, 256.0 + 1.0); // 257 -> tie between 256, 258: even 256
+      Elements.storeDouble(DType.BFLOAT16, t.address(), -2.5);
+      Elements.storeDouble(DType.BFLOAT16, t.address() + 2, 256.0 + 1.0); // 257 -> tie between 256, 258: even 256
       assertThat(NativeMemory.getShort(t.address())).isEqualTo((short) 0xC020);
       assertThat(t.toDoubleArray()).containsExactly(-2.5, 256.0);
     }
     try (Tensor t = Tensor.zeros(2, DType.FLOAT32)) {
-      DType.FLOAT32.storeDouble(t.address(), 0.1);
+      Elements.storeDouble(DType.FLOAT32, t.address(), 0.1);
       assertThat(NativeMemory.getFloat(t.address())).isEqualTo(0.1f);
-      assertThat(DType.FLOAT32.loadDouble(t.address())).isEqualTo((double) 0.1f);
-      DType.FLOAT32.storeLong(t.address() + 4, 16777217L); // rounds to 2^24 in float
-      assertThat(DType.FLOAT32.loadLong(t.address() + 4)).isEqualTo(16777216L);
+      assertThat(Elements.loadDouble(DType.FLOAT32, t.address())).isEqualTo((double) 0.1f);
+      Elements.storeLong(DType.FLOAT32, t.address() + 4, 16777217L); // rounds to 2^24 in float
+      assertThat(Elements.loadLong(DType.FLOAT32, t.address() + 4)).isEqualTo(16777216L);
     }
     try (Tensor t = Tensor.zeros(1, DType.FLOAT64)) {
-      DType.FLOAT64.storeDouble(t.address(), Math.PI);
-      assertThat(DType.FLOAT64.loadDouble(t.address())).isEqualTo(Math.PI);
-      assertThat(DType.FLOAT64.loadLong(t.address())).isEqualTo(3);
+      Elements.storeDouble(DType.FLOAT64, t.address(), Math.PI);
+      assertThat(Elements.loadDouble(DType.FLOAT64, t.address())).isEqualTo(Math.PI);
+      assertThat(Elements.loadLong(DType.FLOAT64, t.address())).isEqualTo(3);
     }
   }
 
@@ -193,19 +194,19 @@ class DTypeTest {
   void storeDoubleToIntegerTruncatesTowardZeroThenWraps() {
     long a = NativeMemory.allocate(16);
     try {
-      DType.INT32.storeDouble(a, -7.9);
-      assertThat(DType.INT32.loadLong(a)).isEqualTo(-7);
-      DType.INT32.storeDouble(a, 7.9);
-      assertThat(DType.INT32.loadLong(a)).isEqualTo(7);
-      DType.INT8.storeDouble(a, 300.0);
-      assertThat(DType.INT8.loadLong(a)).isEqualTo(44);
-      DType.UINT64.storeDouble(a, 0x1p63);
-      assertThat(DType.UINT64.loadLong(a)).isEqualTo(Long.MIN_VALUE);
-      DType.UINT64.storeDouble(a, 18446744073709549568.0); // 2^64 - 2048
-      assertThat(DType.UINT64.loadLong(a)).isEqualTo(-2048L);
-      assertThat(DType.UINT64.loadDouble(a)).isEqualTo(18446744073709549568.0);
-      DType.UINT64.storeDouble(a, 12345.0);
-      assertThat(DType.UINT64.loadLong(a)).isEqualTo(12345L);
+      Elements.storeDouble(DType.INT32, a, -7.9);
+      assertThat(Elements.loadLong(DType.INT32, a)).isEqualTo(-7);
+      Elements.storeDouble(DType.INT32, a, 7.9);
+      assertThat(Elements.loadLong(DType.INT32, a)).isEqualTo(7);
+      Elements.storeDouble(DType.INT8, a, 300.0);
+      assertThat(Elements.loadLong(DType.INT8, a)).isEqualTo(44);
+      Elements.storeDouble(DType.UINT64, a, 0x1p63);
+      assertThat(Elements.loadLong(DType.UINT64, a)).isEqualTo(Long.MIN_VALUE);
+      Elements.storeDouble(DType.UINT64, a, 18446744073709549568.0); // 2^64 - 2048
+      assertThat(Elements.loadLong(DType.UINT64, a)).isEqualTo(-2048L);
+      assertThat(Elements.loadDouble(DType.UINT64, a)).isEqualTo(18446744073709549568.0);
+      Elements.storeDouble(DType.UINT64, a, 12345.0);
+      assertThat(Elements.loadLong(DType.UINT64, a)).isEqualTo(12345L);
     } finally {
       NativeMemory.free(a);
     }
@@ -243,7 +244,7 @@ class DTypeTest {
     long v = (1L << 60) + (1L << 36) + 1;
     assertThat((double) (float) v).isEqualTo(0x1p60 + 0x1p37);
     try (Tensor t = Tensor.zeros(1, DType.FLOAT32)) {
-      DType.FLOAT32.storeLong(t.address(), v);
+      Elements.storeLong(DType.FLOAT32, t.address(), v);
       assertThat(t.getDouble(0)).isEqualTo(0x1p60 + 0x1p37);
     }
     try (Tensor t = Tensor.fromArray(new long[] {v}, DType.FLOAT32)) {
@@ -253,6 +254,28 @@ class DTypeTest {
     long v2 = (1L << 60) + (1L << 52) + 1;
     try (Tensor t = Tensor.fromArray(new long[] {v2}, DType.BFLOAT16)) {
       assertThat(t.getDouble(0)).isEqualTo(0x1p60 + 0x1p53);
+    }
+  }
+
+  @Test
+  void storeLongToFloat64RoundsToNearestEvenAsC() {
+    // 2^53 + 1 is a tie between 2^53 and 2^53 + 2: C's (double) rounds to even, 2^53. (Rounding to
+    // odd is only the first step for the narrower types.)
+    try (Tensor t = Tensor.zeros(2, DType.FLOAT64)) {
+      Elements.storeLong(DType.FLOAT64, t.address(), (1L << 53) + 1);
+      Elements.storeLong(DType.FLOAT64, t.address() + 8, (1L << 53) + 3);
+      assertThat(t.getDouble(0)).isEqualTo(0x1p53);
+      assertThat(t.getDouble(1)).isEqualTo(0x1p53 + 4);
+    }
+    assertThat(DType.FLOAT64.longToBits((1L << 53) + 1)).isEqualTo(Double.doubleToRawLongBits(0x1p53));
+  }
+
+  @Test
+  void bitsRoundTripThroughEveryType() {
+    for (DType t : DType.values()) {
+      double v = t.isFloatingPoint() ? -1.5 : 3;
+      assertThat(t.bitsToDouble(t.doubleToBits(v))).as("%s", t).isEqualTo(v);
+      assertThat(t.doubleToBits(v) >>> (t.size() * 8 - 1) >>> 1).as("%s fits its width", t).isZero();
     }
   }
 }

@@ -11,7 +11,7 @@ import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * ShardLayout + Padding end to end on the CPU backend: pad with the op's identity, ReduceScatter,
- * AllGather, trim, compare with a direct AllReduce (SEMANTICS.md §4).
+ * AllGather, trim, compare with a direct AllReduce (docs/SEMANTICS.md §4).
  */
 @Tag("multirank")
 class PaddingCollectiveTest {

@@ -1,5 +1,6 @@
 package io.nccl4j.cpu;
 
+import io.nccl4j.memory.Elements;
 import io.nccl4j.DType;
 import io.nccl4j.Float16;
 import io.nccl4j.ReduceOp;
@@ -169,9 +170,9 @@ public final class Reduction {
     int size = dtype.size();
     for (long i = 0; i < n; i++) {
       long addr = dst + i * size;
-      long x = dtype.loadLong(addr);
+      long x = Elements.loadLong(dtype, addr);
       long q = dtype.isSigned() ? x / divisor : Long.divideUnsigned(x, divisor);
-      dtype.storeLong(addr, q);
+      Elements.storeLong(dtype, addr, q);
     }
   }
 
@@ -196,11 +197,11 @@ public final class Reduction {
       return NativeMemory.getFloat(addr) * (float) scalar;
     }
     // Exact in double for the 16-bit types, rounded once by the caller; float64 rounds here.
-    return dtype.loadDouble(addr) * scalar;
+    return Elements.loadDouble(dtype, addr) * scalar;
   }
 
   private void storeRounded(long addr, double v) {
-    dtype.storeDouble(addr, step(v));
+    Elements.storeDouble(dtype, addr, step(v));
   }
 
   /**
@@ -222,8 +223,8 @@ public final class Reduction {
     int size = dtype.size();
     for (long i = 0; i < n; i++) {
       long off = i * size;
-      double x = preA ? dtype.round(step(premul(a + off))) : dtype.loadDouble(a + off);
-      double y = preB ? dtype.round(step(premul(b + off))) : dtype.loadDouble(b + off);
+      double x = preA ? dtype.round(step(premul(a + off))) : Elements.loadDouble(dtype, a + off);
+      double y = preB ? dtype.round(step(premul(b + off))) : Elements.loadDouble(dtype, b + off);
       if (dtype == DType.FLOAT32) {
         NativeMemory.putFloat(dst + off, (float) x + (float) y);
       } else {
@@ -364,7 +365,7 @@ public final class Reduction {
       try {
         for (int x = 0; x < 256; x++) {
           NativeMemory.putByte(cell, (byte) x);
-          dtype.storeDouble(cell, step(premul(cell)));
+          Elements.storeDouble(dtype, cell, step(premul(cell)));
           pre8[x] = NativeMemory.getByte(cell);
         }
       } finally {
@@ -423,7 +424,7 @@ public final class Reduction {
               case MIN: v = fmin(vx, vy); break;
               default: v = fmax(vx, vy);
             }
-            t.storeDouble(cell, r.step(v));
+            Elements.storeDouble(t, cell, r.step(v));
             table[x << 8 | y] = NativeMemory.getByte(cell);
           }
         }

@@ -18,7 +18,7 @@ import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-/** {@code ./nccl4j bench} (SEMANTICS.md §6.3) on the CPU backend. */
+/** {@code ./nccl4j bench} (docs/SEMANTICS.md §6.3) on the CPU backend. */
 @Tag("multirank")
 class BenchCommandTest {
   private static final String RATIO = "unstable|\\d+\\.\\d{3}x";

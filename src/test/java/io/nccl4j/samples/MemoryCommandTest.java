@@ -12,7 +12,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
-/** {@code ./nccl4j memory} (SEMANTICS.md §6.4) on the CPU backend. */
+/** {@code ./nccl4j memory} (docs/SEMANTICS.md §6.4) on the CPU backend. */
 @Tag("multirank")
 class MemoryCommandTest {
   private static final long MIB = 1L << 20;

@@ -21,7 +21,7 @@ import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
-/** {@code ./nccl4j probe} (SEMANTICS.md §6.5) on the CPU backend: API calls per range, latency, and the trace. */
+/** {@code ./nccl4j probe} (docs/SEMANTICS.md §6.5) on the CPU backend: API calls per range, latency, and the trace. */
 @Tag("multirank")
 class ProbeCommandTest {
   private static final String AR = "ALLREDUCE";

@@ -12,7 +12,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.ValueSource;
 
-/** {@link Stats} (SEMANTICS.md §6.3), {@link Sizes} and {@link SampleData}: pure functions. */
+/** {@link Stats} (docs/SEMANTICS.md §6.3), {@link Sizes} and {@link SampleData}: pure functions. */
 @Tag("unit")
 class StatsSizesSampleDataTest {
 

@@ -9,7 +9,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
-/** The per-collective descriptors of {@code ./nccl4j sweep} (SEMANTICS.md §7). */
+/** The per-collective descriptors of {@code ./nccl4j sweep} (docs/SEMANTICS.md §7). */
 @Tag("unit")
 class SweepDescriptorTest {
 

@@ -1,5 +1,6 @@
 package io.nccl4j.testing;
 
+import io.nccl4j.memory.Elements;
 import io.nccl4j.DType;
 import io.nccl4j.Tensor;
 
@@ -21,10 +22,10 @@ public final class Compare {
     for (long i = 0; i < actual.count(); i++) {
       boolean ok;
       if (t.isInteger()) {
-        ok = t.loadLong(a + i * size) == t.loadLong(b + i * size);
+        ok = Elements.loadLong(t, a + i * size) == Elements.loadLong(t, b + i * size);
       } else {
-        double x = t.loadDouble(a + i * size);
-        double y = t.loadDouble(b + i * size);
+        double x = Elements.loadDouble(t, a + i * size);
+        double y = Elements.loadDouble(t, b + i * size);
         ok = x == y || (Double.isNaN(x) && Double.isNaN(y)) || Math.abs(x - y) <= atol;
       }
       if (!ok) {

@@ -1,5 +1,6 @@
 package io.nccl4j.testing;
 
+import io.nccl4j.memory.Elements;
 import io.nccl4j.DType;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
@@ -80,9 +81,9 @@ public final class TestData {
     int size = t.size();
     for (long i = 0; i < dst.count(); i++) {
       if (t.isInteger()) {
-        t.storeLong(a + i * size, intValue(t, rank, first + i));
+        Elements.storeLong(t, a + i * size, intValue(t, rank, first + i));
       } else {
-        t.storeDouble(a + i * size, floatValue(t, op, p, rank, first + i));
+        Elements.storeDouble(t, a + i * size, floatValue(t, op, p, rank, first + i));
       }
     }
   }
@@ -110,9 +111,9 @@ public final class TestData {
     int size = t.size();
     for (long i = 0; i < n; i++) {
       if (t.isInteger()) {
-        t.storeLong(a + i * size, reduceInt(t, op, p, i));
+        Elements.storeLong(t, a + i * size, reduceInt(t, op, p, i));
       } else {
-        t.storeDouble(a + i * size, reduceFloat(t, op, p, i));
+        Elements.storeDouble(t, a + i * size, reduceFloat(t, op, p, i));
       }
     }
     return out;
