@@ -81,7 +81,11 @@ public final class ProcessGroup implements AutoCloseable {
     return dumps.dumpNow(dir, reason);
   }
 
-  /** Wraps a backend instance (one per rank). The group owns it and closes it. */
+  /**
+   * Wraps a backend instance (one per rank); the group owns it and closes it. For implementers of
+   * a backend ({@link io.nccl4j.spi}): applications get their groups from {@link LocalCluster}
+   * (ranks as threads) or {@link io.nccl4j.launch.ProcessGroups} (ranks as processes).
+   */
   public static ProcessGroup create(Backend backend) {
     return new ProcessGroup(backend);
   }
