@@ -7,6 +7,7 @@ import org.junit.jupiter.api.Tag;
 
 /** The conformance suite on the CPU backend, ranks as threads. */
 @Tag("multirank")
+@Tag("conformance")
 class CpuConformanceTest extends ConformanceSuite {
   @Override
   protected Runner runner() {

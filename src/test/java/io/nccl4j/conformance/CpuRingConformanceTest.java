@@ -14,6 +14,7 @@ import org.junit.jupiter.api.Tag;
  * and kinds than the TCP suite's.
  */
 @Tag("multirank")
+@Tag("conformance")
 class CpuRingConformanceTest extends ConformanceSuite {
   @Override
   protected Runner runner() {

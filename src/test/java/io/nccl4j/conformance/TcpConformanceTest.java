@@ -16,6 +16,7 @@ import org.junit.jupiter.api.Tag;
  * 64-bit integer) cover the transport and the ring.
  */
 @Tag("multirank")
+@Tag("conformance")
 class TcpConformanceTest extends ConformanceSuite {
   @Override
   protected Runner runner() {
