@@ -6,7 +6,6 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.nccl4j.DType;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.cpu.CpuBackend;
-import io.nccl4j.samples.SweepCommand.Coll;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -29,7 +28,7 @@ class SweepCommandTest {
 
   static Stream<Arguments> cases() {
     List<Arguments> out = new ArrayList<>();
-    for (Coll c : Coll.values()) {
+    for (SweepOp c : SweepOps.values()) {
       for (int p : new int[] {2, 3}) {
         for (String[] combo : COMBOS) {
           out.add(Arguments.of(c, p, combo[0], combo[1]));
@@ -50,7 +49,7 @@ class SweepCommandTest {
 
   @ParameterizedTest(name = "{0} p={1} {2} {3}")
   @MethodSource("cases")
-  void everyCollectiveIsExactAndBusbwIsAlgbwTimesFactor(Coll c, int p, String dtype, String redop) {
+  void everyCollectiveIsExactAndBusbwIsAlgbwTimesFactor(SweepOp c, int p, String dtype, String redop) {
     SampleRunner.Output o = sweep("--backend", "cpu", "--world-size", Integer.toString(p), "--op",
         c.name().toLowerCase(Locale.ROOT), "-b", "1K", "-e", "16K", "-f", "4", "-n", "2", "-w", "1", "-c", "1",
         "-d", dtype, "-o", redop);
@@ -79,7 +78,7 @@ class SweepCommandTest {
       assertThat(r.get(1)).isEqualTo(Long.toString(n));
       assertThat(r.get(2)).isEqualTo(dtype);
       assertThat(r.get(3)).isEqualTo(c.reduces() ? rop.toString().toLowerCase(Locale.ROOT) : "none");
-      assertThat(r.get(4)).isEqualTo(c == Coll.BROADCAST || c == Coll.REDUCE ? "0" : "-1");
+      assertThat(r.get(4)).isEqualTo(c == SweepOps.BROADCAST || c == SweepOps.REDUCE ? "0" : "-1");
       checkMode(r, 5, c.hasOutOfPlace(), bytes, factor);
       checkMode(r, 9, c.hasInPlace(), bytes, factor);
     }
@@ -218,9 +217,9 @@ class SweepCommandTest {
     List<Arguments> out = new ArrayList<>();
     String[][] combos = {{"int8", "sum"}, {"uint8", "prod"}, {"int32", "min"}, {"uint32", "avg"}, {"uint64", "max"},
         {"float64", "avg"}, {"float32", "prod"}, {"int64", "sum"}};
-    for (Coll c : Coll.values()) {
+    for (SweepOp c : SweepOps.values()) {
       for (int p : new int[] {1, 4}) {
-        if (c == Coll.SENDRECV && p == 1) {
+        if (c == SweepOps.SENDRECV && p == 1) {
           continue; // see sendRecvOnOneRankRunsOrIsAUsageError
         }
         for (String[] combo : combos) {
@@ -233,7 +232,7 @@ class SweepCommandTest {
 
   @ParameterizedTest(name = "{0} p={1} {2} {3}")
   @MethodSource("moreCases")
-  void otherTypesAndWorldSizesAreExact(Coll c, int p, String dtype, String redop) {
+  void otherTypesAndWorldSizesAreExact(SweepOp c, int p, String dtype, String redop) {
     SampleRunner.Output o = sweep("--backend", "cpu", "--world-size", Integer.toString(p), "--op",
         c.name().toLowerCase(Locale.ROOT), "-b", "64", "-e", "4K", "-f", "8", "-n", "1", "-w", "0", "-c", "2",
         "-d", dtype, "-o", redop);

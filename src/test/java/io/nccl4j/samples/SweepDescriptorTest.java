@@ -3,7 +3,6 @@ package io.nccl4j.samples;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.nccl4j.samples.SweepCommand.Coll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -23,7 +22,7 @@ class SweepDescriptorTest {
       "BROADCAST,     1.0, 1.0, 1.0, 1.0",
       "REDUCE,        1.0, 1.0, 1.0, 1.0",
       "SENDRECV,      1.0, 1.0, 1.0, 1.0"})
-  void busFactors(Coll c, double p1, double p2, double p4, double p8) {
+  void busFactors(SweepOp c, double p1, double p2, double p4, double p8) {
     assertThat(c.busFactor(1)).isEqualTo(p1);
     assertThat(c.busFactor(2)).isEqualTo(p2);
     assertThat(c.busFactor(4)).isEqualTo(p4);
@@ -33,13 +32,13 @@ class SweepDescriptorTest {
   @Test
   void busFactorFormulasAtOtherWorldSizes() {
     for (int p = 1; p <= 16; p++) {
-      assertThat(Coll.ALLREDUCE.busFactor(p)).isEqualTo(2.0 * (p - 1) / p);
-      assertThat(Coll.REDUCESCATTER.busFactor(p)).isEqualTo((double) (p - 1) / p);
-      assertThat(Coll.ALLGATHER.busFactor(p)).isEqualTo((double) (p - 1) / p);
-      assertThat(Coll.ALLTOALL.busFactor(p)).isEqualTo((double) (p - 1) / p);
-      assertThat(Coll.BROADCAST.busFactor(p)).isEqualTo(1.0);
+      assertThat(SweepOps.ALLREDUCE.busFactor(p)).isEqualTo(2.0 * (p - 1) / p);
+      assertThat(SweepOps.REDUCESCATTER.busFactor(p)).isEqualTo((double) (p - 1) / p);
+      assertThat(SweepOps.ALLGATHER.busFactor(p)).isEqualTo((double) (p - 1) / p);
+      assertThat(SweepOps.ALLTOALL.busFactor(p)).isEqualTo((double) (p - 1) / p);
+      assertThat(SweepOps.BROADCAST.busFactor(p)).isEqualTo(1.0);
     }
-    assertThat(Coll.ALLREDUCE.busFactor(3)).isEqualTo(4.0 / 3);
+    assertThat(SweepOps.ALLREDUCE.busFactor(3)).isEqualTo(4.0 / 3);
   }
 
   @ParameterizedTest
@@ -52,7 +51,7 @@ class SweepDescriptorTest {
       "BROADCAST,     262144, 262144, 262144",
       "REDUCE,        262144, 262144, 262144",
       "SENDRECV,      262144, 262144, 262144"})
-  void countsForOneMebibyteOfFloat32OnFourRanks(Coll c, long count, long in, long out) {
+  void countsForOneMebibyteOfFloat32OnFourRanks(SweepOp c, long count, long in, long out) {
     long n = c.count(1L << 20, 4, 4);
     assertThat(n).isEqualTo(count);
     assertThat(c.inCount(n, 4)).isEqualTo(in);
@@ -69,7 +68,7 @@ class SweepDescriptorTest {
       "BROADCAST,     128, 128, 128",
       "REDUCE,        128, 128, 128",
       "SENDRECV,      128, 128, 128"})
-  void blockedCountsRoundDownToAMultipleOfTheWorldSize(Coll c, long count, long in, long out) {
+  void blockedCountsRoundDownToAMultipleOfTheWorldSize(SweepOp c, long count, long in, long out) {
     long n = c.count(1024, 8, 3);
     assertThat(n).isEqualTo(count);
     assertThat(c.inCount(n, 3)).isEqualTo(in);
@@ -78,44 +77,44 @@ class SweepDescriptorTest {
 
   @Test
   void tinySizesStillHaveOneElementPerRank() {
-    assertThat(Coll.ALLREDUCE.count(1, 4, 4)).isEqualTo(1);
-    assertThat(Coll.REDUCESCATTER.count(4, 4, 4)).isEqualTo(4);
-    assertThat(Coll.ALLGATHER.count(8, 4, 8)).isEqualTo(8);
-    assertThat(Coll.ALLTOALL.count(1, 2, 3)).isEqualTo(3);
-    assertThat(Coll.SENDRECV.count(2, 4, 8)).isEqualTo(1);
+    assertThat(SweepOps.ALLREDUCE.count(1, 4, 4)).isEqualTo(1);
+    assertThat(SweepOps.REDUCESCATTER.count(4, 4, 4)).isEqualTo(4);
+    assertThat(SweepOps.ALLGATHER.count(8, 4, 8)).isEqualTo(8);
+    assertThat(SweepOps.ALLTOALL.count(1, 2, 3)).isEqualTo(3);
+    assertThat(SweepOps.SENDRECV.count(2, 4, 8)).isEqualTo(1);
   }
 
   @Test
   void inPlaceAndOutOfPlaceVariants() {
-    for (Coll c : Coll.values()) {
-      boolean in = c != Coll.ALLTOALL && c != Coll.SENDRECV;
-      boolean oop = c != Coll.BROADCAST && c != Coll.REDUCE;
+    for (SweepOp c : SweepOps.values()) {
+      boolean in = c != SweepOps.ALLTOALL && c != SweepOps.SENDRECV;
+      boolean oop = c != SweepOps.BROADCAST && c != SweepOps.REDUCE;
       assertThat(c.hasInPlace()).as(c + " in place").isEqualTo(in);
       assertThat(c.hasOutOfPlace()).as(c + " out of place").isEqualTo(oop);
       assertThat(c.hasInPlace() || c.hasOutOfPlace()).isTrue();
     }
-    assertThat(Coll.ALLREDUCE.hasInPlace() && Coll.ALLREDUCE.hasOutOfPlace()).isTrue();
+    assertThat(SweepOps.ALLREDUCE.hasInPlace() && SweepOps.ALLREDUCE.hasOutOfPlace()).isTrue();
   }
 
   @Test
   void reducingOps() {
-    assertThat(Coll.ALLREDUCE.reduces()).isTrue();
-    assertThat(Coll.REDUCESCATTER.reduces()).isTrue();
-    assertThat(Coll.REDUCE.reduces()).isTrue();
-    assertThat(Coll.ALLGATHER.reduces()).isFalse();
-    assertThat(Coll.BROADCAST.reduces()).isFalse();
-    assertThat(Coll.ALLTOALL.reduces()).isFalse();
-    assertThat(Coll.SENDRECV.reduces()).isFalse();
+    assertThat(SweepOps.ALLREDUCE.reduces()).isTrue();
+    assertThat(SweepOps.REDUCESCATTER.reduces()).isTrue();
+    assertThat(SweepOps.REDUCE.reduces()).isTrue();
+    assertThat(SweepOps.ALLGATHER.reduces()).isFalse();
+    assertThat(SweepOps.BROADCAST.reduces()).isFalse();
+    assertThat(SweepOps.ALLTOALL.reduces()).isFalse();
+    assertThat(SweepOps.SENDRECV.reduces()).isFalse();
   }
 
   @Test
   void parsesOpNames() {
-    assertThat(Coll.parse("allreduce")).isEqualTo(Coll.ALLREDUCE);
-    assertThat(Coll.parse("all-reduce")).isEqualTo(Coll.ALLREDUCE);
-    assertThat(Coll.parse(" Reduce_Scatter ")).isEqualTo(Coll.REDUCESCATTER);
-    assertThat(Coll.parse("all_gather")).isEqualTo(Coll.ALLGATHER);
-    assertThat(Coll.parse("sendrecv")).isEqualTo(Coll.SENDRECV);
-    assertThatThrownBy(() -> Coll.parse("gather")).isInstanceOfSatisfying(SampleException.class, e -> {
+    assertThat(SweepOp.parse("allreduce")).isEqualTo(SweepOps.ALLREDUCE);
+    assertThat(SweepOp.parse("all-reduce")).isEqualTo(SweepOps.ALLREDUCE);
+    assertThat(SweepOp.parse(" Reduce_Scatter ")).isEqualTo(SweepOps.REDUCESCATTER);
+    assertThat(SweepOp.parse("all_gather")).isEqualTo(SweepOps.ALLGATHER);
+    assertThat(SweepOp.parse("sendrecv")).isEqualTo(SweepOps.SENDRECV);
+    assertThatThrownBy(() -> SweepOp.parse("gather")).isInstanceOfSatisfying(SampleException.class, e -> {
       assertThat(e.exitCode()).isEqualTo(2);
       assertThat(e.getMessage()).contains("got 'gather'");
     });

@@ -1,0 +1,92 @@
+package io.nccl4j.samples;
+
+import io.nccl4j.DType;
+import io.nccl4j.ProcessGroup;
+import io.nccl4j.ReduceOp;
+import io.nccl4j.Tensor;
+import io.nccl4j.Work;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * One rank's part of {@code ./nccl4j sweep} over any {@link SweepOp}: per size, out of place then
+ * in place, warm-ups, timed iterations and checked iterations; one {@link Row} per size, the same
+ * on every rank (slowest rank's time, #wrong summed over ranks).
+ */
+final class SweepEngine {
+  private SweepEngine() {}
+
+  /** One row: size S, element count, and for out of place (index 0) and in place (1): µs, #wrong. */
+  record Row(long bytes, long count, double[] micros, long[] wrong, boolean[] measured) {}
+
+  /** {@code lo}, {@code lo * factor}, … up to {@code hi}, stopping before a size would overflow. */
+  static List<Long> sizes(long lo, long hi, int factor) {
+    List<Long> sizes = new ArrayList<>();
+    for (long s = lo; s <= hi; s = s * factor) {
+      sizes.add(s);
+      if (s > Long.MAX_VALUE / factor) {
+        break;
+      }
+    }
+    return sizes;
+  }
+
+  static List<Row> runRank(ProcessGroup pg, SweepOp c, DType t, ReduceOp op, int root, List<Long> sizes, int warmups,
+      int iters, int checks, boolean blocking) {
+    int p = pg.size();
+    List<Row> rows = new ArrayList<>();
+    for (long bytes : sizes) {
+      long n = c.count(bytes, t.size(), p);
+      double[] micros = new double[2];
+      long[] wrong = new long[2];
+      boolean[] measured = new boolean[2];
+      try (Tensor expected = SweepData.expected(pg, c, t, op, root, n);
+           Tensor in = pg.empty(c.inCount(n, p), t);
+           Tensor out = pg.empty(c.outCount(n, p), t);
+           Tensor inPlaceBuf = pg.empty(Math.max(c.inCount(n, p), c.outCount(n, p)), t);
+           RankTimer timer = RankTimer.of(pg)) {
+        for (int mode = 0; mode < 2; mode++) {
+          boolean inPlace = mode == 1;
+          if (inPlace ? !c.hasInPlace() : !c.hasOutOfPlace()) {
+            continue;
+          }
+          measured[mode] = true;
+          Tensor input = inPlace ? c.inPlaceInput(inPlaceBuf, n, p, pg.rank()) : in;
+          Tensor output = inPlace ? c.inPlaceOutput(inPlaceBuf, n, p, pg.rank()) : out;
+          SweepData.fill(pg, input, c, t, op);
+          for (int i = 0; i < warmups; i++) {
+            c.call(pg, op, root, input, output).waitFor();
+          }
+          pg.barrier();
+          if (blocking) {
+            // Latency: each call timed on its own; the median resists the scheduler's outliers.
+            double[] each = new double[iters];
+            for (int i = 0; i < iters; i++) {
+              timer.start();
+              c.callBlocking(pg, op, root, input, output);
+              each[i] = timer.stopMicros(null);
+            }
+            micros[mode] = Stats.of(each).median();
+          } else {
+            timer.start();
+            Work last = null;
+            for (int i = 0; i < iters; i++) {
+              last = c.call(pg, op, root, input, output);
+            }
+            micros[mode] = timer.stopMicros(last) / iters;
+          }
+          for (int i = 0; i < checks; i++) {
+            SweepData.fill(pg, input, c, t, op);
+            c.call(pg, op, root, input, output).waitFor();
+            wrong[mode] += SweepData.countWrong(output, expected, t, op, p);
+          }
+        }
+      }
+      double[] max = BenchCommand.maxOverRanks(pg, new double[][] {micros, new double[2]});
+      long wOop = BenchCommand.sumOverRanks(pg, wrong[0]);
+      long wIp = BenchCommand.sumOverRanks(pg, wrong[1]);
+      rows.add(new Row(n * t.size(), n, new double[] {max[0], max[1]}, new long[] {wOop, wIp}, measured));
+    }
+    return rows;
+  }
+}

@@ -1,0 +1,32 @@
+package io.nccl4j.samples;
+
+import java.util.List;
+import java.util.stream.Collectors;
+
+/**
+ * The collectives {@code ./nccl4j sweep} knows, in the order {@code --op} lists them; a new one joins
+ * here. The descriptors are empty records: stateless, equal by type, and named in what prints them.
+ */
+final class SweepOps {
+  static final SweepOp ALLREDUCE = new SweepAllReduce();
+  static final SweepOp REDUCESCATTER = new SweepReduceScatter();
+  static final SweepOp ALLGATHER = new SweepAllGather();
+  static final SweepOp BROADCAST = new SweepBroadcast();
+  static final SweepOp REDUCE = new SweepReduce();
+  static final SweepOp ALLTOALL = new SweepAllToAll();
+  static final SweepOp SENDRECV = new SweepSendRecv();
+
+  private static final List<SweepOp> ALL = List.of(ALLREDUCE, REDUCESCATTER, ALLGATHER, BROADCAST, REDUCE, ALLTOALL,
+      SENDRECV);
+
+  private SweepOps() {}
+
+  static List<SweepOp> values() {
+    return ALL;
+  }
+
+  /** "allreduce, reducescatter, …", for messages. */
+  static String names() {
+    return ALL.stream().map(SweepOp::name).collect(Collectors.joining(", "));
+  }
+}
