@@ -160,11 +160,12 @@ final class SweepCommand implements Callable<Integer> {
     Groups.Gathered<List<SweepOverhead.Row>> g = Groups.call(common, backend, p,
         pg -> SweepOverhead.runRank(pg, c, t, rop, root, sizes, warmups, iters, rounds),
         new TypeReference<List<SweepOverhead.Row>>() { });
+    if (!g.reporter()) {
+      // Under the launcher only the reporting process holds every rank's rows; the others judge their own.
+      return g.mine().get(0).stream().mapToLong(SweepOverhead.Row::wrong).sum() == 0;
+    }
     List<SweepOverhead.Row> rows = g.all().get(0);
     long totalWrong = rows.stream().mapToLong(SweepOverhead.Row::wrong).sum();
-    if (!g.reporter()) {
-      return totalWrong == 0;
-    }
     o.println(backend.describe());
     o.printf("# validation overhead: %s, %d ranks, %s, %d rounds x (%d warm-up + %d timed) per mode, rotating order%n",
         c.name(), p, t, rounds, warmups, iters);

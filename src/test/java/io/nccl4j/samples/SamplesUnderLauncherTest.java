@@ -96,4 +96,14 @@ class SamplesUnderLauncherTest {
     assertThat(l.out().stream().filter(s -> s.startsWith("[rank 0] 1 KiB ")).toList()).hasSize(2);
     assertThat(l.out()).noneMatch(s -> s.startsWith("[rank 1] "));
   }
+
+  /** Ranks other than the reporter judge their own rows (they once read rank 0's, which they do not have). */
+  @Test
+  void theValidationOverheadSweepSucceedsOnEveryProcess() throws Exception {
+    Launched l = launch(2, "sweep", "--backend", "cpu", "--validation-overhead", "-b", "1K", "-e", "1K",
+        "--rounds", "1", "-n", "2", "-w", "1", "--timeout", "60");
+    assertThat(l.status()).as(l.all()).isZero();
+    assertThat(l.out()).as(l.all()).anyMatch(s -> s.startsWith("[rank 0] # validation overhead: allreduce, 2 ranks"));
+    assertThat(l.out()).noneMatch(s -> s.startsWith("[rank 1] "));
+  }
 }
