@@ -8,7 +8,7 @@ import java.util.Locale;
  * <p>{@link #ncclCode()} is the value of NCCL's {@code ncclDataType_t} ({@code ncclInt8 = 0} …
  * {@code ncclBfloat16 = 9}, and from NCCL 2.24 {@code ncclFloat8e4m3 = 10},
  * {@code ncclFloat8e5m2 = 11}). Integers are two's complement; unsigned types store their bit
- * pattern in Java's signed primitives, and {@link #loadLong}/{@link #storeLong} convert. The 8-bit
+ * pattern in Java's signed primitives, and {@link #bitsToLong}/{@link #longToBits} convert. The 8-bit
  * floating types convert with saturation, as NCCL does ({@link Float8}).
  */
 public enum DType {
