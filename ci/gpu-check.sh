@@ -46,6 +46,8 @@ prepare() {
   jlink --add-modules java.base,java.logging,java.management,jdk.unsupported,jdk.zipfs \
     --strip-debug --no-header-files --no-man-pages --compress=2 --output "$bundle/jre"
   cp "$root/target/nccl4j.jar" "$bundle/jars/"
+  # The library jar leaves the samples (the CLI) out; the bundle runs them from target/classes.
+  (cd "$root/target/classes" && jar cf "$bundle/jars/nccl4j-samples.jar" io/nccl4j/samples)
   (cd "$root/target/test-classes" && jar cf "$bundle/jars/nccl4j-tests.jar" .)
   tr ':' '\n' < "$root/target/test-classpath.txt" | while read -r j; do
     case "$j" in

@@ -40,7 +40,7 @@ final class RunCommand implements Callable<Integer> {
   @Option(names = "--classpath", paramLabel = "CP", description = "Extra classpath for --class (nccl4j's is appended).")
   String classpath;
 
-  @Parameters(paramLabel = "COMMAND", arity = "1..*", description = "After --: the subcommand (or main's arguments) and its arguments.")
+  @Parameters(paramLabel = "COMMAND", arity = "0..*", description = "After --: the subcommand (or main's arguments) and its arguments.")
   List<String> args = new ArrayList<>();
 
   @Override
@@ -50,6 +50,10 @@ final class RunCommand implements Callable<Integer> {
     String opts = System.getenv("NCCL4J_JAVA_OPTS");
     if (opts != null && !opts.isBlank()) {
       cmd.addAll(List.of(opts.trim().split("\\s+")));
+    }
+    if (mainClass == null && args.isEmpty()) {
+      throw new SampleException(2, "run: give the nccl4j command to run after --, e.g. run --nproc-per-node 2 -- demo"
+          + " (or --class MAIN for a Java main class, whose arguments are optional)");
     }
     String ours = System.getProperty("java.class.path");
     cmd.add("-cp");

@@ -384,4 +384,21 @@ class CliTest {
     assertThat(bad.code()).isEqualTo(2);
     assertThat(bad.err()).contains("full");
   }
+
+  // ------------------------------------------------------------------ run
+
+  @Test
+  void runWithoutACommandIsAUsageError() {
+    Executed e = execute("run", "--nproc-per-node", "2");
+    assertThat(e.code()).isEqualTo(2);
+    assertThat(e.err()).contains("give the nccl4j command to run after --");
+  }
+
+  /** A main class needs no arguments (picocli once required one after --). */
+  @Test
+  @Tag("multiprocess")
+  void runStartsAMainClassWithoutArguments() {
+    Executed e = execute("run", "--nproc-per-node", "2", "--class", RankEchoMain.class.getName());
+    assertThat(e.code()).as(e.out() + e.err()).isZero();
+  }
 }
