@@ -9,10 +9,12 @@ package io.nccl4j;
 public class BackendException extends RuntimeException {
   private static final long serialVersionUID = 1L;
 
+  /** A failure described by {@code message}, with no underlying cause. */
   public BackendException(String message) {
     super(message);
   }
 
+  /** A failure described by {@code message}, caused by {@code cause}: the underlying error, or null. */
   public BackendException(String message, Throwable cause) {
     super(message, cause);
   }

@@ -81,11 +81,19 @@ public final class Checks {
     inPlaceOffset(input, output, "input", "output", "all-gather needs sendbuff == recvbuff + rank·sendcount");
   }
 
+  /**
+   * Broadcast: {@code tensor} is an open tensor on this group's device and {@code root} a rank of the
+   * group, 0 … worldSize − 1.
+   */
   public void broadcast(Tensor tensor, int root) {
     tensor(tensor, "tensor");
     rootRank(root);
   }
 
+  /**
+   * Reduce: as {@link #broadcast}, and {@code op} is allowed for the tensor's dtype
+   * ({@link #reduceOp(ReduceOp, DType)}).
+   */
   public void reduce(Tensor tensor, int root, ReduceOp op) {
     tensor(tensor, "tensor");
     rootRank(root);
@@ -123,11 +131,19 @@ public final class Checks {
     return new long[][] {in, out};
   }
 
+  /**
+   * Send: {@code tensor} is an open tensor on this group's device and {@code dst} a rank of the group
+   * other than this one.
+   */
   public void send(Tensor tensor, int dst) {
     tensor(tensor, "tensor");
     peer(dst, "destination");
   }
 
+  /**
+   * Receive: {@code tensor} is an open tensor on this group's device and {@code src} a rank of the
+   * group other than this one.
+   */
   public void recv(Tensor tensor, int src) {
     tensor(tensor, "tensor");
     peer(src, "source");
@@ -150,10 +166,12 @@ public final class Checks {
     }
   }
 
+  /** The calling rank these checks were made for, 0 … worldSize − 1. */
   public int rank() {
     return rank;
   }
 
+  /** The number of ranks in the group. */
   public int worldSize() {
     return worldSize;
   }

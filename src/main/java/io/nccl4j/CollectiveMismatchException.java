@@ -8,6 +8,7 @@ package io.nccl4j;
 public class CollectiveMismatchException extends BackendException {
   private static final long serialVersionUID = 1L;
 
+  /** A mismatch described by {@code message}: which ranks run what, and which field differs. */
   public CollectiveMismatchException(String message) {
     super(message);
   }

@@ -12,12 +12,15 @@ package io.nccl4j;
 public class CollectiveTimeoutException extends BackendException {
   private static final long serialVersionUID = 1L;
 
+  /** The rank whose own wait passed the deadline; -1 when not known. */
   private final int timedOutRank;
 
+  /** A timeout whose originating rank is not known ({@link #timedOutRank()} is -1). */
   public CollectiveTimeoutException(String message) {
     this(message, -1);
   }
 
+  /** A timeout first seen by {@code timedOutRank}, on that rank or quoted by one of its peers. */
   public CollectiveTimeoutException(String message, int timedOutRank) {
     super(message);
     this.timedOutRank = timedOutRank;

@@ -8,19 +8,31 @@ import java.util.Locale;
  * <p>{@link #ncclCode()} is the value of NCCL's {@code ncclDataType_t} ({@code ncclInt8 = 0} …
  * {@code ncclBfloat16 = 9}, and from NCCL 2.24 {@code ncclFloat8e4m3 = 10},
  * {@code ncclFloat8e5m2 = 11}). Integers are two's complement; unsigned types store their bit
- * pattern in Java's signed primitives, and {@link #bitsToLong}/{@link #longToBits} convert. The 8-bit
- * floating types convert with saturation, as NCCL does ({@link Float8}).
+ * pattern in Java's signed primitives, and {@link #bitsToLong}/{@link #longToBits} (and
+ * {@link #bitsToDouble}/{@link #doubleToBits}) convert between an element's raw bits and its value;
+ * reading and writing elements in memory is {@link io.nccl4j.memory.Elements}'s. The 8-bit floating
+ * types convert with saturation, as NCCL does ({@link Float8}).
  */
 public enum DType {
+  /** Signed 8-bit integer; NCCL's {@code ncclInt8} ({@code ncclChar}). */
   INT8("int8", 0, 1, Kind.SIGNED),
+  /** Unsigned 8-bit integer; {@code ncclUint8}. */
   UINT8("uint8", 1, 1, Kind.UNSIGNED),
+  /** Signed 32-bit integer; {@code ncclInt32} ({@code ncclInt}). */
   INT32("int32", 2, 4, Kind.SIGNED),
+  /** Unsigned 32-bit integer; {@code ncclUint32}. */
   UINT32("uint32", 3, 4, Kind.UNSIGNED),
+  /** Signed 64-bit integer; {@code ncclInt64}. */
   INT64("int64", 4, 8, Kind.SIGNED),
+  /** Unsigned 64-bit integer, held as its bit pattern in a Java {@code long}; {@code ncclUint64}. */
   UINT64("uint64", 5, 8, Kind.UNSIGNED),
+  /** IEEE 754 half precision (10 stored mantissa bits); {@code ncclFloat16} ({@code ncclHalf}). */
   FLOAT16("float16", 6, 2, Kind.FLOATING),
+  /** IEEE 754 single precision; {@code ncclFloat32} ({@code ncclFloat}). */
   FLOAT32("float32", 7, 4, Kind.FLOATING),
+  /** IEEE 754 double precision; {@code ncclFloat64} ({@code ncclDouble}). */
   FLOAT64("float64", 8, 8, Kind.FLOATING),
+  /** Brain floating point: float32's exponent, 7 stored mantissa bits; {@code ncclBfloat16}. */
   BFLOAT16("bfloat16", 9, 2, Kind.FLOATING),
   /** OCP FP8 E4M3 ("fn": finite, no infinities); NCCL ≥ 2.24, reductions on sm_90 and newer. */
   FLOAT8_E4M3FN("float8_e4m3fn", 10, 1, Kind.FLOATING),
@@ -60,6 +72,7 @@ public enum DType {
     return size;
   }
 
+  /** True for the floating types, float8 included; false for the integers. */
   public boolean isFloatingPoint() {
     return kind == Kind.FLOATING;
   }
@@ -69,10 +82,12 @@ public enum DType {
     return this == FLOAT8_E4M3FN || this == FLOAT8_E5M2;
   }
 
+  /** True for the 8-, 32- and 64-bit integer types, signed or unsigned. */
   public boolean isInteger() {
     return kind != Kind.FLOATING;
   }
 
+  /** False for the unsigned integer types (uint8, uint32, uint64), true for all others, floating ones included. */
   public boolean isSigned() {
     return kind != Kind.UNSIGNED;
   }

@@ -9,7 +9,9 @@ import java.util.Objects;
 public final class Device {
   /** The kind of memory. */
   public enum Type {
+    /** Host memory ({@code cpu}); its {@link Device#index()} is -1. */
     CPU,
+    /** The memory of one CUDA device ({@code cuda:N}), N its {@link Device#index()}. */
     CUDA
   }
 
@@ -65,6 +67,7 @@ public final class Device {
         "Expected a device string 'cpu', 'cuda' or 'cuda:N', got '" + text + "'");
   }
 
+  /** Host or CUDA device memory. */
   public Type type() {
     return type;
   }
@@ -74,10 +77,12 @@ public final class Device {
     return index;
   }
 
+  /** True for host memory ({@code cpu}). */
   public boolean isCpu() {
     return type == Type.CPU;
   }
 
+  /** True for any CUDA device ({@code cuda:N}). */
   public boolean isCuda() {
     return type == Type.CUDA;
   }

@@ -48,12 +48,18 @@ public final class LocalCluster {
   /** A rank's work. */
   @FunctionalInterface
   public interface RankTask {
+    /**
+     * Runs on the rank's own thread with that rank's group, which the cluster created and closes.
+     * Throwing fails the run: every other rank's backend is aborted, and the caller gets a
+     * {@link RankFailedException}.
+     */
     void run(ProcessGroup group) throws Exception;
   }
 
   /** A rank's work with a result. */
   @FunctionalInterface
   public interface RankCall<T> {
+    /** As {@link RankTask#run}; the value returned is this rank's entry in the list of results. */
     T call(ProcessGroup group) throws Exception;
   }
 
@@ -115,10 +121,17 @@ public final class LocalCluster {
     return this;
   }
 
+  /** The number of ranks, one thread each. */
   public int worldSize() {
     return worldSize;
   }
 
+  /**
+   * Creates the groups, runs {@code task} on every rank, closes the groups, and waits for all.
+   *
+   * @throws RankFailedException if a rank's task threw, or a group or (with {@link #strictMemory})
+   *     a rank's memory check failed when closing
+   */
   public void run(RankTask task) {
     Objects.requireNonNull(task, "task");
     call(pg -> {
@@ -210,6 +223,7 @@ public final class LocalCluster {
       }
     }
 
+    /** The number of ranks, as {@link LocalCluster#worldSize()}. */
     public int worldSize() {
       return worldSize;
     }

@@ -6,13 +6,16 @@ package io.nccl4j;
  */
 public class PeerFailureException extends BackendException {
   private static final long serialVersionUID = 1L;
+  /** The rank that failed or left; -1 when the failure could not be traced to one rank. */
   private final int failedRank;
 
+  /** {@code failedRank} failed or left, as {@code message} says; {@code cause} is its error, or null. */
   public PeerFailureException(int failedRank, String message, Throwable cause) {
     super(message, cause);
     this.failedRank = failedRank;
   }
 
+  /** {@code failedRank} failed or left, as {@code message} says; its error is not known. */
   public PeerFailureException(int failedRank, String message) {
     this(failedRank, message, null);
   }

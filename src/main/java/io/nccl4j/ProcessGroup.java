@@ -200,6 +200,10 @@ public final class ProcessGroup implements AutoCloseable {
     completer.addObserver(observer);
   }
 
+  /**
+   * Local. {@code observer} hears of no later operation (one registration of it is removed); an
+   * observer never added is ignored.
+   */
   public void removeObserver(CollectiveObserver observer) {
     completer.removeObserver(observer);
   }
@@ -217,6 +221,7 @@ public final class ProcessGroup implements AutoCloseable {
     }
   }
 
+  /** Local. The cross-rank validation now in force: {@code NCCL4J_DEBUG}'s until {@link #setValidation} changes it. */
   public Validation validation() {
     return validation.mode();
   }
@@ -476,6 +481,7 @@ public final class ProcessGroup implements AutoCloseable {
 
   // ------------------------------------------------------------ lifecycle
 
+  /** Local. True once {@link #close()} or {@link #abort()} has been called on this rank's group. */
   public boolean isClosed() {
     return closed;
   }

@@ -7,8 +7,10 @@ package io.nccl4j;
  */
 public class RankFailedException extends RuntimeException {
   private static final long serialVersionUID = 1L;
+  /** The rank whose own failure is reported (its peers' reports of it are suppressed exceptions). */
   private final int rank;
 
+  /** {@code rank}'s task failed with {@code cause}; the message names both. */
   public RankFailedException(int rank, Throwable cause) {
     super("rank " + rank + " failed: " + cause, cause);
     this.rank = rank;

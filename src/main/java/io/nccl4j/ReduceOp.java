@@ -20,21 +20,38 @@ import java.util.Objects;
 public final class ReduceOp {
   /** The operator's kind. */
   public enum Kind {
+    /** {@link ReduceOp#SUM}. */
     SUM,
+    /** {@link ReduceOp#PRODUCT}. */
     PRODUCT,
+    /** {@link ReduceOp#MIN}. */
     MIN,
+    /** {@link ReduceOp#MAX}. */
     MAX,
+    /** {@link ReduceOp#AVG}. */
     AVG,
+    /** {@link ReduceOp#premulSum(double)}: the only kind with a {@link ReduceOp#scalar()}. */
     PREMUL_SUM,
+    /** {@link ReduceOp#BAND}, rejected by every collective. */
     BAND,
+    /** {@link ReduceOp#BOR}, rejected by every collective. */
     BOR,
+    /** {@link ReduceOp#BXOR}, rejected by every collective. */
     BXOR
   }
 
+  /** Sum ({@code ncclSum}): wrapping add on integers, rounded to the dtype after every step on floating types. */
   public static final ReduceOp SUM = new ReduceOp(Kind.SUM, 0);
+  /** Product ({@code ncclProd}): wrapping multiply on integers, rounded after every step on floating types. */
   public static final ReduceOp PRODUCT = new ReduceOp(Kind.PRODUCT, 0);
+  /** Minimum ({@code ncclMin}): signed or unsigned compare; on floating types a NaN loses to a number. */
   public static final ReduceOp MIN = new ReduceOp(Kind.MIN, 0);
+  /** Maximum ({@code ncclMax}): signed or unsigned compare; on floating types a NaN loses to a number. */
   public static final ReduceOp MAX = new ReduceOp(Kind.MAX, 0);
+  /**
+   * Average ({@code ncclAvg}, NCCL ≥ 2.10): integers sum, then divide by the world size truncating
+   * toward zero; floating types premultiply by {@code 1/p} (see above).
+   */
   public static final ReduceOp AVG = new ReduceOp(Kind.AVG, 0);
   /** Bitwise AND: not supported by NCCL; every collective rejects it. */
   public static final ReduceOp BAND = new ReduceOp(Kind.BAND, 0);
@@ -76,6 +93,7 @@ public final class ReduceOp {
     }
   }
 
+  /** Which operator this is; {@link Kind#PREMUL_SUM} for every {@link #premulSum} instance. */
   public Kind kind() {
     return kind;
   }

@@ -51,6 +51,7 @@ public final class Scalar {
     return new Scalar(dtype, bits & mask);
   }
 
+  /** The element type whose bit pattern {@link #bits()} holds. */
   public DType dtype() {
     return dtype;
   }

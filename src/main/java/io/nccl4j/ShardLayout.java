@@ -6,6 +6,12 @@ package io.nccl4j;
  * tensor. Example: M = 1003, p = 4 → q = 251, padded 1004, one padding element on rank 3.
  */
 public record ShardLayout(long logicalCount, int worldSize) {
+  /**
+   * The layout of {@code logicalCount} elements over {@code worldSize} ranks.
+   *
+   * @throws IllegalArgumentException if {@code logicalCount} is negative, {@code worldSize} is below 1,
+   *     or the padded count p·q does not fit in a {@code long}
+   */
   public ShardLayout {
     if (logicalCount < 0) {
       throw new IllegalArgumentException("logical count must be >= 0, got " + logicalCount);

@@ -199,6 +199,7 @@ public final class Tensor implements AutoCloseable {
 
   // ---------------------------------------------------------------- properties
 
+  /** Number of elements (not bytes; {@link #nbytes()} is the size in bytes). */
   public long count() {
     return count;
   }
@@ -208,10 +209,12 @@ public final class Tensor implements AutoCloseable {
     return count;
   }
 
+  /** The type of every element. */
   public DType dtype() {
     return dtype;
   }
 
+  /** Where the memory lives: {@code cpu} (host) or {@code cuda:N}. */
   public Device device() {
     return device;
   }
@@ -241,6 +244,7 @@ public final class Tensor implements AutoCloseable {
     return block.isOwned();
   }
 
+  /** True once this tensor, or the base a view was made from, was closed (or {@link #truncate}d). */
   public boolean isClosed() {
     return closed || base.closed;
   }
@@ -340,11 +344,25 @@ public final class Tensor implements AutoCloseable {
 
   // ---------------------------------------------------------------- element access (host)
 
+  /**
+   * Element {@code index} of a host tensor as an integer: sign- or zero-extended (uint64 as its bit
+   * pattern), floating types truncated toward zero ({@link DType#bitsToLong}).
+   *
+   * @throws IndexOutOfBoundsException if {@code index} is not in 0 … count − 1
+   * @throws IllegalStateException if the tensor is closed or in device memory
+   */
   public long getLong(long index) {
     checkIndex(index);
     return Elements.loadLong(dtype, elementAddress(index));
   }
 
+  /**
+   * Element {@code index} of a host tensor as a double (uint64 as its unsigned value;
+   * {@link DType#bitsToDouble}).
+   *
+   * @throws IndexOutOfBoundsException if {@code index} is not in 0 … count − 1
+   * @throws IllegalStateException if the tensor is closed or in device memory
+   */
   public double getDouble(long index) {
     checkIndex(index);
     return Elements.loadDouble(dtype, elementAddress(index));
@@ -364,11 +382,25 @@ public final class Tensor implements AutoCloseable {
     return Scalar.ofBits(dtype, bits);
   }
 
+  /**
+   * Sets element {@code index} of a host tensor to integer {@code value}: truncated to the width of
+   * an integer type, rounded once to nearest-even for a floating one ({@link DType#longToBits}).
+   *
+   * @throws IndexOutOfBoundsException if {@code index} is not in 0 … count − 1
+   * @throws IllegalStateException if the tensor is closed or in device memory
+   */
   public void setLong(long index, long value) {
     checkIndex(index);
     setLongUnchecked(index, value);
   }
 
+  /**
+   * Sets element {@code index} of a host tensor to {@code value}: rounded to nearest-even for a
+   * floating type (float8 saturating), converted as C does for an integer one ({@link DType#doubleToBits}).
+   *
+   * @throws IndexOutOfBoundsException if {@code index} is not in 0 … count − 1
+   * @throws IllegalStateException if the tensor is closed or in device memory
+   */
   public void setDouble(long index, double value) {
     checkIndex(index);
     Elements.storeDouble(dtype, elementAddress(index), value);

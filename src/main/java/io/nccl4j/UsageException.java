@@ -10,13 +10,20 @@ package io.nccl4j;
  */
 public class UsageException extends IllegalArgumentException {
   private static final long serialVersionUID = 1L;
+  /** PyTorch's text for this mistake, without the numbers; see {@link #torchMessage()}. */
   private final String torchMessage;
 
+  /**
+   * A mistake described by {@code torchMessage} (PyTorch's text) and {@code details}, what was
+   * expected and what was got; the message is {@code torchMessage (details)}, or the text alone
+   * when {@code details} is null or empty.
+   */
   public UsageException(String torchMessage, String details) {
     super(details == null || details.isEmpty() ? torchMessage : torchMessage + " (" + details + ")");
     this.torchMessage = torchMessage;
   }
 
+  /** A mistake described by {@code torchMessage} alone, with no details to append. */
   public UsageException(String torchMessage) {
     this(torchMessage, null);
   }

@@ -19,8 +19,20 @@ import java.util.Locale;
  * {@code CHEAP}) turns it on for every group of a process.
  */
 public enum Validation {
+  /**
+   * No check before a collective runs; the CPU backend's transport still catches sizes that differ,
+   * and on NCCL a mismatch is undefined (a hang or wrong data).
+   */
   OFF,
+  /**
+   * One 16-byte all-reduce per collective compares a hash of sequence number, operation and total
+   * element count; on a mismatch the differing fields are named through the store when there is one.
+   */
   CHEAP,
+  /**
+   * Every rank publishes its full fingerprint of each collective in the group's store, which this
+   * mode needs, and compares it with every other rank's.
+   */
   DETAIL;
 
   /** From {@code NCCL4J_DEBUG}: DETAIL, CHEAP, anything else OFF. */
@@ -36,6 +48,11 @@ public enum Validation {
     }
   }
 
+  /**
+   * {@code off}, {@code cheap} or {@code detail}, in any case.
+   *
+   * @throws IllegalArgumentException for anything else, naming the text
+   */
   public static Validation parse(String s) {
     try {
       return valueOf(s.trim().toUpperCase(Locale.ROOT));

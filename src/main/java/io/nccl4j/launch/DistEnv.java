@@ -15,6 +15,12 @@ import java.util.Map;
 public record DistEnv(String masterAddr, int masterPort, int rank, int worldSize, int localRank,
     int localWorldSize, String source) {
 
+  /**
+   * Checks the numbers.
+   *
+   * @throws IllegalArgumentException if {@code worldSize} is below 1, {@code rank} is not in
+   *     0 … worldSize − 1, or {@code localRank} is not in 0 … localWorldSize − 1
+   */
   public DistEnv {
     if (worldSize < 1) {
       throw new IllegalArgumentException("world size must be >= 1, got " + worldSize);

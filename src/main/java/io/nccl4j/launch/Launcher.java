@@ -41,6 +41,7 @@ public final class Launcher {
     this.command = List.copyOf(command);
   }
 
+  /** The number of rank processes this node starts (default 1); {@code LOCAL_WORLD_SIZE} of each. */
   public Launcher nprocPerNode(int n) {
     if (n < 1) {
       throw new IllegalArgumentException("--nproc-per-node must be >= 1, got " + n);
@@ -49,6 +50,11 @@ public final class Launcher {
     return this;
   }
 
+  /**
+   * The job spans {@code nnodes} nodes and this is node {@code nodeRank} (default one node, 0): its
+   * ranks are {@code nodeRank·nprocPerNode …}, and {@code WORLD_SIZE} is {@code nnodes·nprocPerNode}.
+   * Several nodes need an explicit {@link #master} port.
+   */
   public Launcher nodes(int nnodes, int nodeRank) {
     if (nnodes < 1 || nodeRank < 0 || nodeRank >= nnodes) {
       throw new IllegalArgumentException("--node-rank must be in 0.." + (nnodes - 1) + " for --nnodes " + nnodes
@@ -75,12 +81,20 @@ public final class Launcher {
     return this;
   }
 
+  /**
+   * Where the ranks' standard output and error lines go, each prefixed {@code [rank r]} (default
+   * System.out and System.err); the launcher's own messages go to {@code stderr}.
+   */
   public Launcher output(PrintStream stdout, PrintStream stderr) {
     this.out = stdout;
     this.err = stderr;
     return this;
   }
 
+  /**
+   * Variables added to every rank's environment, over the launcher's own; the rendezvous variables
+   * ({@code MASTER_ADDR}, {@code RANK}, …) are set after them and win.
+   */
   public Launcher environment(Map<String, String> extra) {
     this.extraEnv = Map.copyOf(extra);
     return this;

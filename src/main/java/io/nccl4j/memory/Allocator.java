@@ -72,14 +72,17 @@ public final class Allocator implements AutoCloseable {
     return c;
   }
 
+  /** The allocator's path in its tree: the root's name and each child's, joined by '/' ({@code host/run1/rank0}). */
   public String name() {
     return name;
   }
 
+  /** The device whose memory this allocator hands out. */
   public Device device() {
     return resource.device();
   }
 
+  /** Where this allocator's blocks come from and return to. */
   public MemoryResource resource() {
     return resource;
   }
@@ -146,6 +149,7 @@ public final class Allocator implements AutoCloseable {
     return out;
   }
 
+  /** True once {@link #close()} succeeded, here or on an ancestor (which closes its children). */
   public boolean isClosed() {
     return closed;
   }

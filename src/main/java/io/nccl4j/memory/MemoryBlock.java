@@ -64,14 +64,17 @@ public final class MemoryBlock {
     return new MemoryBlock(null, address, bytes, description, null);
   }
 
+  /** Start of the memory, a host or device address as its resource says; valid until the block is freed. */
   public long address() {
     return address;
   }
 
+  /** Size of the block in bytes. */
   public long bytes() {
     return bytes;
   }
 
+  /** What the block is for, as given when it was allocated or wrapped; shown in leak reports. */
   public String description() {
     return description;
   }

@@ -36,6 +36,7 @@ public final class NativeMemory {
     return a;
   }
 
+  /** Frees a block that {@link #allocate} returned, exactly once; {@link #liveAllocations()} counts it down. */
   public static void free(long address) {
     U.freeMemory(address);
     LIVE.decrement();
@@ -73,14 +74,17 @@ public final class NativeMemory {
     U.copyMemory(null, src, dst, Unsafe.ARRAY_FLOAT_BASE_OFFSET, 4L * n);
   }
 
+  /** As {@link #toArray(long, float[], int)}, for doubles: 8·n bytes. */
   public static void toArray(long src, double[] dst, int n) {
     U.copyMemory(null, src, dst, Unsafe.ARRAY_DOUBLE_BASE_OFFSET, 8L * n);
   }
 
+  /** As {@link #toArray(long, float[], int)}, for ints: 4·n bytes. */
   public static void toArray(long src, int[] dst, int n) {
     U.copyMemory(null, src, dst, Unsafe.ARRAY_INT_BASE_OFFSET, 4L * n);
   }
 
+  /** As {@link #toArray(long, float[], int)}, for longs: 8·n bytes. */
   public static void toArray(long src, long[] dst, int n) {
     U.copyMemory(null, src, dst, Unsafe.ARRAY_LONG_BASE_OFFSET, 8L * n);
   }
@@ -90,36 +94,52 @@ public final class NativeMemory {
     U.copyMemory(src, Unsafe.ARRAY_FLOAT_BASE_OFFSET, null, dst, 4L * n);
   }
 
+  /** As {@link #fromArray(float[], long, int)}, for doubles: 8·n bytes. */
   public static void fromArray(double[] src, long dst, int n) {
     U.copyMemory(src, Unsafe.ARRAY_DOUBLE_BASE_OFFSET, null, dst, 8L * n);
   }
 
+  /** As {@link #fromArray(float[], long, int)}, for ints: 4·n bytes. */
   public static void fromArray(int[] src, long dst, int n) {
     U.copyMemory(src, Unsafe.ARRAY_INT_BASE_OFFSET, null, dst, 4L * n);
   }
 
+  /** As {@link #fromArray(float[], long, int)}, for longs: 8·n bytes. */
   public static void fromArray(long[] src, long dst, int n) {
     U.copyMemory(src, Unsafe.ARRAY_LONG_BASE_OFFSET, null, dst, 8L * n);
   }
 
+  /** Sets {@code bytes} bytes from {@code address} on to {@code value} (memset). */
   public static void fill(long address, long bytes, byte value) {
     for (long off = 0; off < bytes; off += COPY_CHUNK) {
       U.setMemory(address + off, Math.min(COPY_CHUNK, bytes - off), value);
     }
   }
 
+  /** The byte at address {@code a}. */
   public static byte getByte(long a) { return U.getByte(a); }
+  /** The 2 bytes at {@code a} as a short, in native byte order. */
   public static short getShort(long a) { return U.getShort(a); }
+  /** The 4 bytes at {@code a} as an int, in native byte order. */
   public static int getInt(long a) { return U.getInt(a); }
+  /** The 8 bytes at {@code a} as a long, in native byte order. */
   public static long getLong(long a) { return U.getLong(a); }
+  /** The 4 bytes at {@code a} as an IEEE 754 float, in native byte order. */
   public static float getFloat(long a) { return U.getFloat(a); }
+  /** The 8 bytes at {@code a} as an IEEE 754 double, in native byte order. */
   public static double getDouble(long a) { return U.getDouble(a); }
 
+  /** Writes byte {@code v} at address {@code a}. */
   public static void putByte(long a, byte v) { U.putByte(a, v); }
+  /** Writes {@code v} as 2 bytes at {@code a}, in native byte order. */
   public static void putShort(long a, short v) { U.putShort(a, v); }
+  /** Writes {@code v} as 4 bytes at {@code a}, in native byte order. */
   public static void putInt(long a, int v) { U.putInt(a, v); }
+  /** Writes {@code v} as 8 bytes at {@code a}, in native byte order. */
   public static void putLong(long a, long v) { U.putLong(a, v); }
+  /** Writes {@code v} as 4 bytes at {@code a}, in native byte order. */
   public static void putFloat(long a, float v) { U.putFloat(a, v); }
+  /** Writes {@code v} as 8 bytes at {@code a}, in native byte order. */
   public static void putDouble(long a, double v) { U.putDouble(a, v); }
 
   /** Copies native memory into a Java array (any primitive array type). */

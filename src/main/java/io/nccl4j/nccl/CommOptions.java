@@ -48,10 +48,12 @@ public record CommOptions(boolean nonBlocking, int maxCTAs, boolean sharedDevice
     return new CommOptions(false, NcclConfig.UNDEF, false, DEFAULT_ABORT_GRACE, NcclAllocation.PLAIN);
   }
 
+  /** These options, asking NCCL for a nonblocking communicator when {@code nb} is true. */
   public CommOptions withNonBlocking(boolean nb) {
     return new CommOptions(nb, maxCTAs, sharedDevice, abortGrace, allocation);
   }
 
+  /** These options with {@code ncclConfig_t.maxCTAs} {@code n} ({@link NcclConfig#UNDEF}: NCCL's choice). */
   public CommOptions withMaxCTAs(int n) {
     return new CommOptions(nonBlocking, n, sharedDevice, abortGrace, allocation);
   }
@@ -61,10 +63,12 @@ public record CommOptions(boolean nonBlocking, int maxCTAs, boolean sharedDevice
     return new CommOptions(true, maxCTAs, true, abortGrace, allocation);
   }
 
+  /** These options with {@code grace} as the time an abort waits for a call in progress on another thread. */
   public CommOptions withAbortGrace(Duration grace) {
     return new CommOptions(nonBlocking, maxCTAs, sharedDevice, grace, allocation);
   }
 
+  /** These options with the group's tensors allocated as {@code a} says (the same on every rank). */
   public CommOptions withAllocation(NcclAllocation a) {
     return new CommOptions(nonBlocking, maxCTAs, sharedDevice, abortGrace, a);
   }

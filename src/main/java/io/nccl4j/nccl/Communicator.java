@@ -51,7 +51,12 @@ public final class Communicator implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(Communicator.class);
 
   /** What NCCL made: the init's result tells (ncclInProgress only from a nonblocking communicator). */
-  public enum Mode { BLOCKING, NONBLOCKING }
+  public enum Mode {
+    /** No call answers {@code ncclInProgress}: the init returned once the communicator was ready. */
+    BLOCKING,
+    /** Calls may answer {@code ncclInProgress}, polled to the end by the calling thread ({@link #complete}). */
+    NONBLOCKING
+  }
 
   /** {@link #pollAsyncError}'s answer when another thread holds the communicator. */
   public static final int BUSY = -1;
@@ -160,22 +165,27 @@ public final class Communicator implements AutoCloseable {
     return c;
   }
 
+  /** This communicator's rank, 0 … size − 1. */
   public int rank() {
     return rank;
   }
 
+  /** The number of ranks of the communicator. */
   public int size() {
     return size;
   }
 
+  /** The CUDA device ordinal the communicator was created on. */
   public int deviceIndex() {
     return device;
   }
 
+  /** The communicator's device, {@code cuda:}{@link #deviceIndex()}. */
   public Device device() {
     return Device.cuda(device);
   }
 
+  /** The loaded NCCL library the communicator calls. */
   public Nccl nccl() {
     return nccl;
   }
@@ -185,6 +195,7 @@ public final class Communicator implements AutoCloseable {
     return mode;
   }
 
+  /** True when NCCL made the communicator nonblocking ({@link Mode#NONBLOCKING}). */
   public boolean isNonBlocking() {
     return mode == Mode.NONBLOCKING;
   }
@@ -344,6 +355,7 @@ public final class Communicator implements AutoCloseable {
     return s == 0 ? 0 : Math.max(1, nowNanos - s);
   }
 
+  /** The limit, in nanoseconds, given to {@link #enter} for the call in progress (or the last one). */
   public long callLimitNanos() {
     return callLimitNanos;
   }
@@ -398,10 +410,16 @@ public final class Communicator implements AutoCloseable {
     broken = true;
   }
 
+  /**
+   * True once {@code ncclCommGetAsyncError} or a finalize reported an error, a nonblocking call ran
+   * past its limit or was interrupted, {@link #markBroken()} was called, or an abort began;
+   * {@link #close()} then aborts the communicator instead of finalizing it.
+   */
   public boolean isBroken() {
     return broken;
   }
 
+  /** True once the communicator is destroyed or aborted: its handle is released and no call can enter. */
   public boolean isClosed() {
     return handle == 0;
   }

@@ -16,6 +16,10 @@ public final class CudaCall {
     }
   }
 
+  /**
+   * The exception for {@code cudaError_t} {@code err} of {@code function} on {@code device} (null:
+   * none named), returned for the caller to throw: the message has CUDA's error name, number and text.
+   */
   public static CudaException error(int err, CudaApi api, String function, Device device) {
     String name = safe(api, true, err);
     String text = safe(api, false, err);

@@ -30,6 +30,11 @@ public final class CudaEvent implements AutoCloseable {
     return new CudaEvent(nccl, Device.cuda(device), timing, out[0]);
   }
 
+  /**
+   * The raw {@code cudaEvent_t}, for CUDA calls; the event still owns it.
+   *
+   * @throws IllegalStateException if the event is closed
+   */
   public long handle() {
     long h = handle;
     if (h == 0) {
@@ -38,6 +43,7 @@ public final class CudaEvent implements AutoCloseable {
     return h;
   }
 
+  /** The device the event was created on. */
   public Device device() {
     return device;
   }
@@ -81,6 +87,7 @@ public final class CudaEvent implements AutoCloseable {
     return ms[0];
   }
 
+  /** True once {@link #close()} has been called; the event is then destroyed. */
   public boolean isClosed() {
     return handle == 0;
   }

@@ -65,6 +65,7 @@ public final class CudaGraph implements AutoCloseable {
     CudaCall.check(cuda.graphLaunch(exec, stream.handle()), cuda, "cudaGraphLaunch", stream.device());
   }
 
+  /** The stream the graph was captured on and {@link #replay()} launches it on. */
   public CudaStream stream() {
     return stream;
   }

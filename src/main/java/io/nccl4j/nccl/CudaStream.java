@@ -61,6 +61,7 @@ public final class CudaStream implements DeviceStream, AutoCloseable {
     return nccl;
   }
 
+  /** True once {@link #close()} has been called; the stream is then destroyed. */
   public boolean isClosed() {
     return handle == 0;
   }

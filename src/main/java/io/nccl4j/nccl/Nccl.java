@@ -92,14 +92,17 @@ public final class Nccl {
     }
   }
 
+  /** The NCCL functions, with raw result codes (check them with {@link NcclCall}). */
   public NcclApi api() {
     return api;
   }
 
+  /** The CUDA runtime functions, with raw error codes (check them with {@link CudaCall}). */
   public CudaApi cuda() {
     return cuda;
   }
 
+  /** The NVTX functions; {@link NvtxApi#NONE}, which does nothing, when none were bound. */
   public NvtxApi nvtx() {
     return nvtx;
   }

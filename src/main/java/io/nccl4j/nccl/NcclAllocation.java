@@ -31,6 +31,11 @@ public enum NcclAllocation {
     return v == null || v.isBlank() ? PLAIN : parse(v);
   }
 
+  /**
+   * {@code plain}, {@code registered} or {@code symmetric}, in any case.
+   *
+   * @throws IllegalArgumentException for anything else, naming the text
+   */
   public static NcclAllocation parse(String text) {
     try {
       return valueOf(text.trim().toUpperCase(Locale.ROOT));

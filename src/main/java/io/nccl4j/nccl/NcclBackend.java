@@ -400,6 +400,10 @@ public final class NcclBackend implements Backend {
     fail(cause);
   }
 
+  /**
+   * True once a failure (an NCCL or CUDA error, a watchdog timeout, an abort) broke the backend: its
+   * communicator is aborted and every pending and later operation fails with that first cause.
+   */
   public boolean isBroken() {
     return broken != null;
   }

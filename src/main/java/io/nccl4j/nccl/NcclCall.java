@@ -17,10 +17,12 @@ public final class NcclCall {
    * argument as the communicator's asynchronous error, so that it is broken afterwards.
    */
   public record Context(int rank, int worldSize, Device device, NcclVersion version, long comm, boolean nonBlocking) {
+    /** The context of a blocking communicator (or of a call made before one exists). */
     public Context(int rank, int worldSize, Device device, NcclVersion version, long comm) {
       this(rank, worldSize, device, version, comm, false);
     }
 
+    /** The same context for communicator handle {@code c}. */
     public Context withComm(long c) {
       return new Context(rank, worldSize, device, version, c, nonBlocking);
     }

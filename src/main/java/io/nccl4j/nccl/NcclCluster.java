@@ -23,6 +23,7 @@ public final class NcclCluster implements ClusterBackend {
     this.options = options;
   }
 
+  /** With communicator options from the environment ({@link CommOptions#fromEnvironment()}). */
   public static NcclCluster of(Nccl nccl) {
     return new NcclCluster(nccl, CommOptions.fromEnvironment());
   }

@@ -8,8 +8,13 @@ import io.nccl4j.BackendException;
  */
 public class NcclException extends BackendException {
   private static final long serialVersionUID = 1L;
+  /** The raw {@code ncclResult_t} the call returned. */
   private final int result;
 
+  /**
+   * An NCCL call returned the fatal {@code result}; {@code message} names the function, rank,
+   * device, NCCL's texts and version ({@link NcclCall#error} makes it so).
+   */
   public NcclException(int result, String message) {
     super(message);
     this.result = result;

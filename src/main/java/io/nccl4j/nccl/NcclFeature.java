@@ -8,23 +8,41 @@ package io.nccl4j.nccl;
  * symbols lazily), and one the binding lacks is not there to call.
  */
 public enum NcclFeature {
+  /** NCCL 2.4: polling a communicator's asynchronous error, which the watchdog does. */
   ASYNC_ERROR("ncclCommGetAsyncError", NcclVersion.V2_4),
+  /** NCCL 2.4: aborting a communicator; without it an abort destroys the communicator instead. */
   ABORT("ncclCommAbort", NcclVersion.V2_4),
+  /** NCCL 2.7: point-to-point send and receive, needed by send, recv and all-to-all. */
   SEND_RECV("ncclSend/ncclRecv", NcclVersion.V2_7),
+  /** NCCL 2.10: the built-in average operator, {@link io.nccl4j.ReduceOp#AVG}. */
   AVG("ncclAvg", NcclVersion.V2_10),
+  /** NCCL 2.11: premultiplied sums, {@link io.nccl4j.ReduceOp#premulSum}. */
   PREMUL_SUM("ncclRedOpCreatePreMulSum", NcclVersion.V2_11),
+  /** NCCL 2.13: NCCL's text for the last error, quoted in the messages {@link NcclCall} builds. */
   LAST_ERROR("ncclGetLastError", NcclVersion.V2_13),
+  /** NCCL 2.14: creating a communicator with an {@code ncclConfig_t}, which nonblocking ones need. */
   CONFIG("ncclCommInitRankConfig", NcclVersion.V2_14),
+  /** NCCL 2.14: finalizing a communicator before destroying it; without it close only destroys. */
   FINALIZE("ncclCommFinalize", NcclVersion.V2_14),
+  /** NCCL 2.18: splitting a communicator by colour; bound, not called by nccl4j's backend. */
   SPLIT("ncclCommSplit", NcclVersion.V2_18),
+  /** NCCL 2.19: NCCL's own device allocator, for {@link NcclAllocation#REGISTERED} and {@code SYMMETRIC}. */
   MEM_ALLOC("ncclMemAlloc", NcclVersion.V2_19),
+  /** NCCL 2.19: registering a buffer with a communicator, for {@link NcclAllocation#REGISTERED}. */
   REGISTER("ncclCommRegister", NcclVersion.V2_19),
+  /** NCCL 2.24: the float8 types {@link io.nccl4j.DType#FLOAT8_E4M3FN} and {@link io.nccl4j.DType#FLOAT8_E5M2}. */
   FP8("ncclFloat8e4m3/ncclFloat8e5m2", new NcclVersion(2, 24, 0)),
+  /** NCCL 2.27: a communicator without some of its ranks; bound, not called by nccl4j's backend. */
   SHRINK("ncclCommShrink", NcclVersion.V2_27),
+  /** NCCL 2.27: registering a symmetric window, for {@link NcclAllocation#SYMMETRIC}. */
   WINDOW("ncclCommWindowRegister", NcclVersion.V2_27),
+  /** NCCL 2.28: the native all-to-all, used for equal splits (grouped send/recv otherwise). */
   ALLTOALL("ncclAlltoAll", NcclVersion.V2_28),
+  /** NCCL 2.28: the native gather; bound, not called by nccl4j's backend. */
   GATHER("ncclGather", NcclVersion.V2_28),
+  /** NCCL 2.28: the native scatter; bound, not called by nccl4j's backend. */
   SCATTER("ncclScatter", NcclVersion.V2_28),
+  /** NCCL 2.30: the communicator's own GPU memory, {@link io.nccl4j.ProcessGroup#backendInternalBytes()}. */
   MEM_STATS("ncclCommMemStats", NcclVersion.V2_30),
   /** Two ranks of one communicator on one GPU, with NCCL_MULTI_RANK_GPU_ENABLE=1. */
   MULTI_RANK_GPU("several ranks per GPU (NCCL_MULTI_RANK_GPU_ENABLE)", NcclVersion.V2_30);

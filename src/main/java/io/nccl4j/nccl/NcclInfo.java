@@ -39,6 +39,12 @@ public final class NcclInfo {
     }
   }
 
+  /**
+   * The report, in order: Java, the CPU backend, the CUDA driver, the CUDA runtime, NCCL (library and
+   * binding versions), NVTX, notes of the native loader, the GPUs and, when there is a GPU, NCCL's
+   * own memory for a one-rank communicator on cuda:0 (created and closed here where NCCL can report
+   * it, NCCL ≥ 2.30).
+   */
   public static List<Line> collect() {
     List<Line> lines = new ArrayList<>();
     Runtime rt = Runtime.getRuntime();

@@ -6,14 +6,19 @@ package io.nccl4j.nccl;
  * know (added by a newer NCCL) are reported by number, with NCCL's own text, and treated as fatal.
  */
 public enum NcclResult {
+  /** The call succeeded. */
   SUCCESS(0, "ncclSuccess", Kind.OK),
+  /** A call to a CUDA function failed; the communicator must be aborted. */
   UNHANDLED_CUDA_ERROR(1, "ncclUnhandledCudaError", Kind.FATAL),
+  /** A call to the system failed (sockets, memory, files); the communicator must be aborted. */
   SYSTEM_ERROR(2, "ncclSystemError", Kind.FATAL),
+  /** An internal check failed: a bug in NCCL or memory corruption; the communicator must be aborted. */
   INTERNAL_ERROR(3, "ncclInternalError", Kind.FATAL),
   /** The call had no effect; the communicator stays usable. */
   INVALID_ARGUMENT(4, "ncclInvalidArgument", Kind.USAGE_USABLE),
   /** A usage error NCCL detected; the communicator must be aborted. */
   INVALID_USAGE(5, "ncclInvalidUsage", Kind.USAGE_BROKEN),
+  /** A call failed, possibly a network error or a remote process that exited; the communicator must be aborted. */
   REMOTE_ERROR(6, "ncclRemoteError", Kind.FATAL),
   /** A non-blocking communicator is still working; not an error. */
   IN_PROGRESS(7, "ncclInProgress", Kind.IN_PROGRESS),
@@ -22,7 +27,9 @@ public enum NcclResult {
 
   /** How a result affects the group. */
   public enum Kind {
+    /** Success: nothing to report. */
     OK,
+    /** A nonblocking communicator's call is still running; the caller polls it to the end. */
     IN_PROGRESS,
     /** UsageException; group usable. */
     USAGE_USABLE,
@@ -42,6 +49,7 @@ public enum NcclResult {
     this.kind = kind;
   }
 
+  /** NCCL's numeric {@code ncclResult_t} value, 0 for {@code ncclSuccess}. */
   public int code() {
     return code;
   }
@@ -51,6 +59,7 @@ public enum NcclResult {
     return cName;
   }
 
+  /** What the result means for the group: success, in progress, a usage error, or fatal. */
   public Kind kind() {
     return kind;
   }

@@ -8,20 +8,31 @@ import io.nccl4j.UsageException;
  */
 public class NcclUsageException extends UsageException {
   private static final long serialVersionUID = 1L;
+  /** The raw {@code ncclResult_t}: 4 ({@code ncclInvalidArgument}) or 5 ({@code ncclInvalidUsage}). */
   private final int result;
+  /** Whether the group can go on; see {@link #groupUsable()}. */
   private final boolean groupUsable;
 
+  /**
+   * NCCL answered {@code result} to a call; {@code summary} and {@code details} are the message, as
+   * {@link UsageException}'s text and details; {@code groupUsable} says whether the group can go on.
+   */
   public NcclUsageException(int result, String summary, String details, boolean groupUsable) {
     super(summary, details);
     this.result = result;
     this.groupUsable = groupUsable;
   }
 
+  /** The raw {@code ncclResult_t}: {@code ncclInvalidArgument} (4) or {@code ncclInvalidUsage} (5). */
   public int result() {
     return result;
   }
 
-  /** True for ncclInvalidArgument: nothing happened and the group can go on. */
+  /**
+   * True for ncclInvalidArgument on a blocking communicator: nothing happened and the group can go
+   * on. False for ncclInvalidUsage, and for an invalid argument on a nonblocking communicator, which
+   * NCCL keeps as the communicator's error.
+   */
   public boolean groupUsable() {
     return groupUsable;
   }

@@ -19,8 +19,10 @@ public interface Backend extends AutoCloseable {
   /** Short name: {@code cpu}, {@code nccl}. */
   String name();
 
+  /** This backend's rank, 0 … size − 1. */
   int rank();
 
+  /** The number of ranks in the group, one backend each. */
   int size();
 
   /** The device tensors must live on. */
@@ -125,10 +127,12 @@ public interface Backend extends AutoCloseable {
    */
   record Submission(CompletableFuture<CollectiveStats> done, StreamWaiter streamWaiter,
       CompletableFuture<Long> started) {
+    /** A submission whose start time is not known ({@code started} null). */
     public Submission(CompletableFuture<CollectiveStats> done, StreamWaiter streamWaiter) {
       this(done, streamWaiter, null);
     }
 
+    /** A submission of a backend without device streams: completion on the host only, start not known. */
     public static Submission hostOnly(CompletableFuture<CollectiveStats> done) {
       return new Submission(done, null, null);
     }
@@ -137,6 +141,7 @@ public interface Backend extends AutoCloseable {
   /** Makes a device stream wait for one submitted operation. */
   @FunctionalInterface
   interface StreamWaiter {
+    /** Makes {@code consumer} wait for the operation without blocking the host. */
     void waitOn(io.nccl4j.DeviceStream consumer);
   }
 

@@ -58,10 +58,12 @@ public interface Collective {
       return new Call(op, seq, input, output, reduceOp, -1, null, null, null);
     }
 
+    /** An all-reduce of {@code input} into {@code output} (the same buffer when in place), group timeout. */
     public static Call allReduce(long seq, Buffer input, Buffer output, ReduceOp reduceOp) {
       return of(OpType.ALLREDUCE, seq, input, output, reduceOp);
     }
 
+    /** A barrier: no buffers, no operator, the group's timeout. */
     public static Call barrier(long seq) {
       return of(OpType.BARRIER, seq, null, null, null);
     }
@@ -117,6 +119,7 @@ public interface Collective {
       this(address, count, dtype, device, null);
     }
 
+    /** Size in bytes: count × element size. */
     public long nbytes() {
       return count * dtype.size();
     }

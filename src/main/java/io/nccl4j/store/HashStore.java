@@ -14,10 +14,12 @@ public final class HashStore implements Store {
   private final Duration timeout;
   private boolean closed;
 
+  /** An empty store whose {@link #get(String)} waits up to {@code timeout} by default. */
   public HashStore(Duration timeout) {
     this.timeout = Objects.requireNonNull(timeout, "timeout");
   }
 
+  /** An empty store with a default wait of 5 minutes. */
   public HashStore() {
     this(Duration.ofMinutes(5));
   }

@@ -9,6 +9,10 @@ public final class PrefixStore implements Store {
   private final String prefix;
   private final Store inner;
 
+  /**
+   * A view of {@code inner} in which key {@code k} is {@code prefix/k}; closing this view leaves
+   * {@code inner} open.
+   */
   public PrefixStore(String prefix, Store inner) {
     this.prefix = Objects.requireNonNull(prefix, "prefix") + "/";
     this.inner = Objects.requireNonNull(inner, "inner");

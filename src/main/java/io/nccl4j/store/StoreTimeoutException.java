@@ -6,6 +6,10 @@ import io.nccl4j.BackendException;
 public class StoreTimeoutException extends BackendException {
   private static final long serialVersionUID = 1L;
 
+  /**
+   * A wait that ran out — for keys, for the server's answer, or to connect — described by
+   * {@code message}: the store, what was waited for, and how long.
+   */
   public StoreTimeoutException(String message) {
     super(message);
   }

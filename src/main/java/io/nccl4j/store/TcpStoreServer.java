@@ -66,6 +66,7 @@ public final class TcpStoreServer implements AutoCloseable {
     }
   }
 
+  /** The TCP port the server listens on: the one asked for, or the one chosen for port 0. */
   public int port() {
     return server.getLocalPort();
   }

@@ -74,6 +74,7 @@ public final class ChromeTrace {
     return out;
   }
 
+  /** Writes {@code doc} (from {@link #build}) to {@code file} as indented JSON, creating its directory. */
   public static void write(Path file, Map<String, Object> doc) throws IOException {
     Path parent = file.toAbsolutePath().getParent();
     if (parent != null) {

@@ -30,21 +30,35 @@ public final class FlightRecorder implements CollectiveObserver {
 
   /** One operation. Times are microseconds since the epoch (comparable across processes), or 0. */
   public static final class Entry {
+    /** PyTorch's sequence number (collectives and point-to-point counted apart). */
     public long seq;
+    /** PyTorch's OpType name, e.g. {@code _REDUCE_SCATTER_BASE} ({@link io.nccl4j.OpType#torchName()}). */
     public String op;
+    /** True for SEND and RECV, whose {@link #seq} is counted apart from the collectives'. */
     public boolean pointToPoint;
+    /** Elements read (PyTorch's NumelIn); 0 without an input. */
     public long numelIn;
+    /** Elements written (PyTorch's NumelOut); 0 without an output. */
     public long numelOut;
+    /** PyTorch's name of the input's dtype (the output's when there is no input); empty for a barrier. */
     public String dtype;
+    /** The reduction as {@link io.nccl4j.ReduceOp#toString()} prints it; empty for operations without one. */
     public String reduceOp;
+    /** The root (broadcast, reduce) or peer (send, recv) rank; -1 otherwise. */
     public int peer;
+    /** Elements sent to each rank by an all-to-all; null for other operations. */
     public long[] inputSplits;
+    /** Elements received from each rank by an all-to-all; null for other operations. */
     public long[] outputSplits;
     /** scheduled, started, completed or failed. */
     public String state;
+    /** When the group enqueued the operation. */
     public long enqueuedMicros;
+    /** When it started executing; 0 while scheduled, or when the backend does not tell. */
     public long startedMicros;
+    /** When it completed or failed; 0 until then. */
     public long completedMicros;
+    /** The failure's message when {@link #state} is {@code failed}; null otherwise. */
     public String error;
   }
 
@@ -83,6 +97,11 @@ public final class FlightRecorder implements CollectiveObserver {
   private final long originNanos = System.nanoTime();
   private final long originMicros;
 
+  /**
+   * An empty recorder that keeps the last {@code capacity} operations.
+   *
+   * @throws IllegalArgumentException if {@code capacity} is below 1
+   */
   public FlightRecorder(int capacity) {
     if (capacity < 1) {
       throw new IllegalArgumentException("flight recorder capacity must be >= 1, got " + capacity);
@@ -103,6 +122,7 @@ public final class FlightRecorder implements CollectiveObserver {
     this.originMicros = now.getEpochSecond() * 1_000_000 + now.getNano() / 1000;
   }
 
+  /** The number of operations kept; older ones are overwritten. */
   public int capacity() {
     return capacity;
   }

@@ -15,8 +15,10 @@ import java.util.concurrent.CopyOnWriteArrayList;
 public final class Range implements AutoCloseable {
   /** Receives pushes and pops (e.g. forwards them to NVTX). */
   public interface Listener {
+    /** Range {@code name} was opened, on the calling thread, which now has it innermost. */
     void pushed(String name);
 
+    /** Range {@code name} was closed, on the calling thread, and has left the thread's ranges. */
     void popped(String name);
   }
 
@@ -61,14 +63,17 @@ public final class Range implements AutoCloseable {
     return sb.toString();
   }
 
+  /** Process-wide: {@code l} hears every later push and pop, on every thread. */
   public static void addListener(Listener l) {
     LISTENERS.add(l);
   }
 
+  /** {@code l} hears no later push or pop (one registration of it is removed); an unknown one is ignored. */
   public static void removeListener(Listener l) {
     LISTENERS.remove(l);
   }
 
+  /** The name this range was pushed with. */
   public String name() {
     return name;
   }

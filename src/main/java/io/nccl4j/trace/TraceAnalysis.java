@@ -27,6 +27,11 @@ public final class TraceAnalysis {
   /** The verdict: {@code consistent} when no divergence and nothing stuck. */
   public record Result(boolean consistent, List<String> lines) {}
 
+  /**
+   * Every {@code rank*.json} of {@code dir}, sorted by rank.
+   *
+   * @throws IOException if the directory or a dump cannot be read or parsed
+   */
   public static List<RankDump> load(Path dir) throws IOException {
     ObjectMapper m = new ObjectMapper();
     List<RankDump> dumps = new ArrayList<>();
@@ -50,6 +55,12 @@ public final class TraceAnalysis {
   private static final String[] FIELDS = {"op", "numelIn", "numelOut", "dtype", "reduceOp", "peer", "inputSplits",
       "outputSplits"};
 
+  /**
+   * From the oldest sequence number every rank's dump still holds to the newest any rank recorded:
+   * the first collective some ranks never issued or issued with other arguments (op, counts, dtype,
+   * reduce op, peer, splits); else the first not completed on every rank; else consistent. The
+   * lines also say which ranks dumped, and each rank's last collective and reason.
+   */
   public static Result analyze(List<RankDump> dumps) {
     List<String> out = new ArrayList<>();
     if (dumps.isEmpty()) {
