@@ -15,6 +15,10 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+// Over 400 lines because LocalCluster and its Session are one mechanism — rank threads that
+// create their groups, run tasks, close and check memory — documented for users; which failure
+// a job reports is RankFailures'.
+
 /**
  * Runs ranks as threads of this JVM, each with its own {@link ProcessGroup} — on the CPU backend by
  * default, or on NCCL with one GPU per rank ({@link #backend}) — the analogue of

@@ -25,7 +25,7 @@ public class PeerFailureException extends BackendException {
     return new PeerFailureException(failedRank, message, this);
   }
 
-  /** The rank that failed first. */
+  /** The rank that failed first, or -1 when the failure cannot be attributed to one rank. */
   public int failedRank() {
     return failedRank;
   }

@@ -16,7 +16,10 @@ public class RankFailedException extends RuntimeException {
     this.rank = rank;
   }
 
-  /** The rank whose failure came first. */
+  /**
+   * The rank the job's failure is attributed to: the earliest rank whose own error ended its task,
+   * before any rank that only reported another's failure or timeout.
+   */
   public int rank() {
     return rank;
   }

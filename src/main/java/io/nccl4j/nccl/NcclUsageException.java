@@ -3,8 +3,10 @@ package io.nccl4j.nccl;
 import io.nccl4j.UsageException;
 
 /**
- * NCCL rejected a call as {@code ncclInvalidArgument} (the call had no effect; the group stays
- * usable) or {@code ncclInvalidUsage} (the group is broken and must be aborted).
+ * NCCL rejected a call as {@code ncclInvalidArgument} (the call had no effect; on a blocking
+ * communicator the group stays usable, while a nonblocking one stores the error and is broken) or
+ * {@code ncclInvalidUsage} (the group is broken and must be aborted); {@link #groupUsable()} says
+ * which.
  */
 public class NcclUsageException extends UsageException {
   private static final long serialVersionUID = 1L;
