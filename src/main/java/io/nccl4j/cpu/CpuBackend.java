@@ -5,7 +5,7 @@ import io.nccl4j.CollectiveStats;
 import io.nccl4j.CollectiveTimeoutException;
 import io.nccl4j.Device;
 import io.nccl4j.OpType;
-import io.nccl4j.PeerFailureException;
+import io.nccl4j.cpu.transport.Failure;
 import io.nccl4j.cpu.transport.Tag;
 import io.nccl4j.cpu.transport.Transport;
 import io.nccl4j.cpu.transport.TransportTimeoutException;
@@ -37,6 +37,8 @@ public final class CpuBackend implements Backend {
 
   private final Transport transport;
   private final Allocator allocator;
+  /** The backend's own working memory: beside {@link #allocator}, so that its figures stay the tensors'. */
+  private final Allocator scratch;
   private final Duration timeout;
   private final ExecutionStream stream;
   private final Algorithms algorithms;
@@ -56,7 +58,9 @@ public final class CpuBackend implements Backend {
 
   /**
    * @param transport this rank's endpoint; the backend owns it and closes it
-   * @param allocator where this rank's tensors come from (host memory)
+   * @param allocator where this rank's tensors come from (host memory); the backend's own working
+   *     memory is counted apart, under the host root, by an allocator named after this one with
+   *     {@code -scratch} that the backend closes
    * @param timeout applied to every operation
    */
   public CpuBackend(Transport transport, Allocator allocator, Duration timeout) {
@@ -71,9 +75,16 @@ public final class CpuBackend implements Backend {
     this.timeout = timeout;
     int rank = transport.rank();
     this.stream = new ExecutionStream("nccl4j-cpu-stream-rank" + rank);
-    this.algorithms = new Algorithms(transport, CHUNK_BYTES);
+    this.scratch = Allocator.host().child(scratchName(allocator));
+    this.algorithms = new Algorithms(transport, CHUNK_BYTES, scratch);
     this.p2pSent = new long[transport.size()];
     this.p2pReceived = new long[transport.size()];
+  }
+
+  /** {@code host/run1/rank0} gives {@code run1/rank0-scratch}, a child of the host root as that one is. */
+  private static String scratchName(Allocator tensors) {
+    String n = tensors.name();
+    return (n.startsWith("host/") ? n.substring("host/".length()) : n) + "-scratch";
   }
 
   @Override
@@ -288,13 +299,7 @@ public final class CpuBackend implements Backend {
     if (broken == null) {
       broken = cause;
     }
-    int blamed = rank();
-    if (cause instanceof PeerFailureException p) {
-      blamed = p.failedRank();
-    } else if (cause instanceof CollectiveTimeoutException t && t.timedOutRank() >= 0) {
-      blamed = t.timedOutRank();
-    }
-    transport.fail(blamed, cause);
+    transport.fail(Failure.blamedRank(rank(), cause), cause);
   }
 
   /** True once an operation failed; every later operation fails with the same cause. */
@@ -319,8 +324,10 @@ public final class CpuBackend implements Backend {
       stream.shutdownNow();
     } finally {
       transport.close();
+      // Operations abandoned above may still use the scratch memory; it is then left to them.
       if (stream.isTerminated()) {
         algorithms.close();
+        scratch.close();
       }
     }
   }

@@ -1,15 +1,17 @@
 package io.nccl4j.cpu;
 
 import io.nccl4j.cpu.bind.CpuKernels;
+import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.NativeMemory;
+import io.nccl4j.memory.ScratchBuffer;
 
 /**
  * The native reduction kernels ({@link CpuKernels}) for one rank. Java 17 vectorises loops over
  * heap arrays but not over native memory, so the Java reducers stage every chunk through arrays;
  * the kernel reads each source and writes each destination once, straight in native memory, which
  * is what a memory-bound AllReduce needs (docs/PERFORMANCE.md §1). Bit-exact with the Java
- * reducers (same operations, same order). Owns the two native address tables it passes; one
- * instance per rank, not thread-safe.
+ * reducers (same operations, same order). Owns the two native address tables it passes (from an
+ * allocator, so they are counted); one instance per rank, not thread-safe.
  */
 final class NativeKernels implements AutoCloseable {
   /** Which reducers the shared-memory algorithms use; {@code NCCL4J_CPU_KERNELS} or {@code -Dnccl4j.cpu.kernels}. */
@@ -44,19 +46,28 @@ final class NativeKernels implements AutoCloseable {
   }
 
   private final int capacity;
+  private final ScratchBuffer tables;
   private long sourceTable;
   private long destinationTable;
 
-  private NativeKernels(int capacity) {
+  private NativeKernels(int capacity, Allocator allocator) {
     this.capacity = capacity;
-    long tables = NativeMemory.allocate(2L * capacity * Long.BYTES);
-    this.sourceTable = tables;
-    this.destinationTable = tables + (long) capacity * Long.BYTES;
+    this.tables = new ScratchBuffer(allocator, "native kernel address tables");
+    this.sourceTable = tables.ensure(2L * capacity * Long.BYTES);
+    this.destinationTable = sourceTable + (long) capacity * Long.BYTES;
   }
 
-  /** Kernels for up to {@code capacity} sources and destinations, or null when Java reduces. */
+  /**
+   * Kernels for up to {@code capacity} sources and destinations, their tables from
+   * {@code allocator}; null when Java reduces.
+   */
+  static NativeKernels create(Choice choice, int capacity, Allocator allocator) {
+    return choice == Choice.NATIVE && available() ? new NativeKernels(capacity, allocator) : null;
+  }
+
+  /** {@link #create(Choice, int, Allocator)} with the tables counted in the host root (tests, tools). */
   static NativeKernels create(Choice choice, int capacity) {
-    return choice == Choice.NATIVE && available() ? new NativeKernels(capacity) : null;
+    return create(choice, capacity, Allocator.host());
   }
 
   static boolean available() {
@@ -100,7 +111,7 @@ final class NativeKernels implements AutoCloseable {
   @Override
   public void close() {
     if (sourceTable != 0) {
-      NativeMemory.free(sourceTable);
+      tables.close();
       sourceTable = 0;
       destinationTable = 0;
     }

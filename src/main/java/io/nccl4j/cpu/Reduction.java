@@ -3,6 +3,7 @@ package io.nccl4j.cpu;
 import io.nccl4j.memory.Elements;
 import io.nccl4j.DType;
 import io.nccl4j.Float16;
+import io.nccl4j.Float8;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Scalar;
 import io.nccl4j.memory.NativeMemory;
@@ -24,6 +25,10 @@ import io.nccl4j.memory.NativeMemory;
  *       premultiplication likewise ({@code fp8(__hmul(half(x), half(s)))}).</li>
  * </ul>
  * One instance describes one operation; it is immutable and can be shared by threads.
+ *
+ * <p>Longer than most files on purpose: it is one idea, NCCL's arithmetic, written once per
+ * element-type family (a few lines each, the loops kept apart so that the JIT specialises them),
+ * and the rules above can only be checked against the code when they are read side by side.
  */
 public final class Reduction {
   private enum Base {
@@ -361,15 +366,9 @@ public final class Reduction {
     byte[] pre8 = float8Pre;
     if (pre8 == null) {
       pre8 = new byte[256];
-      long cell = NativeMemory.allocate(1);
-      try {
-        for (int x = 0; x < 256; x++) {
-          NativeMemory.putByte(cell, (byte) x);
-          Elements.storeDouble(dtype, cell, step(premul(cell)));
-          pre8[x] = NativeMemory.getByte(cell);
-        }
-      } finally {
-        NativeMemory.free(cell);
+      for (int x = 0; x < 256; x++) {
+        // premul() of a float8 in memory, without the memory: its value times the scalar.
+        pre8[x] = float8Bits(dtype, step(float8Value(dtype, (byte) x) * scalar));
       }
       float8Pre = pre8;
     }
@@ -411,31 +410,35 @@ public final class Reduction {
     if (table == null) {
       Reduction r = new Reduction(t, ReduceOp.SUM, 1);
       table = new byte[1 << 16];
-      long cell = NativeMemory.allocate(1);
-      try {
-        for (int x = 0; x < 256; x++) {
-          for (int y = 0; y < 256; y++) {
-            double vx = Scalar.ofBits(t, x).doubleValue();
-            double vy = Scalar.ofBits(t, y).doubleValue();
-            double v;
-            switch (base) {
-              case SUM: v = vx + vy; break;
-              case PROD: v = vx * vy; break;
-              case MIN: v = fmin(vx, vy); break;
-              default: v = fmax(vx, vy);
-            }
-            Elements.storeDouble(t, cell, r.step(v));
-            table[x << 8 | y] = NativeMemory.getByte(cell);
+      for (int x = 0; x < 256; x++) {
+        for (int y = 0; y < 256; y++) {
+          double vx = Scalar.ofBits(t, x).doubleValue();
+          double vy = Scalar.ofBits(t, y).doubleValue();
+          double v;
+          switch (base) {
+            case SUM: v = vx + vy; break;
+            case PROD: v = vx * vy; break;
+            case MIN: v = fmin(vx, vy); break;
+            default: v = fmax(vx, vy);
           }
+          table[x << 8 | y] = float8Bits(t, r.step(v));
         }
-      } finally {
-        NativeMemory.free(cell);
       }
       // Threads that race here compute the same table; the first one stored is kept.
       FLOAT8_TABLES.compareAndSet(k, null, table);
       table = FLOAT8_TABLES.get(k);
     }
     return table;
+  }
+
+  /** The encoding {@link DType#storeDouble} writes for {@code v} in float8 type {@code t}. */
+  private static byte float8Bits(DType t, double v) {
+    return t == DType.FLOAT8_E4M3FN ? Float8.toE4M3Bits(v) : Float8.toE5M2Bits(v);
+  }
+
+  /** The value {@link DType#loadDouble} reads from the float8 encoding {@code bits} of type {@code t}. */
+  private static double float8Value(DType t, byte bits) {
+    return t == DType.FLOAT8_E4M3FN ? Float8.fromE4M3Bits(bits) : Float8.fromE5M2Bits(bits);
   }
 
   private static float fmin(float x, float y) {

@@ -1,0 +1,292 @@
+package io.nccl4j.cpu;
+
+import static io.nccl4j.cpu.Blocks.len;
+import static io.nccl4j.cpu.Blocks.start;
+
+import io.nccl4j.CollectiveStats;
+import io.nccl4j.DType;
+import io.nccl4j.cpu.transport.Combiner;
+import io.nccl4j.cpu.transport.Tag;
+import io.nccl4j.cpu.transport.Transport;
+import io.nccl4j.memory.NativeMemory;
+import io.nccl4j.memory.ScratchBuffer;
+
+/**
+ * The collective algorithms over messages, shaped like NCCL's ring algorithms (docs/ALGORITHMS.md),
+ * written against {@link Transport#exchange} only, so threads and processes share them.
+ *
+ * <p>Ring order is rank order: rank r sends to r+1 and receives from r−1. In a reduce-scatter
+ * phase rank r first sends block r−1 and ends owning block r, so block c is accumulated in the
+ * order x_{c+1}, x_{c+2}, …, x_c — NCCL's single-ring order. Not thread-safe: one instance per rank,
+ * used by that rank's execution thread.
+ */
+final class RingAlgorithms {
+  private final Transport transport;
+  private final int rank;
+  private final int p;
+  private final long chunkBytes;
+  /** Two chunks of partial results that must not land in user buffers, alternating by step. */
+  private final ScratchBuffer[] scratch;
+
+  /** @param scratch two buffers, grown to {@code chunkBytes} when first used */
+  RingAlgorithms(Transport transport, long chunkBytes, ScratchBuffer[] scratch) {
+    this.transport = transport;
+    this.rank = transport.rank();
+    this.p = transport.size();
+    this.chunkBytes = chunkBytes;
+    this.scratch = scratch;
+  }
+
+  private int mod(int x) {
+    return ((x % p) + p) % p;
+  }
+
+  private long scratch(int i) {
+    return scratch[i].ensure(chunkBytes);
+  }
+
+  /** Counts what one operation moved. */
+  private final class Step {
+    final Tag tag;
+    final long deadline;
+    long sent;
+    long received;
+
+    Step(Tag tag, long deadline) {
+      this.tag = tag;
+      this.deadline = deadline;
+    }
+
+    void exchange(int to, long src, long srcBytes, int from, long dst, long dstBytes, Combiner c) {
+      transport.exchange(tag, deadline, to, src, srcBytes, from, dst, dstBytes, c);
+      if (to >= 0) {
+        sent += srcBytes;
+      }
+      if (from >= 0) {
+        received += dstBytes;
+      }
+    }
+
+    CollectiveStats stats(String algorithm, int steps) {
+      return new CollectiveStats(algorithm, steps, sent, received);
+    }
+  }
+
+  /**
+   * Writes {@code incoming ⊕ pre(own)} (the incoming side premultiplied too when it is a rank's raw
+   * input, i.e. on the first hop), then the post-operation on the last hop.
+   */
+  private static Combiner reducer(Reduction red, long own, boolean firstHop, boolean lastHop, int es) {
+    return (incoming, dst, off, bytes) -> {
+      long n = bytes / es;
+      red.combine(dst, incoming, firstHop, own + off, true, n);
+      if (lastHop) {
+        red.post(dst, n);
+      }
+    };
+  }
+
+  // ------------------------------------------------------------------ AllReduce
+
+  /**
+   * Ring AllReduce in one collective: a reduce-scatter phase (p−1 steps) then an all-gather phase
+   * (p−1 steps) over p blocks of {@code count} elements (block sizes differ by at most one).
+   * For p > 1 and count > 0.
+   */
+  CollectiveStats allReduce(Tag tag, long deadline, long in, long out, long count, Reduction red) {
+    int es = red.dtype().size();
+    long q0 = count / p;
+    long rem = count % p;
+    Step step = new Step(tag, deadline);
+    int right = mod(rank + 1);
+    int left = mod(rank - 1);
+    for (int s = 0; s < p - 1; s++) {
+      int sb = mod(rank - 1 - s);
+      int rb = mod(rank - 2 - s);
+      long src = (s == 0 ? in : out) + start(sb, q0, rem) * es;
+      long own = in + start(rb, q0, rem) * es;
+      long dst = out + start(rb, q0, rem) * es;
+      step.exchange(right, src, len(sb, q0, rem) * es, left, dst, len(rb, q0, rem) * es,
+          reducer(red, own, s == 0, s == p - 2, es));
+    }
+    for (int s = 0; s < p - 1; s++) {
+      int sb = mod(rank - s);
+      int rb = mod(rank - 1 - s);
+      step.exchange(right, out + start(sb, q0, rem) * es, len(sb, q0, rem) * es,
+          left, out + start(rb, q0, rem) * es, len(rb, q0, rem) * es, null);
+    }
+    return step.stats("ring", 2 * (p - 1));
+  }
+
+  // ------------------------------------------------------------------ ReduceScatter
+
+  /** Ring ReduceScatter: p−1 steps; intermediate sums live in scratch, chunk by chunk. For p > 1, q > 0. */
+  CollectiveStats reduceScatter(Tag tag, long deadline, long in, long out, long q, Reduction red) {
+    int es = red.dtype().size();
+    long chunk = Math.max(1, chunkBytes / es);
+    Step step = new Step(tag, deadline);
+    int right = mod(rank + 1);
+    int left = mod(rank - 1);
+    for (long c0 = 0; c0 < q; c0 += chunk) {
+      long nb = Math.min(chunk, q - c0) * es;
+      for (int s = 0; s < p - 1; s++) {
+        int sb = mod(rank - 1 - s);
+        int rb = mod(rank - 2 - s);
+        boolean last = s == p - 2;
+        long src = s == 0 ? in + (sb * q + c0) * es : scratch((s - 1) & 1);
+        long dst = last ? out + c0 * es : scratch(s & 1);
+        long own = in + (rb * q + c0) * es;
+        step.exchange(right, src, nb, left, dst, nb, reducer(red, own, s == 0, last, es));
+      }
+    }
+    return step.stats("ring", p - 1);
+  }
+
+  // ------------------------------------------------------------------ AllGather
+
+  /** Ring AllGather: p−1 steps, each forwarding the block received in the previous one. For q > 0. */
+  CollectiveStats allGather(Tag tag, long deadline, long in, long out, long q, DType dtype) {
+    int es = dtype.size();
+    long bytes = q * es;
+    NativeMemory.copy(in, out + rank * bytes, bytes);
+    if (p == 1) {
+      return CollectiveStats.LOCAL;
+    }
+    Step step = new Step(tag, deadline);
+    int right = mod(rank + 1);
+    int left = mod(rank - 1);
+    for (int s = 0; s < p - 1; s++) {
+      int sb = mod(rank - s);
+      int rb = mod(rank - 1 - s);
+      step.exchange(right, out + sb * bytes, bytes, left, out + rb * bytes, bytes, null);
+    }
+    return step.stats("ring", p - 1);
+  }
+
+  // ------------------------------------------------------------------ Broadcast / Reduce
+
+  /** Pipelined chain from the root along the ring: each rank forwards chunk k−1 while receiving chunk k. */
+  CollectiveStats broadcast(Tag tag, long deadline, long buf, long count, DType dtype, int root) {
+    if (count == 0 || p == 1) {
+      return CollectiveStats.LOCAL;
+    }
+    int es = dtype.size();
+    long total = count * es;
+    long chunk = Math.max(es, chunkBytes / es * es);
+    int chunks = (int) ((total + chunk - 1) / chunk);
+    int pos = mod(rank - root);
+    int next = pos == p - 1 ? -1 : mod(rank + 1);
+    int prev = pos == 0 ? -1 : mod(rank - 1);
+    Step step = new Step(tag, deadline);
+    for (int k = 0; k <= chunks; k++) {
+      int to = (next >= 0 && k >= 1) ? next : -1;
+      int from = (prev >= 0 && k < chunks) ? prev : -1;
+      if (pos == 0) {
+        // The root only sends; it has nothing to receive.
+        to = k < chunks ? next : -1;
+      }
+      long sendOff = (pos == 0 ? k : k - 1) * chunk;
+      long recvOff = k * chunk;
+      if (to < 0 && from < 0) {
+        continue;
+      }
+      step.exchange(to, buf + sendOff, to < 0 ? 0 : Math.min(chunk, total - sendOff),
+          from, buf + recvOff, from < 0 ? 0 : Math.min(chunk, total - recvOff), null);
+    }
+    return step.stats("chain", chunks + p - 2);
+  }
+
+  /**
+   * Pipelined chain toward the root: rank root+1 starts, every rank adds its contribution, the root
+   * writes the result. Non-root buffers are left unchanged (partial sums travel through scratch).
+   * For p > 1 and count > 0.
+   */
+  CollectiveStats reduce(Tag tag, long deadline, long buf, long count, Reduction red, int root) {
+    int es = red.dtype().size();
+    long total = count * es;
+    long chunk = Math.max(es, chunkBytes / es * es);
+    int chunks = (int) ((total + chunk - 1) / chunk);
+    int pos = mod(rank - root - 1);
+    boolean isRoot = rank == root;
+    int next = isRoot ? -1 : mod(rank + 1);
+    int prev = pos == 0 ? -1 : mod(rank - 1);
+    boolean prevIsFirst = pos == 1;
+    Step step = new Step(tag, deadline);
+    for (int k = 0; k <= chunks; k++) {
+      if (pos == 0) {
+        if (k < chunks) {
+          long off = k * chunk;
+          step.exchange(next, buf + off, Math.min(chunk, total - off), -1, 0, 0, null);
+        }
+        continue;
+      }
+      int to = (!isRoot && k >= 1) ? next : -1;
+      int from = k < chunks ? prev : -1;
+      if (to < 0 && from < 0) {
+        continue;
+      }
+      long sendBytes = to < 0 ? 0 : Math.min(chunk, total - (k - 1) * chunk);
+      long recvOff = k * chunk;
+      long recvBytes = from < 0 ? 0 : Math.min(chunk, total - recvOff);
+      long dst = isRoot ? buf + recvOff : scratch(k & 1);
+      long src = to < 0 ? 0 : scratch((k - 1) & 1);
+      step.exchange(to, src, sendBytes, from, dst, recvBytes,
+          from < 0 ? null : reducer(red, buf + recvOff, prevIsFirst, isRoot, es));
+    }
+    return step.stats("chain", chunks + p - 2);
+  }
+
+  // ------------------------------------------------------------------ AllToAll
+
+  /**
+   * Pairwise exchange: in step s (1 … p−1) rank r sends its block for r+s and receives the block
+   * from r−s; the block for itself is a local copy. Sizes are checked on receipt.
+   */
+  CollectiveStats allToAll(Tag tag, long deadline, long in, long out, long[] inSplits, long[] outSplits, DType dtype) {
+    int es = dtype.size();
+    long[] inOff = offsets(inSplits);
+    long[] outOff = offsets(outSplits);
+    NativeMemory.copy(in + inOff[rank] * es, out + outOff[rank] * es, inSplits[rank] * es);
+    Step step = new Step(tag, deadline);
+    for (int s = 1; s < p; s++) {
+      int to = mod(rank + s);
+      int from = mod(rank - s);
+      step.exchange(to, in + inOff[to] * es, inSplits[to] * es, from, out + outOff[from] * es,
+          outSplits[from] * es, null);
+    }
+    return step.stats("pairwise", p - 1);
+  }
+
+  private static long[] offsets(long[] splits) {
+    long[] off = new long[splits.length];
+    for (int i = 1; i < splits.length; i++) {
+      off[i] = off[i - 1] + splits[i - 1];
+    }
+    return off;
+  }
+
+  // ------------------------------------------------------------------ P2P and barrier
+
+  CollectiveStats send(Tag tag, long deadline, long src, long bytes, int peer) {
+    Step step = new Step(tag, deadline);
+    step.exchange(peer, src, bytes, -1, 0, 0, null);
+    return step.stats("p2p", 1);
+  }
+
+  CollectiveStats recv(Tag tag, long deadline, long dst, long bytes, int peer) {
+    Step step = new Step(tag, deadline);
+    step.exchange(-1, 0, 0, peer, dst, bytes, null);
+    return step.stats("p2p", 1);
+  }
+
+  /** Dissemination barrier: ⌈log2 p⌉ rounds of empty messages to r+2^k from r−2^k. */
+  CollectiveStats barrier(Tag tag, long deadline) {
+    Step step = new Step(tag, deadline);
+    int rounds = 0;
+    for (int d = 1; d < p; d <<= 1) {
+      step.exchange(mod(rank + d), 0, 0, mod(rank - d), 0, 0, null);
+      rounds++;
+    }
+    return step.stats("dissemination", rounds);
+  }
+}

@@ -1,0 +1,197 @@
+package io.nccl4j.cpu;
+
+import static io.nccl4j.cpu.Blocks.len;
+import static io.nccl4j.cpu.Blocks.start;
+
+import io.nccl4j.CollectiveStats;
+import io.nccl4j.cpu.transport.SharedMemory;
+import io.nccl4j.cpu.transport.Tag;
+import io.nccl4j.memory.Allocator;
+import io.nccl4j.memory.NativeMemory;
+import io.nccl4j.memory.ScratchBuffer;
+
+/**
+ * The collective algorithms over {@link SharedMemory} windows (ranks as threads): each rank reads
+ * its peers' inputs and writes their outputs in place, moving the least data any algorithm can,
+ * with one or two synchronisations per collective (docs/ALGORITHMS.md). Every element of a result
+ * is reduced in rank order x_0 ⊕ x_1 ⊕ … ⊕ x_{p−1}, by one rank or identically by all. Not
+ * thread-safe: one instance per rank, used by that rank's execution thread.
+ */
+final class SharedMemoryAlgorithms implements AutoCloseable {
+  /** Unit of the direct algorithms: reduced in scratch that stays in cache, then written out. */
+  static final long DIRECT_CHUNK_BYTES = 32768;
+  /** Largest chunk reduced through heap arrays (also the direct algorithms' chunk, at most). */
+  private static final long ARRAY_CHUNK_BYTES = DIRECT_CHUNK_BYTES;
+
+  private final SharedMemory shm;
+  private final int rank;
+  private final int p;
+  private final long chunkBytes;
+  /** Where the Java path reduces a chunk before writing it out; grown to {@code chunkBytes} when first used. */
+  private final ScratchBuffer scratch;
+  private final long[] sources;
+  private final long[] destinations;
+  /** The native reduction kernels, or null when Java reduces (see {@link NativeKernels}). */
+  private final NativeKernels kernels;
+  private final ArrayReducer arrays = new ArrayReducer(ARRAY_CHUNK_BYTES);
+
+  /** @param tables where the native kernels' address tables come from */
+  SharedMemoryAlgorithms(SharedMemory shm, int rank, int p, long chunkBytes, ScratchBuffer scratch,
+      NativeKernels.Choice kernelChoice, Allocator tables) {
+    this.shm = shm;
+    this.rank = rank;
+    this.p = p;
+    this.chunkBytes = chunkBytes;
+    this.scratch = scratch;
+    this.sources = new long[p];
+    this.destinations = new long[p];
+    // Only these algorithms reduce several buffers at once; the ring combines pairs.
+    this.kernels = NativeKernels.create(kernelChoice, p, tables);
+  }
+
+  @Override
+  public void close() {
+    if (kernels != null) {
+      kernels.close();
+    }
+  }
+
+  /**
+   * Reduces the {@code index}-th published buffer of every rank, at {@code offset}, into {@code dst}:
+   * x_0 ⊕ x_1 ⊕ … ⊕ x_{p−1}, each premultiplied where the operator says so, then the
+   * post-operation. Every element of a result is reduced in this one order, by one rank or
+   * identically by all. Through heap arrays where that gives the same bits (vectorised), else the
+   * scalar kernel.
+   */
+  private void reduceAll(Reduction red, SharedMemory.Window w, int index, long offset, long dst, long n) {
+    for (int q = 0; q < p; q++) {
+      sources[q] = w.address(q, index) + offset;
+    }
+    Reduction.ArrayOp op = red.arrayOp();
+    if (op != null && n * red.dtype().size() <= ARRAY_CHUNK_BYTES) {
+      arrays.reduce(op, sources, p, dst, (int) n);
+    } else {
+      red.combine(dst, sources[0], true, sources[1], true, n);
+      for (int q = 2; q < p; q++) {
+        red.combine(dst, dst, false, sources[q], true, n);
+      }
+    }
+    red.post(dst, n);
+  }
+
+  /**
+   * The native kernel's single pass over {@code n} elements at {@code offset} of the
+   * {@code index}-th published buffer of every rank: reduced in rank order, as {@link #reduceAll}
+   * does, and stored at each of the first {@code nd} {@link #destinations}. False, with nothing
+   * done, when the kernels are off or have no kernel for the operator (premultiplied, integer AVG,
+   * 16-bit floats, floating-point MIN/MAX): the caller then reduces in Java.
+   */
+  private boolean reduceNative(Reduction red, SharedMemory.Window w, int index, long offset, int nd, long n) {
+    Reduction.ArrayOp op = red.arrayOp();
+    if (kernels == null || op == null || red.hasPost()) {
+      return false;
+    }
+    for (int q = 0; q < p; q++) {
+      sources[q] = w.address(q, index) + offset;
+    }
+    kernels.reduce(op, sources, p, destinations, nd, n);
+    return true;
+  }
+
+  /**
+   * Small AllReduce on shared memory: every rank stages a copy of its input in the fabric, one
+   * synchronisation, then every rank reads every copy and reduces it itself, in rank order (so all
+   * ranks compute the same bits), straight into its output — in place too, since peers read the
+   * copies. One synchronisation per AllReduce: what small-message latency is made of.
+   */
+  CollectiveStats oneShotAllReduce(Tag tag, long deadline, long in, long out, long count, Reduction red) {
+    long bytes = count * red.dtype().size();
+    SharedMemory.Window w = shm.openStaged(tag, "one-shot", in, bytes, deadline);
+    try {
+      destinations[0] = out;
+      if (!reduceNative(red, w, 0, 0, 1, count)) {
+        reduceAll(red, w, 0, 0, out, count);
+      }
+    } finally {
+      w.close();
+    }
+    return new CollectiveStats("one-shot", 1, bytes * (p - 1), bytes * (p - 1));
+  }
+
+  /**
+   * Large AllReduce on shared memory: rank r reduces block r of every input (NCCL's ring block
+   * layout) and writes the result into block r of every output — each input byte is read once and
+   * each output byte written once, the least memory traffic an AllReduce can have (2·p·S in all).
+   * Only rank r touches block r anywhere, so in place is safe: a chunk is read from every input
+   * before it is written to any output.
+   */
+  CollectiveStats directAllReduce(Tag tag, long deadline, long in, long out, long count, Reduction red) {
+    int es = red.dtype().size();
+    long q0 = count / p;
+    long rem = count % p;
+    long first = start(rank, q0, rem);
+    long mine = len(rank, q0, rem);
+    SharedMemory.Window w = shm.open(tag, "direct", count * es, deadline, in, out);
+    try {
+      for (int q = 0; q < p; q++) {
+        destinations[q] = w.address(q, 1) + first * es;
+      }
+      // Native: the whole block in one pass. Java: chunks reduced in cache, then copied out.
+      if (!reduceNative(red, w, 0, first * es, p, mine)) {
+        long chunk = Math.max(1, Math.min(DIRECT_CHUNK_BYTES, chunkBytes) / es);
+        long acc = scratch.ensure(chunkBytes);
+        for (long c0 = 0; c0 < mine; c0 += chunk) {
+          long n = Math.min(chunk, mine - c0);
+          long off = (first + c0) * es;
+          reduceAll(red, w, 0, off, acc, n);
+          for (int q = 0; q < p; q++) {
+            NativeMemory.copy(acc, w.address(q, 1) + off, n * es);
+          }
+        }
+      }
+    } finally {
+      w.close();
+    }
+    long moved = mine * es * (p - 1);
+    return new CollectiveStats("direct", 2, moved, moved);
+  }
+
+  /**
+   * ReduceScatter on shared memory: rank r reduces block r of every input into its output. In
+   * place the output is block r of this rank's own input (Checks allows no other overlap): the
+   * kernel reads each element before it writes it; the Java path goes through scratch.
+   */
+  CollectiveStats directReduceScatter(Tag tag, long deadline, long in, long out, long q, Reduction red) {
+    int es = red.dtype().size();
+    SharedMemory.Window w = shm.open(tag, "direct", q * es, deadline, in);
+    try {
+      destinations[0] = out;
+      if (!reduceNative(red, w, 0, rank * q * es, 1, q)) {
+        long chunk = Math.max(1, Math.min(DIRECT_CHUNK_BYTES, chunkBytes) / es);
+        long acc = scratch.ensure(chunkBytes);
+        for (long c0 = 0; c0 < q; c0 += chunk) {
+          long n = Math.min(chunk, q - c0);
+          reduceAll(red, w, 0, (rank * q + c0) * es, acc, n);
+          NativeMemory.copy(acc, out + c0 * es, n * es);
+        }
+      }
+    } finally {
+      w.close();
+    }
+    long moved = q * es * (p - 1);
+    return new CollectiveStats("direct", 2, 0, moved);
+  }
+
+  /** AllGather on shared memory: every rank copies every input into its output. */
+  CollectiveStats directAllGather(Tag tag, long deadline, long in, long out, long bytes) {
+    SharedMemory.Window w = shm.open(tag, "direct", bytes, deadline, in);
+    try {
+      for (int q = 0; q < p; q++) {
+        NativeMemory.copy(w.address(q, 0), out + q * bytes, bytes);
+      }
+    } finally {
+      w.close();
+    }
+    return new CollectiveStats("direct", 2, 0, bytes * (p - 1));
+  }
+}

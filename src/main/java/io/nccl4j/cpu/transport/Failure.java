@@ -1,0 +1,78 @@
+package io.nccl4j.cpu.transport;
+
+import io.nccl4j.CollectiveTimeoutException;
+import io.nccl4j.PeerFailureException;
+
+/**
+ * Why a group failed, decided once for every transport and the backend: which rank is to blame,
+ * in what words, and what every waiter then throws. A rank that reports a peer's failure passes
+ * the blame on to that peer; a rank that timed out did not fail — it waited, like its peers, for a
+ * stopped or slow one — so its peers time out too, quoting it ({@code "rank N timed out: …"}),
+ * instead of failing with a {@link PeerFailureException} against it.
+ */
+public final class Failure {
+  /** The rank to blame (the one that timed out, when {@link #timeout}). */
+  final int rank;
+  final String message;
+  final Throwable cause;
+  /** {@code rank} waited too long rather than failed; waiters time out instead of failing. */
+  final boolean timeout;
+
+  private Failure(int rank, String message, Throwable cause, boolean timeout) {
+    this.rank = rank;
+    this.message = message;
+    this.cause = cause;
+    this.timeout = timeout;
+  }
+
+  /**
+   * The rank a failure that rank {@code self} reports is attributed to: the failed rank a
+   * {@link PeerFailureException} names, the rank a {@link CollectiveTimeoutException} says timed
+   * out, else {@code self}.
+   */
+  public static int blamedRank(int self, Throwable cause) {
+    if (cause instanceof PeerFailureException p) {
+      return p.failedRank();
+    }
+    if (cause instanceof CollectiveTimeoutException t && t.timedOutRank() >= 0) {
+      return t.timedOutRank();
+    }
+    return self;
+  }
+
+  /** What the group records when {@code rank} fails with {@code cause}. */
+  static Failure of(int rank, Throwable cause) {
+    if (cause instanceof CollectiveTimeoutException) {
+      String said = "rank " + rank + " timed out: ";
+      String m = cause.getMessage().startsWith(said) ? cause.getMessage() : said + cause.getMessage();
+      return new Failure(rank, m, cause, true);
+    }
+    if (cause instanceof PeerFailureException p) {
+      return new Failure(p.failedRank(), cause.getMessage(), cause, false);
+    }
+    return new Failure(rank, "rank " + rank + " failed: " + describe(cause), cause, false);
+  }
+
+  /** A peer's report that {@code rank} timed out, as {@code message} says (its own words, already prefixed). */
+  static Failure timedOut(int rank, String message) {
+    return new Failure(rank, message, null, true);
+  }
+
+  /** What every wait of the failed group throws. */
+  RuntimeException toException() {
+    if (timeout) {
+      return new TransportTimeoutException("interrupted when " + quoted(message), rank);
+    }
+    return new PeerFailureException(rank, message, cause);
+  }
+
+  /** Another rank's message inside this rank's (which the backend ends with a period). */
+  static String quoted(String message) {
+    return message.endsWith(".") ? message.substring(0, message.length() - 1) : message;
+  }
+
+  private static String describe(Throwable t) {
+    String m = t.getMessage();
+    return m == null ? t.getClass().getName() : t.getClass().getSimpleName() + ": " + m;
+  }
+}

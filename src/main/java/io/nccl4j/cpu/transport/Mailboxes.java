@@ -1,0 +1,194 @@
+package io.nccl4j.cpu.transport;
+
+import io.nccl4j.CollectiveMismatchException;
+import io.nccl4j.PeerFailureException;
+import io.nccl4j.memory.NativeMemory;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
+
+/**
+ * Point-to-point messages between the threads of a {@link LocalFabric}: one ordered mailbox per
+ * (channel, sender, receiver). A send posts the address of its data; the receiver copies or reduces
+ * straight from the sender's memory (one pass, no staging copy) and then releases the sender. This
+ * is how NCCL's P2P transport reads a peer's buffer on one node.
+ */
+final class Mailboxes {
+  private static final int POSTED = 0;
+  private static final int READING = 1;
+  private static final int CONSUMED = 2;
+  private static final int REJECTED = 3;
+  private static final int WITHDRAWN = 4;
+
+  private final LocalFabric fabric;
+  private final int size;
+  private final Mailbox[] boxes;
+
+  Mailboxes(LocalFabric fabric, int size) {
+    this.fabric = fabric;
+    this.size = size;
+    this.boxes = new Mailbox[Tag.Channel.values().length * size * size];
+    for (int i = 0; i < boxes.length; i++) {
+      boxes[i] = new Mailbox();
+    }
+  }
+
+  private static final class Message {
+    final Tag tag;
+    final int from;
+    final long address;
+    final long bytes;
+    final Thread sender = Thread.currentThread();
+    final AtomicInteger state = new AtomicInteger(POSTED);
+    volatile String rejection;
+
+    Message(Tag tag, int from, long address, long bytes) {
+      this.tag = tag;
+      this.from = from;
+      this.address = address;
+      this.bytes = bytes;
+    }
+  }
+
+  private static final class Mailbox {
+    final ConcurrentLinkedQueue<Message> queue = new ConcurrentLinkedQueue<>();
+    volatile Thread waiter;
+
+    void post(Message m) {
+      queue.add(m);
+      Thread w = waiter;
+      if (w != null) {
+        LockSupport.unpark(w);
+      }
+    }
+  }
+
+  private Mailbox box(Tag.Channel channel, int from, int to) {
+    return boxes[(channel.ordinal() * size + from) * size + to];
+  }
+
+  /** {@link Transport#post} for {@code rank}. */
+  Transport.PendingSend post(int rank, Tag tag, long deadline, int to, long src, long bytes) {
+    fabric.checkFailed();
+    Message m = new Message(tag, rank, src, bytes);
+    box(tag.channel(), rank, to).post(m);
+    return new Transport.PendingSend() {
+      @Override
+      public void await() {
+        awaitConsumed(rank, m, deadline, to);
+      }
+
+      @Override
+      public void cancel() {
+        withdraw(m);
+      }
+    };
+  }
+
+  /** {@link Transport#receive} for {@code rank}. */
+  void receive(int rank, Tag tag, long deadline, int from, long dst, long dstBytes, Combiner combiner) {
+    fabric.checkFailed();
+    Mailbox box = box(tag.channel(), from, rank);
+    Message m;
+    int round = 0;
+    while ((m = box.queue.poll()) == null) {
+      if (round == 0 && tag.channel() == Tag.Channel.COLLECTIVE) {
+        fabric.waitingForMessage(rank, tag); // cleared below, or by the failure that ends the group
+      }
+      if (!waitable(rank, from, deadline, tag, true)) {
+        // The peer left, but it may have posted just before leaving.
+        if ((m = box.queue.poll()) != null) {
+          break;
+        }
+        throw fabric.departedError(rank, from, "waiting for " + tag + " data from rank " + from);
+      }
+      if (round == fabric.backoff().firstParkRound()) {
+        box.waiter = Thread.currentThread();
+        if ((m = box.queue.poll()) != null) {
+          break;
+        }
+      }
+      fabric.backoff().pause(round++, deadline);
+    }
+    box.waiter = null;
+    fabric.waitingForMessage(rank, null);
+    if (!m.state.compareAndSet(POSTED, READING)) {
+      // The sender withdrew it after failing; the fabric is failed, so report that.
+      fabric.checkFailed();
+      throw new PeerFailureException(from, "rank " + from + " withdrew its message for " + tag);
+    }
+    String problem = null;
+    if (!m.tag.equals(tag)) {
+      problem = "rank " + from + " sent data for " + m.tag + " but rank " + rank + " is running " + tag;
+    } else if (m.bytes != dstBytes) {
+      problem = "in " + tag + ", rank " + from + " sends " + m.bytes + " bytes to rank " + rank
+          + ", but rank " + rank + " expects " + dstBytes + " bytes from rank " + from;
+    }
+    if (problem != null) {
+      m.rejection = problem;
+      finish(m, REJECTED);
+      throw new CollectiveMismatchException(problem);
+    }
+    try {
+      if (combiner == null) {
+        NativeMemory.copy(m.address, dst, dstBytes);
+      } else if (dstBytes > 0) {
+        combiner.combine(m.address, dst, 0, dstBytes);
+      }
+    } finally {
+      finish(m, CONSUMED);
+    }
+  }
+
+  private static void finish(Message m, int state) {
+    m.state.set(state);
+    LockSupport.unpark(m.sender);
+  }
+
+  private void awaitConsumed(int rank, Message m, long deadline, int to) {
+    int round = 0;
+    int s;
+    while ((s = m.state.get()) == POSTED || s == READING) {
+      if (s == POSTED && !waitable(rank, to, deadline, m.tag, false)) {
+        // The peer left; it may have taken the message just before leaving.
+        s = m.state.get();
+        if (s != POSTED && s != READING) {
+          break;
+        }
+        throw fabric.departedError(rank, to, "waiting for rank " + to + " to receive " + m.tag);
+      }
+      fabric.backoff().pause(round++, deadline);
+    }
+    if (s == REJECTED) {
+      throw new CollectiveMismatchException(m.rejection);
+    }
+  }
+
+  /** Makes sure no peer reads a message whose memory the caller is about to give up. */
+  private static void withdraw(Message m) {
+    if (m.state.compareAndSet(POSTED, WITHDRAWN)) {
+      return;
+    }
+    // A reader is copying right now; that takes bounded time.
+    while (m.state.get() == READING) {
+      Thread.onSpinWait();
+    }
+  }
+
+  /**
+   * Throws if the group failed or the deadline passed; returns false if {@code peer} has left
+   * (the caller re-checks its condition once, then reports the departure).
+   */
+  private boolean waitable(int rank, int peer, long deadline, Tag tag, boolean receiving) {
+    fabric.checkFailed();
+    if (fabric.departed(peer)) {
+      return false;
+    }
+    fabric.checkPeerNotInWindow(rank, peer, tag);
+    if (System.nanoTime() - deadline > 0) {
+      throw new TransportTimeoutException(receiving ? "waiting for " + tag + " data from rank " + peer
+          : "waiting for rank " + peer + " to receive " + tag);
+    }
+    return true;
+  }
+}

@@ -1,0 +1,274 @@
+package io.nccl4j.cpu.transport;
+
+import io.nccl4j.PeerFailureException;
+import io.nccl4j.memory.NativeMemory;
+import java.io.BufferedInputStream;
+import java.io.BufferedOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.Socket;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * One full-duplex TCP connection of a {@link TcpTransport} to one peer on one channel: a writer
+ * thread sends the frames of the sends posted to it while the rank's execution thread reads.
+ */
+final class TcpConnection {
+  private static final int POLL_MS = 100;
+  private static final Object STOP = new Object();
+
+  final int peer;
+  final Tag.Channel channel;
+  private final TcpTransport transport;
+  private final TcpConnections connections;
+  private final int rank;
+  private final LinkedBlockingQueue<Object> queue = new LinkedBlockingQueue<>();
+  /** Held while one frame is written, so an abort frame never lands inside a data frame. */
+  private final ReentrantLock writeLock = new ReentrantLock();
+  private volatile Socket socket;
+  volatile InputStream in;
+  private volatile OutputStream out;
+  private volatile String lostReason;
+  private final Object lock = new Object();
+  private final Thread writer;
+
+  TcpConnection(TcpTransport transport, TcpConnections connections, int peer, Tag.Channel channel) {
+    this.transport = transport;
+    this.connections = connections;
+    this.rank = transport.rank();
+    this.peer = peer;
+    this.channel = channel;
+    this.writer = new Thread(this::writeLoop, "nccl4j-tcp-write-rank" + rank + "-to" + peer + "-" + channel);
+    this.writer.setDaemon(true);
+    this.writer.start();
+  }
+
+  /** Connects, unless connected or lost already (see {@link TcpConnections#dial}). */
+  void connectIfNeeded(Tag tag, long opDeadline) {
+    synchronized (lock) {
+      if (socket != null || lostReason != null) {
+        return;
+      }
+      attachLocked(connections.dial(peer, channel, tag, opDeadline));
+    }
+  }
+
+  void attach(Socket s) {
+    synchronized (lock) {
+      attachLocked(s);
+    }
+  }
+
+  private void attachLocked(Socket s) {
+    try {
+      s.setSoTimeout(POLL_MS);
+      s.setKeepAlive(true);
+      in = new BufferedInputStream(s.getInputStream(), 1 << 16);
+      out = new BufferedOutputStream(s.getOutputStream(), 1 << 16);
+    } catch (IOException e) {
+      lostReason = e.getMessage();
+      return;
+    }
+    socket = s;
+    lock.notifyAll();
+  }
+
+  void awaitAttached(long deadline, String what) {
+    synchronized (lock) {
+      while (socket == null) {
+        transport.checkFailed();
+        if (lostReason != null) {
+          throw lost(lostReason);
+        }
+        if (transport.isClosed()) {
+          throw new IllegalStateException("transport of rank " + rank + " is closed");
+        }
+        long left = deadline - System.nanoTime();
+        if (left <= 0) {
+          throw new TransportTimeoutException(what);
+        }
+        try {
+          lock.wait(Math.max(1, Math.min(POLL_MS, left / 1_000_000)));
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          throw new TransportTimeoutException(what + " (interrupted)");
+        }
+      }
+    }
+  }
+
+  /** The connection is gone because {@code why}: fails the transport because of the peer. */
+  PeerFailureException lost(String why) {
+    lostReason = why;
+    PeerFailureException e = new PeerFailureException(peer, "rank " + rank + ": " + why + ": rank " + peer
+        + (socket == null ? "" : " (" + socket.getRemoteSocketAddress() + ")"));
+    transport.fail(peer, e);
+    return e;
+  }
+
+  /** Queues {@code bytes} at {@code src} for the writer thread. */
+  Transport.PendingSend send(Tag tag, long src, long bytes, long deadline) {
+    Send s = new Send(tag, src, bytes, deadline);
+    queue.add(s);
+    return s;
+  }
+
+  private void writeLoop() {
+    byte[] buf = new byte[TcpTransport.CHUNK];
+    byte[] header = new byte[TcpFrames.HEADER_BYTES];
+    while (true) {
+      Object next;
+      try {
+        next = queue.take();
+      } catch (InterruptedException e) {
+        return;
+      }
+      if (next == STOP) {
+        return;
+      }
+      Send job = (Send) next;
+      if (!job.state.compareAndSet(Send.QUEUED, Send.WRITING)) {
+        continue;
+      }
+      try {
+        awaitAttached(job.deadline, "waiting for rank " + peer + " to connect (" + job.tag + ")");
+      } catch (RuntimeException e) {
+        job.finish(Send.FAILED, e.getMessage());
+        continue;
+      }
+      writeLock.lock();
+      try {
+        TcpFrames.encodeDataHeader(header, job.tag, job.bytes);
+        OutputStream o = out;
+        o.write(header);
+        for (long off = 0; off < job.bytes; ) {
+          int part = (int) Math.min(TcpTransport.CHUNK, job.bytes - off);
+          NativeMemory.copyToArray(job.src + off, buf, 0, part);
+          o.write(buf, 0, part);
+          off += part;
+        }
+        o.flush();
+        job.finish(Send.DONE, null);
+      } catch (IOException e) {
+        job.finish(Send.FAILED, "connection to rank " + peer + " failed while sending " + job.tag + ": "
+            + e.getMessage());
+      } catch (RuntimeException e) {
+        job.finish(Send.FAILED, e.getMessage());
+      } finally {
+        writeLock.unlock();
+      }
+    }
+  }
+
+  /**
+   * Sends an abort frame naming the root cause, unless a data frame is being written (then only
+   * closing is safe), and stops the connection.
+   */
+  void abort(byte kind, int root, byte[] text) {
+    Socket s = socket;
+    queue.add(STOP);
+    if (s == null) {
+      return;
+    }
+    boolean locked = false;
+    try {
+      locked = writeLock.tryLock(100, TimeUnit.MILLISECONDS);
+      if (locked) {
+        OutputStream o = out;
+        o.write(TcpFrames.abortFrame(kind, root, text));
+        o.flush();
+        s.shutdownOutput();
+      } else {
+        s.close();
+      }
+    } catch (IOException e) {
+      // the peer is gone already
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } finally {
+      if (locked) {
+        writeLock.unlock();
+      }
+    }
+  }
+
+  void close() {
+    queue.add(STOP);
+    Socket s = socket;
+    if (s != null) {
+      try {
+        s.close();
+      } catch (IOException e) {
+        // closing anyway
+      }
+    }
+    synchronized (lock) {
+      lostReason = lostReason == null ? "transport closed" : lostReason;
+      lock.notifyAll();
+    }
+  }
+
+  /** A posted send: queued for the writer thread. */
+  private final class Send implements Transport.PendingSend {
+    static final int QUEUED = 0;
+    static final int WRITING = 1;
+    static final int DONE = 2;
+    static final int FAILED = 3;
+    static final int CANCELLED = 4;
+
+    final Tag tag;
+    final long src;
+    final long bytes;
+    final long deadline;
+    final Thread owner = Thread.currentThread();
+    final AtomicInteger state = new AtomicInteger(QUEUED);
+    volatile String error;
+
+    Send(Tag tag, long src, long bytes, long deadline) {
+      this.tag = tag;
+      this.src = src;
+      this.bytes = bytes;
+      this.deadline = deadline;
+    }
+
+    void finish(int s, String err) {
+      error = err;
+      state.set(s);
+      LockSupport.unpark(owner);
+    }
+
+    @Override
+    public void await() {
+      int s;
+      for (int round = 0; (s = state.get()) == QUEUED || s == WRITING; round++) {
+        transport.checkFailed();
+        if (System.nanoTime() - deadline > 0) {
+          throw new TransportTimeoutException("waiting for rank " + peer + " to take " + tag);
+        }
+        TcpTransport.SLICES.pause(round, deadline);
+      }
+      if (s == FAILED) {
+        // A failure already recorded (a peer's abort frame, a timeout) is the cause, not this connection.
+        transport.checkFailed();
+        throw lost(error);
+      }
+    }
+
+    @Override
+    public void cancel() {
+      if (state.compareAndSet(QUEUED, CANCELLED)) {
+        return;
+      }
+      if (state.get() == WRITING) {
+        // The writer is reading our memory; closing the socket stops it within one write.
+        close();
+        TcpTransport.awaitFor(() -> state.get() != WRITING);
+      }
+    }
+  }
+}
