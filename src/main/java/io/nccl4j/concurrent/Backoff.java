@@ -31,6 +31,8 @@ public final class Backoff {
   private final int spinHints;
   private final long firstParkNanos;
   private final long maxParkNanos;
+  /** Slices grow by {@code firstParkNanos} each time instead of doubling. */
+  private final boolean linear;
 
   /**
    * @param spins rounds of busy spinning (one {@link Thread#onSpinWait} each)
@@ -39,10 +41,20 @@ public final class Backoff {
    * @param maxParkNanos the longest park (equal to {@code firstParkNanos} for slices of one length)
    */
   public Backoff(int spins, int yields, long firstParkNanos, long maxParkNanos) {
-    this(spins, yields, 1, firstParkNanos, maxParkNanos);
+    this(spins, yields, 1, firstParkNanos, maxParkNanos, false);
   }
 
-  private Backoff(int spins, int yields, int spinHints, long firstParkNanos, long maxParkNanos) {
+  /**
+   * A policy whose park slices grow by {@code stepNanos} each time (step, 2·step, 3·step, … up to
+   * {@code maxParkNanos}) rather than doubling: for a waiter whose wait usually ends within a few
+   * slices of the cap and that must keep seeing it end soon after (a progress thread watching a
+   * GPU operation of a few milliseconds).
+   */
+  public static Backoff linear(int spins, int yields, long stepNanos, long maxParkNanos) {
+    return new Backoff(spins, yields, 1, stepNanos, maxParkNanos, true);
+  }
+
+  private Backoff(int spins, int yields, int spinHints, long firstParkNanos, long maxParkNanos, boolean linear) {
     if (spins < 0 || yields < 0 || spinHints < 1) {
       throw new IllegalArgumentException("Backoff expects spins >= 0, yields >= 0 and spin hints >= 1, got " + spins
           + ", " + yields + " and " + spinHints);
@@ -56,6 +68,7 @@ public final class Backoff {
     this.spinHints = spinHints;
     this.firstParkNanos = firstParkNanos;
     this.maxParkNanos = maxParkNanos;
+    this.linear = linear;
   }
 
   /**
@@ -64,7 +77,7 @@ public final class Backoff {
    * often while it spins.
    */
   public Backoff withSpinHints(int hints) {
-    return new Backoff(spins, yields, hints, firstParkNanos, maxParkNanos);
+    return new Backoff(spins, yields, hints, firstParkNanos, maxParkNanos, linear);
   }
 
   /** The first round that parks: a waiter that others unpark registers itself before this one. */
@@ -82,6 +95,10 @@ public final class Backoff {
     int k = round - spins - yields;
     if (k < 0) {
       return 0;
+    }
+    if (linear) {
+      // k + 1 steps, saturating: a product that would overflow is past the cap anyway.
+      return k >= maxParkNanos / firstParkNanos ? maxParkNanos : Math.min(maxParkNanos, firstParkNanos * (k + 1));
     }
     // A shift that would overflow is past the cap anyway.
     return k >= Long.numberOfLeadingZeros(firstParkNanos) - 1 ? maxParkNanos
@@ -124,6 +141,6 @@ public final class Backoff {
   @Override
   public String toString() {
     return "Backoff(" + spins + " spins x " + spinHints + " hints, " + yields + " yields, parks " + firstParkNanos
-        + ".." + maxParkNanos + " ns)";
+        + ".." + maxParkNanos + " ns" + (linear ? ", linear" : "") + ")";
   }
 }

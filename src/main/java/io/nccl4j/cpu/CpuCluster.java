@@ -7,6 +7,7 @@ import java.time.Duration;
 
 /** CPU backends for ranks as threads: one {@link LocalFabric} per run, one host allocator per rank. */
 public final class CpuCluster implements ClusterBackend {
+  /** The one instance: the CPU backend has no options of its own beyond the environment's. */
   public static final CpuCluster INSTANCE = new CpuCluster();
 
   private CpuCluster() {}

@@ -46,6 +46,12 @@ public final class Reduction {
   /** Divisor for integer AVG; 0 when unused. */
   private final int divisor;
 
+  /**
+   * The reduction {@code op} over {@code worldSize} ranks' {@code dtype} elements, as NCCL computes
+   * it (AVG: a premultiplication by 1/worldSize for floating types, a division for integers).
+   *
+   * @throws IllegalArgumentException for PREMUL_SUM on an integer type, or an operator without a kernel
+   */
   public Reduction(DType dtype, ReduceOp op, int worldSize) {
     this.dtype = dtype;
     switch (op.kind()) {
@@ -84,6 +90,7 @@ public final class Reduction {
     return dtype == DType.FLOAT64 ? s : dtype.round((float) s);
   }
 
+  /** The element type this reduction combines. */
   public DType dtype() {
     return dtype;
   }

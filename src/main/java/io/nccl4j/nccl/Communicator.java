@@ -3,11 +3,11 @@ package io.nccl4j.nccl;
 import io.nccl4j.BackendException;
 import io.nccl4j.CollectiveTimeoutException;
 import io.nccl4j.Device;
+import io.nccl4j.concurrent.Backoff;
 import io.nccl4j.nccl.bind.NcclApi;
 import java.time.Duration;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.ReentrantLock;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -57,6 +57,9 @@ public final class Communicator implements AutoCloseable {
     /** Calls may answer {@code ncclInProgress}, polled to the end by the calling thread ({@link #complete}). */
     NONBLOCKING
   }
+
+  /** Polling an ncclInProgress: one spin, then parks of 1, 2, 4 … µs up to 200 µs (the call keeps its own limit). */
+  private static final Backoff IN_PROGRESS_POLL = new Backoff(1, 0, 1_000, 200_000);
 
   /** {@link #pollAsyncError}'s answer when another thread holds the communicator. */
   public static final int BUSY = -1;
@@ -254,8 +257,7 @@ public final class Communicator implements AutoCloseable {
       return rc;
     }
     long start = callStart;
-    long pause = 0;
-    while (true) {
+    for (int round = 0;; round++) {
       if (aborting) {
         broken = true;
         throw new BackendException(function + " on rank " + rank + " (cuda:" + device + ") was interrupted by an"
@@ -285,13 +287,7 @@ public final class Communicator implements AutoCloseable {
       if (deviceLock != null) {
         deviceLock.unlock();
       }
-      if (pause == 0) {
-        Thread.onSpinWait();
-        pause = 1_000;
-      } else {
-        LockSupport.parkNanos(pause);
-        pause = Math.min(200_000, pause * 2);
-      }
+      IN_PROGRESS_POLL.pause(round);
       if (deviceLock != null) {
         deviceLock.lock();
       }

@@ -1,5 +1,6 @@
 package io.nccl4j.nccl;
 
+import io.nccl4j.concurrent.Backoff;
 import io.nccl4j.BackendException;
 import io.nccl4j.CollectiveTimeoutException;
 import io.nccl4j.nccl.bind.CudaApi;
@@ -39,6 +40,17 @@ final class NcclProgress implements Runnable {
   private static final int PAUSES_PER_POLL_STREAMING = 256;
   /** Operations enqueued closer together than this are a stream. */
   private static final long STREAMING_GAP_NANOS = 2_000;
+  /** Waiting at an empty queue: spin, yield 50 times, then 1 ms slices (submit wakes it). */
+  private static final Backoff EMPTY = new Backoff(SPIN_POLLS, 50, 1_000_000, 1_000_000)
+      .withSpinHints(PAUSES_PER_POLL);
+  private static final Backoff EMPTY_STREAMING = EMPTY.withSpinHints(PAUSES_PER_POLL_STREAMING);
+  /**
+   * Waiting for the oldest operation's event: spin, yield, then slices growing by 20 µs up to
+   * 1 ms, so that an operation of a few milliseconds is still seen to end within tens of
+   * microseconds (doubling slices would reach 1 ms after six).
+   */
+  private static final Backoff IN_FLIGHT = Backoff.linear(SPIN_POLLS, 50, 20_000, 1_000_000)
+      .withSpinHints(PAUSES_PER_POLL);
 
   private final NcclBackend backend;
   private final Nccl nccl;
@@ -72,12 +84,6 @@ final class NcclProgress implements Runnable {
   void wake() {
     if (idleParked) {
       LockSupport.unpark(thread);
-    }
-  }
-
-  private static void pause(int pauses) {
-    for (int i = 0; i < pauses; i++) {
-      Thread.onSpinWait();
     }
   }
 
@@ -119,14 +125,13 @@ final class NcclProgress implements Runnable {
         // away, and waking a parked thread costs the submitter a system call. Pausing between
         // looks lets operations gather: each look at produced takes its cache line from the
         // submitting thread, which then pays to take it back, once per look rather than per call.
-        if (empty < SPIN_POLLS) {
-          pause(streaming ? PAUSES_PER_POLL_STREAMING : PAUSES_PER_POLL);
-        } else if (empty < SPIN_POLLS + 50) {
-          Thread.yield();
+        Backoff b = streaming ? EMPTY_STREAMING : EMPTY;
+        if (!b.parks(empty)) {
+          b.pause(empty);
         } else {
           idleParked = true;
           if (ring.isEmpty() && !stop) {
-            LockSupport.parkNanos(1_000_000);
+            b.pause(empty);
           }
           idleParked = false;
         }
@@ -179,13 +184,7 @@ final class NcclProgress implements Runnable {
           continue;
         }
       }
-      if (idle < SPIN_POLLS) {
-        pause(PAUSES_PER_POLL);
-      } else if (idle < SPIN_POLLS + 50) {
-        Thread.yield();
-      } else {
-        LockSupport.parkNanos(Math.min(1_000_000, 20_000L * (idle - SPIN_POLLS - 49)));
-      }
+      IN_FLIGHT.pause(idle);
       idle++;
     }
   }

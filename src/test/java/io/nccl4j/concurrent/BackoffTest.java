@@ -66,4 +66,18 @@ class BackoffTest {
     assertThatThrownBy(() -> new Backoff(0, 0, 10, 5)).isInstanceOf(IllegalArgumentException.class)
         .hasMessage("Backoff expects 1 <= first park <= longest park (ns), got 10 and 5");
   }
+
+  @Test
+  void linearSlicesGrowByOneStepUpToTheCap() {
+    Backoff b = Backoff.linear(2, 1, 20_000, 1_000_000);
+    assertThat(b.parks(2)).isFalse();
+    assertThat(b.parkNanos(3)).isEqualTo(20_000);
+    assertThat(b.parkNanos(4)).isEqualTo(40_000);
+    assertThat(b.parkNanos(3 + 48)).isEqualTo(980_000);
+    assertThat(b.parkNanos(3 + 49)).isEqualTo(1_000_000);
+    assertThat(b.parkNanos(Integer.MAX_VALUE)).isEqualTo(1_000_000);
+    assertThat(Backoff.linear(0, 0, Long.MAX_VALUE / 2, Long.MAX_VALUE).parkNanos(5)).isEqualTo(Long.MAX_VALUE);
+    assertThat(b.withSpinHints(4).toString()).isEqualTo("Backoff(2 spins x 4 hints, 1 yields, parks 20000..1000000 ns,"
+        + " linear)");
+  }
 }

@@ -1,0 +1,56 @@
+package io.nccl4j;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.io.StringWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import javax.tools.Diagnostic;
+import javax.tools.DiagnosticCollector;
+import javax.tools.DocumentationTool;
+import javax.tools.JavaFileObject;
+import javax.tools.ToolProvider;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Every public type and member of the published packages has a Javadoc comment, and the Javadoc
+ * has no errors. The build's javadoc runs doclint without its "missing" group (which would also
+ * demand an {@code @param} for every parameter); this test asks javadoc itself for the missing
+ * comments, over the packages the build publishes (all but {@code nccl4j.javadoc.internal}).
+ */
+@Tag("unit")
+class PublicApiDocumentedTest {
+  @Test
+  void everyPublishedPublicMemberHasAComment(@TempDir Path out) throws Exception {
+    String internal = System.getProperty("nccl4j.javadoc.internal",
+        "io.nccl4j.concurrent:io.nccl4j.nccl.bind:io.nccl4j.cpu.bind:io.nccl4j.cpu.transport");
+    Path sources = Path.of("src/main/java");
+    assertThat(Files.isDirectory(sources)).as("run from the project root").isTrue();
+    DocumentationTool tool = ToolProvider.getSystemDocumentationTool();
+    DiagnosticCollector<JavaFileObject> diagnostics = new DiagnosticCollector<>();
+    List<String> options = List.of("-quiet", "-Xdoclint:all", "-Xmaxwarns", "100000", "-d", out.toString(),
+        "-cp", System.getProperty("java.class.path"), "-sourcepath", sources.toString(),
+        "-subpackages", "io.nccl4j", "-exclude", internal + ":io.nccl4j.samples");
+    StringWriter log = new StringWriter();
+    boolean ok = tool.getTask(log, null, diagnostics, null, options, null).call();
+    List<String> missing = new ArrayList<>();
+    List<String> errors = new ArrayList<>();
+    for (Diagnostic<? extends JavaFileObject> d : diagnostics.getDiagnostics()) {
+      String where = (d.getSource() == null ? "?" : d.getSource().getName()) + ":" + d.getLineNumber();
+      String message = d.getMessage(Locale.ROOT);
+      if (d.getKind() == Diagnostic.Kind.ERROR) {
+        errors.add(where + ": " + message);
+      } else if (message.startsWith("no comment")) {
+        missing.add(where);
+      }
+    }
+    assertThat(errors).as("javadoc errors\n%s", log).isEmpty();
+    assertThat(ok).as("javadoc ran\n%s", log).isTrue();
+    assertThat(missing).as("public members without a comment").isEmpty();
+  }
+}
