@@ -21,10 +21,17 @@ final class NcclLaunch implements AutoCloseable {
   private final CudaApi cuda;
   private final Communicator comm;
   private final int device;
-  /** 8 bytes of host memory for PreMulSum's host-immediate scalar. */
+  /**
+   * 8 bytes of host memory for PreMulSum's host-immediate scalar, for the backend's life: an
+   * argument NCCL reads during the call, not working memory that grows with the data, so it is not
+   * a ScratchBuffer (whose accounting would show a constant 8 bytes per rank); freed by close.
+   */
   private final long scalarBuffer;
   private final int[] intOut = new int[1];
-  /** One element of device memory for barrier's all-reduce; allocated on first use. */
+  /**
+   * One element of device memory for barrier's all-reduce; allocated on first use, freed by close.
+   * Like the scalar above, a fixed argument rather than working memory, so not counted.
+   */
   private long barrierBuffer;
 
   NcclLaunch(Communicator comm) {
