@@ -2,6 +2,8 @@ package io.nccl4j;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.nccl4j.cpu.CpuCluster;
+import io.nccl4j.cpu.CpuOptions;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -162,17 +164,12 @@ class WorkTest {
     long q = 140_000;
     long count = q * p;
     long m = count * DType.INT64.size();
-    // Ring on threads too (NCCL4J_CPU_ALGO=ring); by default threads use the shared-memory algorithms.
-    System.setProperty("nccl4j.cpu.algo", "ring");
-    try {
-      ringStats(p, q, count, m);
-    } finally {
-      System.clearProperty("nccl4j.cpu.algo");
-    }
+    // Ring on threads too (as NCCL4J_CPU_ALGO=ring); by default threads use the shared-memory algorithms.
+    ringStats(p, q, count, m);
   }
 
   private void ringStats(int p, long q, long count, long m) {
-    cluster(p).run(pg -> {
+    cluster(p).backend(CpuCluster.of(CpuOptions.defaults().withAlgorithms(CpuOptions.Algorithms.RING))).run(pg -> {
       int r = pg.rank();
       try (Tensor in = data(pg, 0, count); Tensor reduced = pg.empty(count, DType.INT64);
            Tensor shard = pg.empty(q, DType.INT64); Tensor gathered = pg.empty(count, DType.INT64)) {

@@ -11,7 +11,7 @@ import io.nccl4j.memory.ScratchBuffer;
 /**
  * The CPU backend's collectives, and the one place that chooses how each runs, as NCCL chooses
  * among Ring, Tree and NVLS: the shared-memory algorithms ({@link SharedMemoryAlgorithms}) where
- * the transport offers shared memory and {@link Choice} allows them — one-shot for a small
+ * the transport offers shared memory and {@link CpuOptions.Algorithms} allows them — one-shot for a small
  * AllReduce, direct otherwise — and the ring and chain algorithms over messages
  * ({@link RingAlgorithms}) everywhere else. Operations with nothing to exchange complete here.
  * Not thread-safe: one instance per rank, used by that rank's execution thread.
@@ -20,41 +20,29 @@ final class Algorithms implements AutoCloseable {
   /** AllReduce up to this size on shared memory: every rank reduces every input itself (one-shot). */
   static final long ONE_SHOT_MAX_BYTES = 64 * 1024;
 
-  /** Which algorithms to use; {@code NCCL4J_CPU_ALGO} or {@code -Dnccl4j.cpu.algo} (like NCCL_ALGO). */
-  enum Choice {
-    /** Shared-memory algorithms where the transport offers shared memory, ring otherwise. */
-    AUTO,
-    /** Ring (and chain) algorithms over messages only, whatever the transport. */
-    RING;
-
-    static Choice configured() {
-      return Knobs.choice("nccl4j.cpu.algo", "NCCL4J_CPU_ALGO", AUTO);
-    }
-  }
-
   private final int p;
   private final long chunkBytes;
   /** Partial results that must not land in user buffers: two chunks, shared by both kinds of algorithm. */
   private final ScratchBuffer[] scratch;
   private final RingAlgorithms ring;
-  /** Null when the transport has no shared memory or {@link Choice#RING} rules it out. */
+  /** Null when the transport has no shared memory or {@link CpuOptions.Algorithms#RING} rules it out. */
   private final SharedMemoryAlgorithms shared;
 
   /** @param scratch where the algorithms' working memory comes from */
-  Algorithms(Transport transport, long chunkBytes, Allocator scratch) {
-    this(transport, chunkBytes, scratch, Choice.configured(), NativeKernels.Choice.configured());
-  }
-
-  Algorithms(Transport transport, long chunkBytes, Allocator scratch, Choice choice,
-      NativeKernels.Choice kernelChoice) {
+  Algorithms(Transport transport, long chunkBytes, Allocator scratch, CpuOptions options) {
     this.p = transport.size();
     this.chunkBytes = chunkBytes;
     this.scratch = new ScratchBuffer[] {new ScratchBuffer(scratch, "partial results 0 of rank " + transport.rank()),
         new ScratchBuffer(scratch, "partial results 1 of rank " + transport.rank())};
     this.ring = new RingAlgorithms(transport, chunkBytes, this.scratch);
-    SharedMemory shm = choice == Choice.AUTO ? transport.sharedMemory() : null;
+    SharedMemory shm = options.algorithms() == CpuOptions.Algorithms.AUTO ? transport.sharedMemory() : null;
     this.shared = shm == null ? null
-        : new SharedMemoryAlgorithms(shm, transport.rank(), p, chunkBytes, this.scratch[0], kernelChoice, scratch);
+        : new SharedMemoryAlgorithms(shm, transport.rank(), p, chunkBytes, this.scratch[0], options.kernels(), scratch);
+  }
+
+  /** What runs here, for tests and diagnostics: {@code shared/native}, {@code shared/java} or {@code ring}. */
+  String describe() {
+    return shared == null ? "ring" : shared.usesNativeKernels() ? "shared/native" : "shared/java";
   }
 
   @Override

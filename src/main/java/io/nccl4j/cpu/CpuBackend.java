@@ -53,7 +53,7 @@ public final class CpuBackend implements Backend {
    * ({@code NCCL4J_CPU_KERNELS} / {@code -Dnccl4j.cpu.kernels} chooses).
    */
   public static String reductionKernels() {
-    return NativeKernels.describe(NativeKernels.Choice.configured());
+    return NativeKernels.describe(CpuOptions.fromEnvironment().kernels());
   }
 
   /**
@@ -62,8 +62,18 @@ public final class CpuBackend implements Backend {
    *     memory is counted apart, under the host root, by an allocator named after this one with
    *     {@code -scratch} that the backend closes
    * @param timeout applied to every operation
+   * @throws IllegalArgumentException when {@code NCCL4J_CPU_ALGO} or {@code NCCL4J_CPU_KERNELS} is not valid
    */
   public CpuBackend(Transport transport, Allocator allocator, Duration timeout) {
+    this(transport, allocator, timeout, CpuOptions.fromEnvironment());
+  }
+
+  /**
+   * As {@link #CpuBackend(Transport, Allocator, Duration)}, with {@code options} instead of the
+   * environment's.
+   */
+  public CpuBackend(Transport transport, Allocator allocator, Duration timeout, CpuOptions options) {
+    Objects.requireNonNull(options, "options");
     this.transport = Objects.requireNonNull(transport, "transport");
     this.allocator = Objects.requireNonNull(allocator, "allocator");
     if (!allocator.device().isCpu()) {
@@ -76,7 +86,7 @@ public final class CpuBackend implements Backend {
     int rank = transport.rank();
     this.stream = new ExecutionStream("nccl4j-cpu-stream-rank" + rank);
     this.scratch = Allocator.host().child(scratchName(allocator));
-    this.algorithms = new Algorithms(transport, CHUNK_BYTES, scratch);
+    this.algorithms = new Algorithms(transport, CHUNK_BYTES, scratch, options);
     this.p2pSent = new long[transport.size()];
     this.p2pReceived = new long[transport.size()];
   }
@@ -85,6 +95,11 @@ public final class CpuBackend implements Backend {
   private static String scratchName(Allocator tensors) {
     String n = tensors.name();
     return (n.startsWith("host/") ? n.substring("host/".length()) : n) + "-scratch";
+  }
+
+  /** The algorithms this backend chose (see {@link Algorithms#describe()}). */
+  String algorithmsInUse() {
+    return algorithms.describe();
   }
 
   @Override

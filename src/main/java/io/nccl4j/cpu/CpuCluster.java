@@ -5,12 +5,25 @@ import io.nccl4j.memory.Allocator;
 import io.nccl4j.spi.ClusterBackend;
 import java.time.Duration;
 
-/** CPU backends for ranks as threads: one {@link LocalFabric} per run, one host allocator per rank. */
+/**
+ * CPU backends for ranks as threads: one {@link LocalFabric} per run, one host allocator per rank,
+ * and the {@link CpuOptions} every rank of a run uses.
+ */
 public final class CpuCluster implements ClusterBackend {
-  /** The one instance: the CPU backend has no options of its own beyond the environment's. */
-  public static final CpuCluster INSTANCE = new CpuCluster();
+  /** Options as the environment says when each run starts ({@link CpuOptions#fromEnvironment()}). */
+  public static final CpuCluster INSTANCE = new CpuCluster(null);
 
-  private CpuCluster() {}
+  /** Null: read from the environment at each start. */
+  private final CpuOptions options;
+
+  private CpuCluster(CpuOptions options) {
+    this.options = options;
+  }
+
+  /** A cluster whose ranks run with {@code options}, whatever the environment says. */
+  public static CpuCluster of(CpuOptions options) {
+    return new CpuCluster(java.util.Objects.requireNonNull(options, "options"));
+  }
 
   @Override
   public String name() {
@@ -19,7 +32,9 @@ public final class CpuCluster implements ClusterBackend {
 
   @Override
   public Run start(int worldSize, Duration timeout, String runName) {
+    // Read (and checked) once per run, before any rank's backend exists.
+    CpuOptions o = options != null ? options : CpuOptions.fromEnvironment();
     LocalFabric fabric = new LocalFabric(worldSize);
-    return rank -> new CpuBackend(fabric.endpoint(rank), Allocator.host().child(runName + "/rank" + rank), timeout);
+    return rank -> new CpuBackend(fabric.endpoint(rank), Allocator.host().child(runName + "/rank" + rank), timeout, o);
   }
 }

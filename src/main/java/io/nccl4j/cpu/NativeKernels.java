@@ -14,18 +14,6 @@ import io.nccl4j.memory.ScratchBuffer;
  * allocator, so they are counted); one instance per rank, not thread-safe.
  */
 final class NativeKernels implements AutoCloseable {
-  /** Which reducers the shared-memory algorithms use; {@code NCCL4J_CPU_KERNELS} or {@code -Dnccl4j.cpu.kernels}. */
-  enum Choice {
-    /** The native kernels where their library loaded, Java otherwise. */
-    NATIVE,
-    /** The Java reducers only (for comparison, or to rule the native library out). */
-    JAVA;
-
-    static Choice configured() {
-      return Knobs.choice("nccl4j.cpu.kernels", "NCCL4J_CPU_KERNELS", NATIVE);
-    }
-  }
-
   /** Loads the library once, on first use; the outcome is kept. */
   private static final class Library {
     static final String ISA;
@@ -61,12 +49,12 @@ final class NativeKernels implements AutoCloseable {
    * Kernels for up to {@code capacity} sources and destinations, their tables from
    * {@code allocator}; null when Java reduces.
    */
-  static NativeKernels create(Choice choice, int capacity, Allocator allocator) {
-    return choice == Choice.NATIVE && available() ? new NativeKernels(capacity, allocator) : null;
+  static NativeKernels create(CpuOptions.Kernels choice, int capacity, Allocator allocator) {
+    return choice == CpuOptions.Kernels.NATIVE && available() ? new NativeKernels(capacity, allocator) : null;
   }
 
-  /** {@link #create(Choice, int, Allocator)} with the tables counted in the host root (tests, tools). */
-  static NativeKernels create(Choice choice, int capacity) {
+  /** {@link #create(CpuOptions.Kernels, int, Allocator)} with the tables counted in the host root (tests, tools). */
+  static NativeKernels create(CpuOptions.Kernels choice, int capacity) {
     return create(choice, capacity, Allocator.host());
   }
 
@@ -80,8 +68,8 @@ final class NativeKernels implements AutoCloseable {
   }
 
   /** What the shared-memory algorithms reduce with under {@code choice}, in words (for reports). */
-  static String describe(Choice choice) {
-    if (choice == Choice.JAVA) {
+  static String describe(CpuOptions.Kernels choice) {
+    if (choice == CpuOptions.Kernels.JAVA) {
       return "java (NCCL4J_CPU_KERNELS=java)";
     }
     return available() ? "native (" + Library.ISA + ")" : "java: " + Library.UNAVAILABLE;

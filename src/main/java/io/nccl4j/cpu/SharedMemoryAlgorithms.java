@@ -35,9 +35,14 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
   private final NativeKernels kernels;
   private final ArrayReducer arrays = new ArrayReducer(ARRAY_CHUNK_BYTES);
 
+  /** True when the native kernels reduce (false: the Java reducers). */
+  boolean usesNativeKernels() {
+    return kernels != null;
+  }
+
   /** @param tables where the native kernels' address tables come from */
   SharedMemoryAlgorithms(SharedMemory shm, int rank, int p, long chunkBytes, ScratchBuffer scratch,
-      NativeKernels.Choice kernelChoice, Allocator tables) {
+      CpuOptions.Kernels kernelChoice, Allocator tables) {
     this.shm = shm;
     this.rank = rank;
     this.p = p;

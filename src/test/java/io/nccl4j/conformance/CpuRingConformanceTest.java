@@ -1,5 +1,7 @@
 package io.nccl4j.conformance;
 
+import io.nccl4j.cpu.CpuOptions;
+import io.nccl4j.cpu.CpuCluster;
 import io.nccl4j.DType;
 import io.nccl4j.LocalCluster;
 import java.time.Duration;
@@ -21,13 +23,8 @@ class CpuRingConformanceTest extends ConformanceSuite {
     return new Runner() {
       @Override
       public <T> List<T> call(int worldSize, LocalCluster.RankCall<T> task) {
-        // Read when each rank's backend is created, i.e. inside call(); tests run one at a time.
-        System.setProperty("nccl4j.cpu.algo", "ring");
-        try {
-          return LocalCluster.of(worldSize).timeout(Duration.ofSeconds(120)).strictMemory(true).call(task);
-        } finally {
-          System.clearProperty("nccl4j.cpu.algo");
-        }
+        return LocalCluster.of(worldSize).timeout(Duration.ofSeconds(120)).strictMemory(true)
+            .backend(CpuCluster.of(CpuOptions.defaults().withAlgorithms(CpuOptions.Algorithms.RING))).call(task);
       }
     };
   }

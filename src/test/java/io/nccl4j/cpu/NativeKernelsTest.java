@@ -148,7 +148,7 @@ class NativeKernelsTest {
       }
       dst[d] = frame + 8;
     }
-    try (NativeKernels k = NativeKernels.create(NativeKernels.Choice.NATIVE, 8)) {
+    try (NativeKernels k = NativeKernels.create(CpuOptions.Kernels.NATIVE, 8)) {
       k.reduce(op, src, ns, dst, nd, n);
     }
     for (int d = 0; d < nd; d++) {
@@ -182,7 +182,7 @@ class NativeKernelsTest {
     }
     long expected = allocate((long) n * es);
     new ArrayReducer((long) MAX_N * 8).reduce(op, copy, ns, expected, n);
-    try (NativeKernels k = NativeKernels.create(NativeKernels.Choice.NATIVE, ns)) {
+    try (NativeKernels k = NativeKernels.create(CpuOptions.Kernels.NATIVE, ns)) {
       // AllReduce in place: every output is its input.
       k.reduce(op, src, ns, src.clone(), ns, n);
     }
@@ -198,7 +198,7 @@ class NativeKernelsTest {
       again[k] = allocate((long) n * es);
       NativeMemory.copy(copy[k], again[k], (long) n * es);
     }
-    try (NativeKernels k = NativeKernels.create(NativeKernels.Choice.NATIVE, ns)) {
+    try (NativeKernels k = NativeKernels.create(CpuOptions.Kernels.NATIVE, ns)) {
       k.reduce(op, again, ns, new long[] {again[2]}, 1, n);
     }
     for (int i = 0; i < n; i++) {
@@ -229,7 +229,7 @@ class NativeKernelsTest {
   @Test
   void anInstanceChecksItsCapacityAndClosesOnce() {
     long a = allocate(8);
-    NativeKernels k = NativeKernels.create(NativeKernels.Choice.NATIVE, 2);
+    NativeKernels k = NativeKernels.create(CpuOptions.Kernels.NATIVE, 2);
     assertThatThrownBy(() -> k.reduce(Reduction.ArrayOp.I64_SUM, new long[] {a, a, a}, 3, new long[] {a}, 1, 1))
         .isInstanceOf(IllegalStateException.class)
         .hasMessageContaining("expected at most 2 sources and destinations").hasMessageContaining("got 3 and 1");
@@ -241,15 +241,15 @@ class NativeKernelsTest {
 
   @Test
   void theJavaChoiceMeansNoKernelsAndABadChoiceIsNamed() {
-    assertThat(NativeKernels.create(NativeKernels.Choice.JAVA, 4)).isNull();
-    assertThat(NativeKernels.describe(NativeKernels.Choice.JAVA)).startsWith("java");
-    assertThat(NativeKernels.describe(NativeKernels.Choice.NATIVE)).startsWith("native (");
+    assertThat(NativeKernels.create(CpuOptions.Kernels.JAVA, 4)).isNull();
+    assertThat(NativeKernels.describe(CpuOptions.Kernels.JAVA)).startsWith("java");
+    assertThat(NativeKernels.describe(CpuOptions.Kernels.NATIVE)).startsWith("native (");
     System.setProperty("nccl4j.cpu.kernels", "gpu");
     try {
-      assertThatThrownBy(NativeKernels.Choice::configured).isInstanceOf(IllegalArgumentException.class)
+      assertThatThrownBy(() -> CpuOptions.fromEnvironment()).isInstanceOf(IllegalArgumentException.class)
           .hasMessage("NCCL4J_CPU_KERNELS / nccl4j.cpu.kernels must be native or java, got 'gpu'");
       System.setProperty("nccl4j.cpu.kernels", " Java ");
-      assertThat(NativeKernels.Choice.configured()).isEqualTo(NativeKernels.Choice.JAVA);
+      assertThat(CpuOptions.fromEnvironment().kernels()).isEqualTo(CpuOptions.Kernels.JAVA);
     } finally {
       System.clearProperty("nccl4j.cpu.kernels");
     }

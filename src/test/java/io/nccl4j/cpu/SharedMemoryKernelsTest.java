@@ -1,5 +1,6 @@
 package io.nccl4j.cpu;
 
+import java.util.Locale;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.nccl4j.DType;
@@ -130,12 +131,9 @@ class SharedMemoryKernelsTest {
   @ParameterizedTest(name = "{0} kernels, {1} ranks, {2} elements, {3} {4}")
   @MethodSource("cases")
   void reducesInRankOrderOutOfPlaceAndInPlace(String kernels, int p, long count, DType dtype, ReduceOp op) {
-    System.setProperty("nccl4j.cpu.kernels", kernels);
-    try {
-      LocalCluster.of(p).timeout(TIMEOUT).strictMemory(true).run(pg -> check(pg, p, count, dtype, op));
-    } finally {
-      System.clearProperty("nccl4j.cpu.kernels");
-    }
+    CpuOptions options = CpuOptions.defaults().withKernels(CpuOptions.Kernels.valueOf(kernels.toUpperCase(Locale.ROOT)));
+    LocalCluster.of(p).timeout(TIMEOUT).strictMemory(true).backend(CpuCluster.of(options))
+        .run(pg -> check(pg, p, count, dtype, op));
   }
 
   private static void check(ProcessGroup pg, int p, long count, DType dtype, ReduceOp op) {

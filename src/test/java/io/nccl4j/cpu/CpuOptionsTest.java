@@ -1,0 +1,48 @@
+package io.nccl4j.cpu;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.nccl4j.spi.ClusterBackend;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+
+/** A cluster's CPU options reach every rank's backend, whatever the environment says. */
+@Tag("unit")
+class CpuOptionsTest {
+  private static List<String> chosen(CpuCluster cluster, int p) {
+    ClusterBackend.Run run = cluster.start(p, Duration.ofSeconds(30), "options-test-" + System.nanoTime());
+    List<CpuBackend> backends = new ArrayList<>();
+    try {
+      List<String> out = new ArrayList<>();
+      for (int r = 0; r < p; r++) {
+        CpuBackend b = (CpuBackend) run.create(r);
+        backends.add(b);
+        out.add(b.algorithmsInUse());
+      }
+      return out;
+    } finally {
+      backends.forEach(CpuBackend::close);
+    }
+  }
+
+  @Test
+  void eachChoiceReachesEveryRank() {
+    assertThat(chosen(CpuCluster.of(CpuOptions.defaults().withAlgorithms(CpuOptions.Algorithms.RING)), 2))
+        .containsOnly("ring");
+    assertThat(chosen(CpuCluster.of(CpuOptions.defaults().withKernels(CpuOptions.Kernels.JAVA)), 2))
+        .containsOnly("shared/java");
+    assertThat(chosen(CpuCluster.of(CpuOptions.defaults()), 2))
+        .containsOnly(NativeKernels.available() ? "shared/native" : "shared/java");
+  }
+
+  @Test
+  void optionsAreNeverNull() {
+    assertThatThrownBy(() -> new CpuOptions(null, CpuOptions.Kernels.JAVA)).isInstanceOf(NullPointerException.class)
+        .hasMessage("algorithms");
+    assertThatThrownBy(() -> CpuCluster.of(null)).isInstanceOf(NullPointerException.class).hasMessage("options");
+  }
+}
