@@ -15,6 +15,15 @@ public class CollectiveTimeoutException extends BackendException {
   /** The rank whose own wait passed the deadline; -1 when not known. */
   private final int timedOutRank;
 
+  /**
+   * How a peer quotes {@code rank}'s timeout: {@code rank N timed out: } and its message, unless the
+   * message already starts so (a timeout passed on again is not prefixed twice).
+   */
+  public static String quote(int rank, String message) {
+    String said = "rank " + rank + " timed out: ";
+    return message != null && message.startsWith(said) ? message : said + message;
+  }
+
   /** A timeout whose originating rank is not known ({@link #timedOutRank()} is -1). */
   public CollectiveTimeoutException(String message) {
     this(message, -1);

@@ -25,6 +25,17 @@ public class PeerFailureException extends BackendException {
     return new PeerFailureException(failedRank, message, this);
   }
 
+  /**
+   * The words every rank uses for {@code rank}'s failure with {@code cause}: {@code rank N failed:
+   * IllegalStateException: …} (the class's name alone when it has no message). One wording for
+   * threads, processes and the job's report, so that a search finds every rank's line.
+   */
+  public static String describe(int rank, Throwable cause) {
+    String m = cause.getMessage();
+    return "rank " + rank + " failed: " + (m == null ? cause.getClass().getName()
+        : cause.getClass().getSimpleName() + ": " + m);
+  }
+
   /** The rank that failed first, or -1 when the failure cannot be attributed to one rank. */
   public int failedRank() {
     return failedRank;

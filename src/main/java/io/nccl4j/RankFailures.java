@@ -40,14 +40,12 @@ final class RankFailures {
     if (e instanceof CollectiveTimeoutException t) {
       // The others time out too, quoting it, instead of blaming a rank that only waited like them.
       int origin = t.timedOutRank() >= 0 ? t.timedOutRank() : rank;
-      BackendException cause = new CollectiveTimeoutException("rank " + origin + " timed out: " + t.getMessage(),
+      BackendException cause = new CollectiveTimeoutException(CollectiveTimeoutException.quote(origin, t.getMessage()),
           origin);
       cause.initCause(t);
       return cause;
     }
-    String m = e.getMessage();
-    String said = m == null ? e.getClass().getName() : e.getClass().getSimpleName() + ": " + m;
-    return new PeerFailureException(rank, "rank " + rank + " failed: " + said, e);
+    return new PeerFailureException(rank, PeerFailureException.describe(rank, e), e);
   }
 
   /** A rank's own error beats a report of another rank's failure or timeout; among equals, the earlier wins. */

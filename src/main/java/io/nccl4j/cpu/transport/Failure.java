@@ -43,14 +43,12 @@ public final class Failure {
   /** What the group records when {@code rank} fails with {@code cause}. */
   static Failure of(int rank, Throwable cause) {
     if (cause instanceof CollectiveTimeoutException) {
-      String said = "rank " + rank + " timed out: ";
-      String m = cause.getMessage().startsWith(said) ? cause.getMessage() : said + cause.getMessage();
-      return new Failure(rank, m, cause, true);
+      return new Failure(rank, CollectiveTimeoutException.quote(rank, cause.getMessage()), cause, true);
     }
     if (cause instanceof PeerFailureException p) {
       return new Failure(p.failedRank(), cause.getMessage(), cause, false);
     }
-    return new Failure(rank, "rank " + rank + " failed: " + describe(cause), cause, false);
+    return new Failure(rank, PeerFailureException.describe(rank, cause), cause, false);
   }
 
   /** A peer's report that {@code rank} timed out, as {@code message} says (its own words, already prefixed). */
@@ -69,10 +67,5 @@ public final class Failure {
   /** Another rank's message inside this rank's (which the backend ends with a period). */
   static String quoted(String message) {
     return message.endsWith(".") ? message.substring(0, message.length() - 1) : message;
-  }
-
-  private static String describe(Throwable t) {
-    String m = t.getMessage();
-    return m == null ? t.getClass().getName() : t.getClass().getSimpleName() + ": " + m;
   }
 }
