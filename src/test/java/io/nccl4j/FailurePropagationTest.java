@@ -1,5 +1,6 @@
 package io.nccl4j;
 
+import static io.nccl4j.testing.RankErrors.recordAndThrow;
 import static io.nccl4j.testing.RankTensors.rankData;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
@@ -134,11 +135,7 @@ class FailurePropagationTest {
         return; // never joins the collective
       }
       try (Tensor t = rankData(pg, 16, 100)) {
-        Throwable e = catchThrowable(() -> pg.allReduce(t, ReduceOp.SUM));
-        seen.set(pg.rank(), e);
-        if (e != null) {
-          throw (Exception) e;
-        }
+        recordAndThrow(seen, pg, () -> pg.allReduce(t, ReduceOp.SUM));
       }
     }));
     assertNoHang(start);
@@ -206,11 +203,7 @@ class FailurePropagationTest {
     long start = System.nanoTime();
     Throwable thrown = catchThrowable(() -> LocalCluster.of(2).timeout(TIMEOUT).run(pg -> {
       try (Tensor t = rankData(pg, pg.rank() == 0 ? 8 : 9, 100)) {
-        Throwable e = catchThrowable(() -> pg.allReduce(t, ReduceOp.SUM));
-        seen.set(pg.rank(), e);
-        if (e != null) {
-          throw (Exception) e;
-        }
+        recordAndThrow(seen, pg, () -> pg.allReduce(t, ReduceOp.SUM));
       }
     }));
     assertNoHang(start);
@@ -230,17 +223,13 @@ class FailurePropagationTest {
     long start = System.nanoTime();
     Throwable thrown = catchThrowable(() -> LocalCluster.of(2).timeout(TIMEOUT).run(pg -> {
       try (Tensor t = rankData(pg, 8, 100)) {
-        Throwable e = catchThrowable(() -> {
+        recordAndThrow(seen, pg, () -> {
           if (pg.rank() == 0) {
             pg.broadcast(t, 0);
           } else {
             pg.allReduce(t, ReduceOp.SUM);
           }
         });
-        seen.set(pg.rank(), e);
-        if (e != null) {
-          throw (Exception) e;
-        }
       }
     }));
     assertNoHang(start);
