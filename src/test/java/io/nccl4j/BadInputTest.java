@@ -1,5 +1,8 @@
 package io.nccl4j;
 
+import static io.nccl4j.testing.RankTensors.assertSentinel;
+import static io.nccl4j.testing.RankTensors.rankData;
+import static io.nccl4j.testing.RankTensors.sentinel;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
@@ -103,31 +106,6 @@ class BadInputTest {
     return e;
   }
 
-  /** Element i of rank r: 1000·r + i (distinct on every rank for fewer than 1000 elements). */
-  private static Tensor rankData(ProcessGroup pg, long count) {
-    Tensor t = pg.empty(count, DType.INT64);
-    for (long i = 0; i < count; i++) {
-      t.setLong(i, 1000L * pg.rank() + i);
-    }
-    return t;
-  }
-
-  /** Sentinel contents −(i + 1), which no collective here produces. */
-  private static Tensor sentinel(ProcessGroup pg, long count, DType dtype) {
-    Tensor t = pg.empty(count, dtype);
-    for (long i = 0; i < count; i++) {
-      t.setLong(i, -(i + 1));
-    }
-    return t;
-  }
-
-  private static void assertSentinel(Tensor t) {
-    for (long i = 0; i < t.count(); i++) {
-      long expected = t.dtype().isInteger() ? t.dtype().wrap(-(i + 1)) : -(i + 1);
-      assertThat(t.getLong(i)).as("element %d of %s", i, t.describe()).isEqualTo(expected);
-    }
-  }
-
   private static void assertRankData(Tensor t, int rank) {
     for (long i = 0; i < t.count(); i++) {
       assertThat(t.getLong(i)).as("element %d of %s", i, t.describe()).isEqualTo(1000L * rank + i);
@@ -157,7 +135,7 @@ class BadInputTest {
     int p = pg.size();
     long seq = pg.sequenceNumber();
     int before = enqueued.count();
-    try (Tensor t = rankData(pg, 12)) {
+    try (Tensor t = rankData(pg, 12, 1000)) {
       Work w = pg.allReduceAsync(t, ReduceOp.SUM);
       assertThat(w.sequenceNumber()).isEqualTo(seq + 1);
       w.waitFor();
@@ -293,8 +271,8 @@ class BadInputTest {
   void dtypeMismatchBetweenInputAndOutputIsRejected() {
     onEveryRank(P, pg -> {
       Enqueued enq = observe(pg);
-      try (Tensor in = rankData(pg, 8); Tensor shard32 = sentinel(pg, 2, DType.INT32);
-           Tensor small = rankData(pg, 2); Tensor outF64 = sentinel(pg, 8, DType.FLOAT64);
+      try (Tensor in = rankData(pg, 8, 1000); Tensor shard32 = sentinel(pg, 2, DType.INT32);
+           Tensor small = rankData(pg, 2, 1000); Tensor outF64 = sentinel(pg, 8, DType.FLOAT64);
            Tensor outU64 = sentinel(pg, 8, DType.UINT64); Tensor outI32 = sentinel(pg, 8, DType.INT32)) {
         rejected(pg, enq, () -> pg.reduceScatterTensor(shard32, in, ReduceOp.SUM),
             "input tensor must be the same type as the output tensor.", "input: int64, output: int32");
@@ -362,7 +340,7 @@ class BadInputTest {
       int r = pg.rank();
       int wrong = (r + P - 1) % P;
       String rule = "(reduce-scatter needs recvbuff == sendbuff + rank·recvcount)";
-      try (Tensor in = rankData(pg, P * q)) {
+      try (Tensor in = rankData(pg, P * q, 1000)) {
         rejected(pg, enq, () -> pg.reduceScatterTensor(in.chunk(P, wrong), in, ReduceOp.SUM),
             "Tensors must be non-overlapping and dense", "output overlaps input but is not block " + r
                 + " of it: expected it to start at element " + r * q + " of input, but it starts at element "
@@ -392,7 +370,7 @@ class BadInputTest {
       Enqueued enq = observe(pg);
       int r = pg.rank();
       String dense = "Tensors must be non-overlapping and dense";
-      try (Tensor base = rankData(pg, 16)) {
+      try (Tensor base = rankData(pg, 16, 1000)) {
         // allReduce: output and input share elements 4..7 but are not the same buffer.
         rejected(pg, enq, () -> pg.allReduce(base.slice(0, 8), base.slice(4, 8), ReduceOp.SUM), dense,
             "output overlaps input but is not the same buffer: output starts 4 elements before input;"
@@ -436,7 +414,7 @@ class BadInputTest {
       Enqueued enq = observe(pg);
       int r = pg.rank();
       String total = "Split sizes doesn't match total dim 0 size";
-      try (Tensor in = rankData(pg, 8); Tensor out = sentinel(pg, 8, DType.INT64)) {
+      try (Tensor in = rankData(pg, 8, 1000); Tensor out = sentinel(pg, 8, DType.INT64)) {
         long[] ok = {2, 2, 2, 2};
         rejected(pg, enq, () -> pg.allToAllSingle(out, in, ok, new long[] {-1, 3, 3, 3}), total,
             "input split 0 is -1, outside 0..8");
@@ -462,7 +440,7 @@ class BadInputTest {
       }
       long inCount = java.util.Arrays.stream(inSplits).sum();
       long outCount = java.util.Arrays.stream(outSplits).sum();
-      try (Tensor in = rankData(pg, inCount); Tensor out = sentinel(pg, outCount, DType.INT64)) {
+      try (Tensor in = rankData(pg, inCount, 1000); Tensor out = sentinel(pg, outCount, DType.INT64)) {
         pg.allToAllSingle(out, in, outSplits, inSplits);
         long at = 0;
         for (int src = 0; src < P; src++) {
@@ -504,7 +482,7 @@ class BadInputTest {
       }
       // The P2P channel carries no stray message: a ring of sends and receives gets exactly the left neighbour's data.
       int left = (r + P - 1) % P;
-      try (Tensor mine = rankData(pg, 5); Tensor fromLeft = sentinel(pg, 5, DType.INT64)) {
+      try (Tensor mine = rankData(pg, 5, 1000); Tensor fromLeft = sentinel(pg, 5, DType.INT64)) {
         ProcessGroup.Coalesced g = pg.coalesce();
         try (g) {
           pg.sendAsync(mine, (r + 1) % P);
@@ -562,7 +540,7 @@ class BadInputTest {
     List<Throwable[]> seen = LocalCluster.of(2).timeout(Duration.ofSeconds(1)).validation(Validation.OFF)
         .strictMemory(true).call(pg -> {
           Throwable[] e = new Throwable[3];
-          try (Tensor t = rankData(pg, 8)) {
+          try (Tensor t = rankData(pg, 8, 1000)) {
             if (pg.rank() == 0) {
               e[0] = catchThrowable(() -> pg.allReduce(t, ReduceOp.SUM)); // rank 1 is not there yet
               e[1] = catchThrowable(() -> pg.allReduce(t, ReduceOp.SUM));
@@ -606,7 +584,7 @@ class BadInputTest {
     CountDownLatch aborted = new CountDownLatch(1);
     List<Throwable[]> seen = cluster(2).call(pg -> {
       Throwable[] e = new Throwable[3];
-      try (Tensor t = rankData(pg, 8)) {
+      try (Tensor t = rankData(pg, 8, 1000)) {
         pg.allReduce(t, ReduceOp.SUM); // a healthy start
         for (long i = 0; i < 8; i++) {
           assertThat(t.getLong(i)).isEqualTo(2 * i + 1000);

@@ -1,5 +1,8 @@
 package io.nccl4j;
 
+import static io.nccl4j.testing.RankTensors.assertSentinel;
+import static io.nccl4j.testing.RankTensors.rankData;
+import static io.nccl4j.testing.RankTensors.sentinel;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
@@ -20,30 +23,6 @@ class CheckBeforeEnqueueTest {
   private static final int P = 4;
   private static final Duration TIMEOUT = Duration.ofSeconds(60);
 
-  /** Element i of rank r: 1000·r + i (distinct everywhere). */
-  private static Tensor rankData(ProcessGroup pg, long count) {
-    Tensor t = pg.empty(count, DType.INT64);
-    for (long i = 0; i < count; i++) {
-      t.setLong(i, 1000L * pg.rank() + i);
-    }
-    return t;
-  }
-
-  /** Sentinel contents: -(i + 1). */
-  private static Tensor sentinel(ProcessGroup pg, long count, DType dtype) {
-    Tensor t = pg.empty(count, dtype);
-    for (long i = 0; i < count; i++) {
-      t.setLong(i, -(i + 1));
-    }
-    return t;
-  }
-
-  private static void assertSentinel(Tensor t) {
-    for (long i = 0; i < t.count(); i++) {
-      assertThat(t.getLong(i)).as("element %d of %s", i, t.describe()).isEqualTo(-(i + 1));
-    }
-  }
-
   private static UsageException rejected(ProcessGroup pg, ThrowingCallable call, String torchMessage) {
     long before = pg.sequenceNumber();
     Throwable t = catchThrowable(call);
@@ -56,7 +35,7 @@ class CheckBeforeEnqueueTest {
   /** allReduce(SUM) of rankData must be p·i + 1000·p(p−1)/2. */
   private static void assertGroupUsable(ProcessGroup pg, long expectedSeqBefore) {
     assertThat(pg.sequenceNumber()).isEqualTo(expectedSeqBefore);
-    try (Tensor t = rankData(pg, 12)) {
+    try (Tensor t = rankData(pg, 12, 1000)) {
       Work w = pg.allReduceAsync(t, ReduceOp.SUM);
       assertThat(w.sequenceNumber()).isEqualTo(expectedSeqBefore + 1);
       w.waitFor();
@@ -72,7 +51,7 @@ class CheckBeforeEnqueueTest {
     AtomicInteger ranksDone = new AtomicInteger();
     LocalCluster.of(P).timeout(TIMEOUT).strictMemory(true).run(pg -> {
       // The chapter's contract: 1003 into 250 is rejected by the capacity check.
-      try (Tensor in = rankData(pg, 1003); Tensor out = sentinel(pg, 250, DType.INT64)) {
+      try (Tensor in = rankData(pg, 1003, 1000); Tensor out = sentinel(pg, 250, DType.INT64)) {
         UsageException e = rejected(pg, () -> pg.reduceScatterTensor(out, in, ReduceOp.SUM),
             "input tensor must be the same size as output size times world size");
         assertThat(e.getMessage()).contains("1003").contains("1000");
@@ -80,12 +59,12 @@ class CheckBeforeEnqueueTest {
             "input tensor must be the same size as output size times world size");
         assertSentinel(out);
       }
-      try (Tensor in = rankData(pg, 3); Tensor out = sentinel(pg, 11, DType.INT64)) {
+      try (Tensor in = rankData(pg, 3, 1000); Tensor out = sentinel(pg, 11, DType.INT64)) {
         rejected(pg, () -> pg.allGatherIntoTensorAsync(out, in),
             "output tensor size must be equal to world_size times input tensor size");
         assertSentinel(out);
       }
-      try (Tensor in = rankData(pg, 8); Tensor out = sentinel(pg, 8, DType.INT32)) {
+      try (Tensor in = rankData(pg, 8, 1000); Tensor out = sentinel(pg, 8, DType.INT32)) {
         rejected(pg, () -> pg.allReduce(out, in, ReduceOp.SUM), "Tensors must have identical type");
         assertSentinel(out);
       }
@@ -97,7 +76,7 @@ class CheckBeforeEnqueueTest {
         rejected(pg, () -> pg.reduceAsync(t, -1, ReduceOp.SUM), "invalid root rank: -1");
         assertSentinel(t);
       }
-      try (Tensor in = rankData(pg, 7); Tensor out = sentinel(pg, 7, DType.INT64)) {
+      try (Tensor in = rankData(pg, 7, 1000); Tensor out = sentinel(pg, 7, DType.INT64)) {
         rejected(pg, () -> pg.allToAllSingle(out, in), "Tensor's dim 0 does not divide equally across group size");
         assertSentinel(out);
       }
@@ -118,7 +97,7 @@ class CheckBeforeEnqueueTest {
   @Test
   void rejectedCallAfterSuccessfulOnesDoesNotShiftSequence() {
     List<Long> seqs = LocalCluster.of(P).timeout(TIMEOUT).strictMemory(true).call(pg -> {
-      try (Tensor a = rankData(pg, 8); Tensor shard = pg.empty(2, DType.INT64)) {
+      try (Tensor a = rankData(pg, 8, 1000); Tensor shard = pg.empty(2, DType.INT64)) {
         pg.allReduce(a, ReduceOp.MAX);
         for (long i = 0; i < 8; i++) {
           assertThat(a.getLong(i)).isEqualTo(1000L * (P - 1) + i);
@@ -145,7 +124,7 @@ class CheckBeforeEnqueueTest {
   @Test
   void closedTensorIsRejectedBeforeEnqueueAndGroupStaysUsable() {
     LocalCluster.of(P).timeout(TIMEOUT).strictMemory(true).run(pg -> {
-      Tensor closed = rankData(pg, 8);
+      Tensor closed = rankData(pg, 8, 1000);
       closed.close();
       try (Tensor out = sentinel(pg, 8, DType.INT64)) {
         Throwable t = catchThrowable(() -> pg.allReduceAsync(out, closed, ReduceOp.SUM));
@@ -162,7 +141,7 @@ class CheckBeforeEnqueueTest {
   @Test
   void closedGroupRejectsCallsLocally() {
     List<String> messages = LocalCluster.of(2).timeout(TIMEOUT).strictMemory(true).call(pg -> {
-      try (Tensor t = rankData(pg, 4)) {
+      try (Tensor t = rankData(pg, 4, 1000)) {
         pg.allReduce(t, ReduceOp.SUM);
         for (long i = 0; i < 4; i++) {
           assertThat(t.getLong(i)).isEqualTo(2 * i + 1000);

@@ -1,5 +1,7 @@
 package io.nccl4j;
 
+import static io.nccl4j.testing.RankErrors.recordAndThrow;
+import static io.nccl4j.testing.RankTensors.rankData;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
@@ -21,14 +23,6 @@ class FailurePropagationTest {
   private static final Duration TIMEOUT = Duration.ofSeconds(60);
   private static final Duration NO_HANG = Duration.ofSeconds(30);
 
-  private static Tensor data(ProcessGroup pg, long count) {
-    Tensor t = pg.empty(count, DType.INT64);
-    for (long i = 0; i < count; i++) {
-      t.setLong(i, 100L * pg.rank() + i);
-    }
-    return t;
-  }
-
   private static void assertNoHang(long startNanos) {
     assertThat(Duration.ofNanos(System.nanoTime() - startNanos)).isLessThan(NO_HANG);
   }
@@ -44,7 +38,7 @@ class FailurePropagationTest {
       if (pg.rank() == 2) {
         throw boom;
       }
-      try (Tensor t = data(pg, 16)) {
+      try (Tensor t = rankData(pg, 16, 100)) {
         first.set(pg.rank(), catchThrowable(() -> pg.allReduce(t, ReduceOp.SUM)));
         // The group is broken: a later collective fails too, without waiting for anyone.
         second.set(pg.rank(), catchThrowable(() -> pg.broadcast(t, 0)));
@@ -81,7 +75,7 @@ class FailurePropagationTest {
       if (pg.rank() == 1) {
         throw boom;
       }
-      try (Tensor in = data(pg, 8); Tensor shard = pg.empty(2, DType.INT64)) {
+      try (Tensor in = rankData(pg, 8, 100); Tensor shard = pg.empty(2, DType.INT64)) {
         pg.reduceScatterTensor(shard, in, ReduceOp.SUM);
       }
     }));
@@ -108,7 +102,7 @@ class FailurePropagationTest {
         assertThat(issued.await(30, TimeUnit.SECONDS)).isTrue();
         throw new RuntimeException("boom");
       }
-      try (Tensor t = data(pg, 10)) {
+      try (Tensor t = rankData(pg, 10, 100)) {
         Work w = pg.allReduceAsync(t, ReduceOp.SUM);
         issued.countDown();
         Throwable waited = catchThrowable(w::waitFor);
@@ -140,12 +134,8 @@ class FailurePropagationTest {
       if (pg.rank() == 2) {
         return; // never joins the collective
       }
-      try (Tensor t = data(pg, 16)) {
-        Throwable e = catchThrowable(() -> pg.allReduce(t, ReduceOp.SUM));
-        seen.set(pg.rank(), e);
-        if (e != null) {
-          throw (Exception) e;
-        }
+      try (Tensor t = rankData(pg, 16, 100)) {
+        recordAndThrow(seen, pg, () -> pg.allReduce(t, ReduceOp.SUM));
       }
     }));
     assertNoHang(start);
@@ -168,7 +158,7 @@ class FailurePropagationTest {
     AtomicReferenceArray<Throwable> seen = new AtomicReferenceArray<>(2);
     AtomicReferenceArray<Throwable> later = new AtomicReferenceArray<>(2);
     Throwable thrown = catchThrowable(() -> LocalCluster.of(2).timeout(Duration.ofSeconds(1)).run(pg -> {
-      try (Tensor t = data(pg, 8)) {
+      try (Tensor t = rankData(pg, 8, 100)) {
         if (pg.rank() == 1) {
           // Joins only after rank 0's collective has timed out.
           assertThat(rank0TimedOut.await(30, TimeUnit.SECONDS)).isTrue();
@@ -212,12 +202,8 @@ class FailurePropagationTest {
     AtomicReferenceArray<Throwable> seen = new AtomicReferenceArray<>(2);
     long start = System.nanoTime();
     Throwable thrown = catchThrowable(() -> LocalCluster.of(2).timeout(TIMEOUT).run(pg -> {
-      try (Tensor t = data(pg, pg.rank() == 0 ? 8 : 9)) {
-        Throwable e = catchThrowable(() -> pg.allReduce(t, ReduceOp.SUM));
-        seen.set(pg.rank(), e);
-        if (e != null) {
-          throw (Exception) e;
-        }
+      try (Tensor t = rankData(pg, pg.rank() == 0 ? 8 : 9, 100)) {
+        recordAndThrow(seen, pg, () -> pg.allReduce(t, ReduceOp.SUM));
       }
     }));
     assertNoHang(start);
@@ -236,18 +222,14 @@ class FailurePropagationTest {
     AtomicReferenceArray<Throwable> seen = new AtomicReferenceArray<>(2);
     long start = System.nanoTime();
     Throwable thrown = catchThrowable(() -> LocalCluster.of(2).timeout(TIMEOUT).run(pg -> {
-      try (Tensor t = data(pg, 8)) {
-        Throwable e = catchThrowable(() -> {
+      try (Tensor t = rankData(pg, 8, 100)) {
+        recordAndThrow(seen, pg, () -> {
           if (pg.rank() == 0) {
             pg.broadcast(t, 0);
           } else {
             pg.allReduce(t, ReduceOp.SUM);
           }
         });
-        seen.set(pg.rank(), e);
-        if (e != null) {
-          throw (Exception) e;
-        }
       }
     }));
     assertNoHang(start);

@@ -1,5 +1,6 @@
 package io.nccl4j;
 
+import static io.nccl4j.testing.RankTensors.rankData;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
@@ -13,14 +14,6 @@ import org.junit.jupiter.api.Test;
 class MemoryAccountingTest {
   private static final Duration TIMEOUT = Duration.ofSeconds(60);
   private static final int P = 4;
-
-  private static Tensor data(ProcessGroup pg, long count) {
-    Tensor t = pg.empty(count, DType.INT64);
-    for (long i = 0; i < count; i++) {
-      t.setLong(i, 10_000L * pg.rank() + i);
-    }
-    return t;
-  }
 
   private static long sum(long i) {
     long s = 0;
@@ -37,12 +30,12 @@ class MemoryAccountingTest {
       long baseline = pg.allocator().allocatedBytes();
       long peakSeen;
       int r = pg.rank();
-      try (Tensor in = data(pg, n);
+      try (Tensor in = rankData(pg, n, 10_000);
            Tensor reduced = pg.empty(n, DType.INT64);
            Tensor shard = pg.empty(n / P, DType.INT64);
            Tensor gathered = pg.empty(n, DType.INT64);
            Tensor a2a = pg.empty(n, DType.INT64);
-           Tensor bcast = data(pg, 5)) {
+           Tensor bcast = rankData(pg, 5, 10_000)) {
         // Exact accounting: 5 tensors of n int64 plus n/P plus 5.
         assertThat(pg.allocator().allocatedBytes() - baseline).isEqualTo(8 * (4 * n + n / P + 5));
         pg.allReduce(reduced, in, ReduceOp.SUM);
@@ -98,7 +91,7 @@ class MemoryAccountingTest {
   @Test
   void strictMemoryFailsRunOfLeakingRank() {
     Throwable thrown = catchThrowable(() -> LocalCluster.of(P).timeout(TIMEOUT).strictMemory(true).run(pg -> {
-      try (Tensor t = data(pg, 8)) {
+      try (Tensor t = rankData(pg, 8, 10_000)) {
         pg.allReduce(t, ReduceOp.SUM);
       }
       if (pg.rank() == 1) {

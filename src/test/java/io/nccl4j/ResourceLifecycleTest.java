@@ -1,5 +1,6 @@
 package io.nccl4j;
 
+import static io.nccl4j.testing.RankTensors.rankData;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
@@ -49,19 +50,11 @@ class ResourceLifecycleTest {
   private static final Duration TIMEOUT = Duration.ofSeconds(60);
   private static final AtomicLong RUNS = new AtomicLong();
 
-  private static Tensor rankData(ProcessGroup pg, long count) {
-    Tensor t = pg.empty(count, DType.INT64);
-    for (long i = 0; i < count; i++) {
-      t.setLong(i, 1000L * pg.rank() + i);
-    }
-    return t;
-  }
-
   @Test
   void processGroupCloseAndAbortAreIdempotentInEitherOrder() {
     List<List<Throwable>> seen = LocalCluster.of(2).timeout(TIMEOUT).validation(Validation.OFF).strictMemory(true)
         .call(pg -> {
-          try (Tensor t = rankData(pg, 6)) {
+          try (Tensor t = rankData(pg, 6, 1000)) {
             Work w = pg.allReduceAsync(t, ReduceOp.SUM);
             w.waitFor();
             for (long i = 0; i < 6; i++) {

@@ -1,5 +1,6 @@
 package io.nccl4j;
 
+import static io.nccl4j.testing.RankTensors.rankData;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.catchThrowable;
@@ -26,14 +27,6 @@ import org.junit.jupiter.api.Test;
 class TimeoutTest {
   private static final Duration NO_HANG = Duration.ofSeconds(10);
 
-  private static Tensor data(ProcessGroup pg, long count) {
-    Tensor t = pg.empty(count, DType.INT64);
-    for (long i = 0; i < count; i++) {
-      t.setLong(i, 100L * pg.rank() + i);
-    }
-    return t;
-  }
-
   @Test
   void theDefaultTimeoutIsTenMinutesLikePyTorch() {
     List<Duration> timeouts = LocalCluster.of(2).call(ProcessGroup::timeout);
@@ -48,7 +41,7 @@ class TimeoutTest {
     AtomicReference<Throwable> error = new AtomicReference<>();
     AtomicLong elapsedMs = new AtomicLong();
     catchThrowable(() -> LocalCluster.of(2).timeout(Duration.ofMinutes(5)).run(pg -> {
-      try (Tensor t = data(pg, 6)) {
+      try (Tensor t = rankData(pg, 6, 100)) {
         if (pg.rank() == 1) {
           timedOut.await(60, TimeUnit.SECONDS); // joins only after rank 0 gave up
           return;
@@ -127,7 +120,7 @@ class TimeoutTest {
         release.await(60, TimeUnit.SECONDS); // never joins
         return;
       }
-      try (Tensor a = data(pg, 4); Tensor b = data(pg, 5); Tensor c = data(pg, 6)) {
+      try (Tensor a = rankData(pg, 4, 100); Tensor b = rankData(pg, 5, 100); Tensor c = rankData(pg, 6, 100)) {
         long start = System.nanoTime();
         List<Work> works = List.of(pg.allReduceAsync(a, ReduceOp.SUM), pg.allReduceAsync(b, ReduceOp.SUM),
             pg.broadcastAsync(c, 0));

@@ -1,5 +1,6 @@
 package io.nccl4j;
 
+import static io.nccl4j.testing.RankTensors.rankData;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.catchThrowable;
@@ -23,14 +24,6 @@ import org.junit.jupiter.api.Test;
 class ValidationTest {
   private static final Duration TIMEOUT = Duration.ofSeconds(60);
   private static final Duration NO_HANG = Duration.ofSeconds(30);
-
-  private static Tensor data(ProcessGroup pg, long count, DType dtype) {
-    Tensor t = pg.empty(count, dtype);
-    for (long i = 0; i < count; i++) {
-      t.setDouble(i, 100 * pg.rank() + i);
-    }
-    return t;
-  }
 
   /** Runs {@code body} on every rank of a 3-rank group with {@code mode}; returns each rank's error. */
   private static List<Throwable> errors(Validation mode, Consumer<ProcessGroup> body) {
@@ -72,7 +65,7 @@ class ValidationTest {
   @Test
   void differentCountsNameTheShapesOnEveryRank() {
     List<Throwable> errors = errors(Validation.DETAIL, pg -> {
-      try (Tensor t = data(pg, pg.rank() == 1 ? 9 : 8, DType.FLOAT32)) {
+      try (Tensor t = rankData(pg, pg.rank() == 1 ? 9 : 8, DType.FLOAT32, 100)) {
         pg.allReduce(t, ReduceOp.SUM);
       }
     });
@@ -87,11 +80,11 @@ class ValidationTest {
   void differentOperationsAndDtypesAreBothNamed() {
     List<Throwable> errors = errors(Validation.DETAIL, pg -> {
       if (pg.rank() == 1) {
-        try (Tensor t = data(pg, 8, DType.FLOAT64)) {
+        try (Tensor t = rankData(pg, 8, DType.FLOAT64, 100)) {
           pg.broadcast(t, 0);
         }
       } else {
-        try (Tensor t = data(pg, 8, DType.FLOAT32)) {
+        try (Tensor t = rankData(pg, 8, DType.FLOAT32, 100)) {
           pg.allReduce(t, ReduceOp.SUM);
         }
       }
@@ -106,7 +99,7 @@ class ValidationTest {
   @Test
   void differentReduceOpsAreNamed() {
     List<Throwable> errors = errors(Validation.DETAIL, pg -> {
-      try (Tensor t = data(pg, 8, DType.INT64)) {
+      try (Tensor t = rankData(pg, 8, DType.INT64, 100)) {
         pg.allReduce(t, pg.rank() == 1 ? ReduceOp.MAX : ReduceOp.SUM);
       }
     });
@@ -117,7 +110,7 @@ class ValidationTest {
   @Test
   void differentRootsAreNamed() {
     List<Throwable> errors = errors(Validation.DETAIL, pg -> {
-      try (Tensor t = data(pg, 8, DType.INT32)) {
+      try (Tensor t = rankData(pg, 8, DType.INT32, 100)) {
         pg.broadcast(t, pg.rank() == 1 ? 2 : 0);
       }
     });
@@ -170,7 +163,7 @@ class ValidationTest {
     List<Throwable> errors = errors(Validation.DETAIL, pg -> {
       long[] in = {2, 2, 2};
       long[] out = pg.rank() == 1 ? new long[] {3, 2, 1} : new long[] {2, 2, 2};
-      try (Tensor input = data(pg, 6, DType.INT64); Tensor output = pg.zeros(6, DType.INT64)) {
+      try (Tensor input = rankData(pg, 6, DType.INT64, 100); Tensor output = pg.zeros(6, DType.INT64)) {
         pg.allToAllSingle(output, input, out, in);
       }
     });
@@ -187,7 +180,7 @@ class ValidationTest {
   @Test
   void cheapModeDetectsADifferentCountWithoutNamingFields() {
     List<Throwable> errors = errors(Validation.CHEAP, pg -> {
-      try (Tensor t = data(pg, pg.rank() == 1 ? 9 : 8, DType.FLOAT32)) {
+      try (Tensor t = rankData(pg, pg.rank() == 1 ? 9 : 8, DType.FLOAT32, 100)) {
         pg.allReduce(t, ReduceOp.SUM);
       }
     });
@@ -232,7 +225,7 @@ class ValidationTest {
   @Test
   void cheapModeWithoutAStoreSaysWhatItCompared() throws Exception {
     List<Throwable> seen = withoutStore(2, Validation.CHEAP, pg -> {
-      try (Tensor t = data(pg, pg.rank() == 1 ? 9 : 8, DType.FLOAT32)) {
+      try (Tensor t = rankData(pg, pg.rank() == 1 ? 9 : 8, DType.FLOAT32, 100)) {
         pg.allReduce(t, ReduceOp.SUM);
       }
     });
@@ -256,7 +249,7 @@ class ValidationTest {
   void consistentCollectivesPassInEveryModeWithExactResults() {
     for (Validation mode : Validation.values()) {
       List<long[]> results = LocalCluster.of(3).timeout(TIMEOUT).validation(mode).call(pg -> {
-        try (Tensor t = data(pg, 5, DType.INT64); Tensor g = pg.zeros(15, DType.INT64)) {
+        try (Tensor t = rankData(pg, 5, DType.INT64, 100); Tensor g = pg.zeros(15, DType.INT64)) {
           pg.allReduce(t, ReduceOp.SUM);
           pg.allGatherIntoTensor(g, t);
           pg.broadcast(t, 2);
@@ -288,7 +281,7 @@ class ValidationTest {
         Thread.sleep(2500);
         return;
       }
-      try (Tensor t = data(pg, 4, DType.INT32)) {
+      try (Tensor t = rankData(pg, 4, DType.INT32, 100)) {
         seen.set(pg.rank(), catchThrowable(() -> pg.allReduce(t, ReduceOp.SUM)));
       }
     }));
@@ -313,7 +306,7 @@ class ValidationTest {
     HashStore store = new HashStore(TIMEOUT);
     LocalCluster.of(2).timeout(TIMEOUT).run(pg -> {
       pg.setValidation(Validation.DETAIL, store);
-      try (Tensor t = data(pg, 3, DType.INT64)) {
+      try (Tensor t = rankData(pg, 3, DType.INT64, 100)) {
         for (int i = 0; i < 50; i++) {
           pg.allReduce(t, ReduceOp.MAX);
         }

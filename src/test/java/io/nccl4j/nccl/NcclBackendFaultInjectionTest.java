@@ -27,7 +27,6 @@ import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.function.Supplier;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
@@ -38,38 +37,17 @@ import org.junit.jupiter.api.Test;
  * hangs, operator mapping, and memory accounting. No native code runs.
  */
 @Tag("unit")
-class NcclBackendFaultInjectionTest {
+class NcclBackendFaultInjectionTest extends NcclFixture {
   private static final Duration LONG = Duration.ofSeconds(30);
   private static final Duration DID_NOT_HANG = Duration.ofSeconds(10);
 
-  private CallLog log;
-  private FakeCuda cuda;
-  private FakeNccl fake;
-  private Nccl nccl;
   private final CountDownLatch abortGate = new CountDownLatch(1);
-  private final List<AutoCloseable> toClose = new ArrayList<>();
-
-  @BeforeEach
-  void setUp() {
-    log = new CallLog();
-    cuda = new FakeCuda(log);
-    fake = new FakeNccl(log);
-    nccl = Nccl.of(fake, cuda, null);
-  }
 
   @AfterEach
   void tearDown() throws Exception {
     // Whatever a test left pending completes, a blocked abort returns, and everything is released.
     abortGate.countDown();
-    cuda.autoComplete(true);
-    for (int i = toClose.size() - 1; i >= 0; i--) {
-      toClose.get(i).close();
-    }
-  }
-
-  private <T extends AutoCloseable> T closeLater(T c) {
-    toClose.add(c);
-    return c;
+    closeAll();
   }
 
   private ProcessGroup group(Duration timeout, Duration abortDeadline) {
@@ -79,13 +57,6 @@ class NcclBackendFaultInjectionTest {
 
   private ProcessGroup group() {
     return group(LONG, Duration.ofSeconds(5));
-  }
-
-  /** A device tensor with these values, made by copying a host tensor. */
-  private Tensor device(ProcessGroup pg, float... values) {
-    try (Tensor host = Tensor.ofFloats(values)) {
-      return closeLater(host.copy(pg.allocator()));
-    }
   }
 
   private static float[] read(Tensor device) {

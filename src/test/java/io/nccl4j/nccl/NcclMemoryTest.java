@@ -11,7 +11,6 @@ import io.nccl4j.Tensor;
 import io.nccl4j.Work;
 import java.time.Duration;
 import java.util.List;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
@@ -21,20 +20,12 @@ import org.junit.jupiter.api.Test;
  * gates, deregistration off the progress thread, and ncclCommMemStats.
  */
 @Tag("unit")
-class NcclMemoryTest {
+class NcclMemoryTest extends NcclFixture {
   private static final Duration LONG = Duration.ofSeconds(30);
 
-  private CallLog log;
-  private FakeCuda cuda;
-  private FakeNccl fake;
-  private Nccl nccl;
-
-  @BeforeEach
-  void setUp() {
-    log = new CallLog();
-    cuda = new FakeCuda(log).autoComplete(true);
-    fake = new FakeNccl(log).version(23007);
-    nccl = Nccl.of(fake, cuda, null);
+  NcclMemoryTest() {
+    super(23007);
+    cuda.autoComplete(true);
   }
 
   private ProcessGroup group(NcclAllocation allocation) {

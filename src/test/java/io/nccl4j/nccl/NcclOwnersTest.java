@@ -9,7 +9,6 @@ import io.nccl4j.nccl.bind.CudaApi;
 import java.time.Duration;
 import java.util.concurrent.CountDownLatch;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
@@ -19,20 +18,8 @@ import org.junit.jupiter.api.Test;
  * {@link FakeCuda}.
  */
 @Tag("unit")
-class NcclOwnersTest {
-  private CallLog log;
-  private FakeCuda cuda;
-  private FakeNccl fake;
-  private Nccl nccl;
+class NcclOwnersTest extends NcclFixture {
   private final CountDownLatch abortGate = new CountDownLatch(1);
-
-  @BeforeEach
-  void setUp() {
-    log = new CallLog();
-    cuda = new FakeCuda(log);
-    fake = new FakeNccl(log);
-    nccl = Nccl.of(fake, cuda, null);
-  }
 
   @AfterEach
   void tearDown() {

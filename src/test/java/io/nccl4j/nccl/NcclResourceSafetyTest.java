@@ -15,7 +15,6 @@ import java.util.ArrayList;
 import java.util.Deque;
 import java.util.List;
 import org.bytedeco.javacpp.Pointer;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
@@ -28,24 +27,11 @@ import org.junit.jupiter.api.Test;
  * change that starts allocating JavaCPP pointers per call shows up here.
  */
 @Tag("unit")
-class NcclResourceSafetyTest {
+class NcclResourceSafetyTest extends NcclFixture {
   private static final Duration LONG = Duration.ofSeconds(30);
   private static final int COLLECTIVES = 10_000;
   private static final int WINDOW = 4;
   private static final int N = 8;
-
-  private CallLog log;
-  private FakeCuda cuda;
-  private FakeNccl fake;
-  private Nccl nccl;
-
-  @BeforeEach
-  void setUp() {
-    log = new CallLog();
-    cuda = new FakeCuda(log);
-    fake = new FakeNccl(log);
-    nccl = Nccl.of(fake, cuda, null);
-  }
 
   private ProcessGroup group(String name) {
     Communicator comm = Communicator.initRank(nccl, 0, 1, 0, nccl.uniqueId());

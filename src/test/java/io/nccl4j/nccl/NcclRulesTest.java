@@ -21,7 +21,6 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
@@ -35,49 +34,27 @@ import org.junit.jupiter.api.Test;
  * {@code cudaFree} ran on the progress thread.
  */
 @Tag("unit")
-class NcclRulesTest {
+class NcclRulesTest extends NcclFixture {
   private static final Duration LONG = Duration.ofSeconds(30);
   private static final Duration DID_NOT_HANG = Duration.ofSeconds(20);
 
-  private CallLog log;
-  private FakeCuda cuda;
-  private FakeNccl fake;
-  private Nccl nccl;
-  private final List<AutoCloseable> toClose = new ArrayList<>();
-
-  @BeforeEach
-  void setUp() {
-    log = new CallLog();
-    cuda = new FakeCuda(log);
-    fake = new FakeNccl(log).version(23007);
-    nccl = Nccl.of(fake, cuda, null);
+  NcclRulesTest() {
+    super(23007);
   }
 
   @AfterEach
   void tearDown() throws Exception {
-    cuda.autoComplete(true);
-    for (int i = toClose.size() - 1; i >= 0; i--) {
-      toClose.get(i).close();
-    }
+    closeAll();
   }
 
   /** The backend of the group {@link #group} made last. */
   private NcclBackend backend;
+  private int groups;
 
   private ProcessGroup group(CommOptions options, Duration timeout) {
     Communicator comm = Communicator.init(nccl, 0, 1, 0, nccl.uniqueId(), options, LONG);
-    backend = new NcclBackend(comm, nccl.allocator(0).child("r" + toClose.size()), timeout, Duration.ofSeconds(5));
-    ProcessGroup pg = ProcessGroup.create(backend);
-    toClose.add(pg);
-    return pg;
-  }
-
-  private Tensor device(ProcessGroup pg, float... values) {
-    try (Tensor host = Tensor.ofFloats(values)) {
-      Tensor t = host.copy(pg.allocator());
-      toClose.add(t);
-      return t;
-    }
+    backend = new NcclBackend(comm, nccl.allocator(0).child("r" + groups++), timeout, Duration.ofSeconds(5));
+    return closeLater(ProcessGroup.create(backend));
   }
 
   private static <T> T quickly(java.util.function.Supplier<T> s) {
@@ -286,7 +263,7 @@ class NcclRulesTest {
       Communicator comm = Communicator.init(n, 0, 1, 0, n.uniqueId(), CommOptions.blocking(), LONG);
       NcclBackend nb = new NcclBackend(comm, n.allocator(0).child("free" + pools), LONG);
       ProcessGroup pg = ProcessGroup.create(nb);
-      toClose.add(pg);
+      closeLater(pg);
       Tensor a;
       try (Tensor host = Tensor.ofFloats(1, 2)) {
         a = host.copy(pg.allocator());
@@ -336,7 +313,7 @@ class NcclRulesTest {
     cuda.autoComplete(true);
     ProcessGroup pg = group(CommOptions.blocking(), LONG);
     CudaStream user = CudaStream.create(nccl, 0);
-    toClose.add(user);
+    closeLater(user);
     pg.setCurrentStream(user);
     String s = FakeCuda.stream(user.handle());
     int mark = log.mark();
@@ -403,7 +380,7 @@ class NcclRulesTest {
     ProcessGroup pg = group(CommOptions.blocking(), Duration.ofMillis(200));
     Tensor t = device(pg, 1, 2);
     CudaStream user = CudaStream.create(nccl, 0);
-    toClose.add(user);
+    closeLater(user);
     pg.setCurrentStream(user);
     assertThat(cuda.streamBeginCapture(user.handle(), CudaApi.STREAM_CAPTURE_MODE_THREAD_LOCAL)).isZero();
     int mark = log.mark();
@@ -434,7 +411,7 @@ class NcclRulesTest {
     ProcessGroup pg = group(CommOptions.blocking(), Duration.ofSeconds(5));
     Tensor t = device(pg, 1, 2);
     CudaStream user = CudaStream.create(nccl, 0);
-    toClose.add(user);
+    closeLater(user);
     pg.setCurrentStream(user);
     String s = FakeCuda.stream(user.handle());
     int mark = log.mark();
@@ -461,7 +438,7 @@ class NcclRulesTest {
   @Test
   void aCudaGraphWhoseBodyThrowsEndsTheCapture() {
     CudaStream user = CudaStream.create(nccl, 0);
-    toClose.add(user);
+    closeLater(user);
     IllegalArgumentException boom = new IllegalArgumentException("body failed");
     int mark = log.mark();
     assertThatThrownBy(() -> CudaGraph.capture(user, () -> {

@@ -1,5 +1,6 @@
 package io.nccl4j.trace;
 
+import static io.nccl4j.testing.RankTensors.rankData;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.catchThrowable;
@@ -9,7 +10,6 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.nccl4j.CollectiveTimeoutException;
 import io.nccl4j.DType;
 import io.nccl4j.LocalCluster;
-import io.nccl4j.ProcessGroup;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
 import java.io.IOException;
@@ -31,19 +31,11 @@ import org.junit.jupiter.api.io.TempDir;
 class FlightRecorderTest {
   private static final Duration TIMEOUT = Duration.ofSeconds(60);
 
-  private static Tensor data(ProcessGroup pg, long count, DType dtype) {
-    Tensor t = pg.empty(count, dtype);
-    for (long i = 0; i < count; i++) {
-      t.setDouble(i, 100 * pg.rank() + i);
-    }
-    return t;
-  }
-
   @Test
   void recordsEachOperationWithItsArgumentsStateAndTimes() {
     List<List<FlightRecorder.Entry>> all = LocalCluster.of(2).timeout(TIMEOUT).call(pg -> {
-      try (Tensor x = data(pg, 6, DType.FLOAT32); Tensor g = pg.zeros(12, DType.FLOAT32);
-          Tensor s = data(pg, 3, DType.INT64)) {
+      try (Tensor x = rankData(pg, 6, DType.FLOAT32, 100); Tensor g = pg.zeros(12, DType.FLOAT32);
+          Tensor s = rankData(pg, 3, DType.INT64, 100)) {
         pg.allReduce(x, ReduceOp.MAX);
         pg.allGatherIntoTensor(g, x);
         pg.broadcast(x, 1);
@@ -84,7 +76,7 @@ class FlightRecorderTest {
     FlightRecorder small = new FlightRecorder(3);
     LocalCluster.of(1).timeout(TIMEOUT).run(pg -> {
       pg.addObserver(small);
-      try (Tensor t = data(pg, 2, DType.INT32)) {
+      try (Tensor t = rankData(pg, 2, DType.INT32, 100)) {
         for (int i = 0; i < 5; i++) {
           pg.allReduce(t, ReduceOp.SUM);
         }
@@ -101,7 +93,7 @@ class FlightRecorderTest {
     CountDownLatch rank0Failed = new CountDownLatch(1);
     catchThrowable(() -> LocalCluster.of(2).timeout(Duration.ofMillis(600)).run(pg -> {
       pg.dumpFlightRecorderOnFailure(dir);
-      try (Tensor t = data(pg, 4, DType.INT64)) {
+      try (Tensor t = rankData(pg, 4, DType.INT64, 100)) {
         pg.allReduce(t, ReduceOp.SUM);
         pg.broadcast(t, 0);
         if (pg.rank() == 1) {
@@ -140,7 +132,7 @@ class FlightRecorderTest {
   void differingArgumentsAreDumpedByBothRanksAndNamedByTheAnalysis(@TempDir Path dir) throws IOException {
     catchThrowable(() -> LocalCluster.of(2).timeout(TIMEOUT).run(pg -> {
       pg.dumpFlightRecorderOnFailure(dir);
-      try (Tensor t = data(pg, pg.rank() == 1 ? 9 : 8, DType.FLOAT32)) {
+      try (Tensor t = rankData(pg, pg.rank() == 1 ? 9 : 8, DType.FLOAT32, 100)) {
         pg.barrier();
         pg.allReduce(t, ReduceOp.SUM); // 8 elements on rank 0, 9 on rank 1
       }
@@ -156,7 +148,7 @@ class FlightRecorderTest {
   @Test
   void onDemandDumpsOfAHealthyJobAreConsistent(@TempDir Path dir) throws IOException {
     LocalCluster.of(3).timeout(TIMEOUT).run(pg -> {
-      try (Tensor t = data(pg, 5, DType.INT32)) {
+      try (Tensor t = rankData(pg, 5, DType.INT32, 100)) {
         pg.allReduce(t, ReduceOp.SUM);
         pg.barrier();
       }

@@ -1,5 +1,6 @@
 package io.nccl4j.cpu.transport;
 
+import static io.nccl4j.testing.RankErrors.recordAndThrow;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
@@ -375,14 +376,10 @@ class TcpTransportTest {
         }
         // Rank 1 may leave while this rank is still finishing the first collective (on two cores it
         // often is): a pending collective fails then, as a later one does.
-        Throwable e = catchThrowable(() -> {
+        recordAndThrow(seen, pg, () -> {
           pg.allReduce(t, ReduceOp.SUM);
           pg.allReduce(t, ReduceOp.SUM);
         });
-        seen.set(pg.rank(), e);
-        if (e != null) {
-          throw (Exception) e;
-        }
       }
     }));
     assertNoHang(start);
@@ -432,11 +429,7 @@ class TcpTransportTest {
     long start = System.nanoTime();
     Throwable thrown = catchThrowable(() -> cluster(p).run(pg -> {
       try (Tensor t = pg.zeros(pg.rank() == 0 ? 8 : 6, DType.INT64)) {
-        Throwable e = catchThrowable(() -> pg.allReduce(t, ReduceOp.SUM));
-        seen.set(pg.rank(), e);
-        if (e != null) {
-          throw (Exception) e;
-        }
+        recordAndThrow(seen, pg, () -> pg.allReduce(t, ReduceOp.SUM));
       }
     }));
     assertNoHang(start);
@@ -465,19 +458,14 @@ class TcpTransportTest {
     int p = 2;
     AtomicReferenceArray<Throwable> seen = new AtomicReferenceArray<>(p);
     Throwable thrown = catchThrowable(() -> cluster(p).run(pg -> {
-      Throwable e;
       if (pg.rank() == 0) {
         try (Tensor t = Tensor.fromArray(new long[] {1, 2, 3}, DType.INT64, pg.allocator())) {
-          e = catchThrowable(() -> pg.send(t, 1));
+          recordAndThrow(seen, pg, () -> pg.send(t, 1));
         }
       } else {
         try (Tensor t = pg.zeros(5, DType.INT64)) {
-          e = catchThrowable(() -> pg.recv(t, 0));
+          recordAndThrow(seen, pg, () -> pg.recv(t, 0));
         }
-      }
-      seen.set(pg.rank(), e);
-      if (e != null) {
-        throw (Exception) e;
       }
     }));
     assertThat(thrown).isInstanceOf(RankFailedException.class);
@@ -495,17 +483,13 @@ class TcpTransportTest {
     long start = System.nanoTime();
     Throwable thrown = catchThrowable(() -> cluster(p).run(pg -> {
       try (Tensor t = pg.zeros(4, DType.INT64)) {
-        Throwable e = catchThrowable(() -> {
+        recordAndThrow(seen, pg, () -> {
           if (pg.rank() == 0) {
             pg.allReduce(t, ReduceOp.SUM);
           } else {
             pg.broadcast(t, 0); // only receives: it reads rank 0's allreduce frame
           }
         });
-        seen.set(pg.rank(), e);
-        if (e != null) {
-          throw (Exception) e;
-        }
       }
     }));
     assertNoHang(start);
