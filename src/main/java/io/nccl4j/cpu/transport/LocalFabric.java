@@ -107,7 +107,7 @@ public final class LocalFabric {
     return e;
   }
 
-  /** {@code rank} waits for a message of collective {@code tag} (null: no longer). */
+  /** {@code rank} waits for a message of collective {@code tag} to arrive or to be taken (null: no longer). */
   void waitingForMessage(int rank, Tag tag) {
     inMessage.set(rank, tag);
   }
@@ -117,8 +117,20 @@ public final class LocalFabric {
     inWindow.set(rank, p);
   }
 
-  /** Throws if {@code peer} waits in a window for the collective {@code rank} exchanges a message of. */
+  /**
+   * Throws if {@code peer} waits in a window for the collective {@code rank} exchanges a message of,
+   * or waits for a message of it to or from {@code rank}'s peers with another fingerprint: ranks
+   * that disagree on a root can wait for each other with no message between them to compare.
+   */
   void checkPeerNotInWindow(int rank, int peer, Tag tag) {
+    Tag theirs = inMessage.get(peer);
+    if (theirs != null && theirs.sameOperation(tag)) {
+      String differs = tag.mismatch(theirs, rank, peer);
+      if (differs != null) {
+        inMessage.set(rank, null);
+        throw new CollectiveMismatchException(differs);
+      }
+    }
     Windows.Publication window = inWindow.get(peer);
     if (window != null && sameCollective(window.tag(), tag)) {
       inMessage.set(rank, null);

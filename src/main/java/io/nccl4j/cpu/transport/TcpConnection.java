@@ -76,6 +76,9 @@ final class TcpConnection {
     }
     socket = s;
     lock.notifyAll();
+    // A connection made after the group failed (a peer that only now needs this rank) is told why
+    // at once; record() tells those that existed then.
+    transport.tellIfFailed(this);
   }
 
   void awaitAttached(long deadline, String what) {
@@ -118,6 +121,10 @@ final class TcpConnection {
     return s;
   }
 
+  /** The last tag the writer sent and its encoded fingerprint (the writer thread's own). */
+  private Tag encodedTag;
+  private byte[] encodedFingerprint;
+
   private void writeLoop() {
     byte[] buf = new byte[TcpTransport.CHUNK];
     byte[] header = new byte[TcpFrames.HEADER_BYTES];
@@ -143,9 +150,15 @@ final class TcpConnection {
       }
       writeLock.lock();
       try {
-        TcpFrames.encodeDataHeader(header, job.tag, job.bytes);
+        if (job.tag != encodedTag) {
+          // The steps of one collective share its tag: encode its fingerprint once.
+          encodedTag = job.tag;
+          encodedFingerprint = TcpFrames.encodeFingerprint(job.tag.fingerprint());
+        }
+        TcpFrames.encodeDataHeader(header, job.tag, job.bytes, encodedFingerprint.length);
         OutputStream o = out;
         o.write(header);
+        o.write(encodedFingerprint);
         for (long off = 0; off < job.bytes; ) {
           int part = (int) Math.min(TcpTransport.CHUNK, job.bytes - off);
           NativeMemory.copyToArray(job.src + off, buf, 0, part);

@@ -151,6 +151,7 @@ final class TcpConnections {
     int port = Integer.parseInt(addr.substring(colon + 1));
     IOException last = null;
     for (int round = 0; System.nanoTime() - deadline < 0; round++) {
+      transport.checkFailed(); // the group failed meanwhile: stop dialling a peer that may be gone
       Socket s = new Socket();
       try {
         s.connect(new InetSocketAddress(host, port),

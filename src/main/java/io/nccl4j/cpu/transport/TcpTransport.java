@@ -6,6 +6,7 @@ import io.nccl4j.concurrent.Backoff;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.memory.ScratchBuffer;
+import io.nccl4j.spi.Fingerprint;
 import io.nccl4j.store.Store;
 import java.io.IOException;
 import java.io.InputStream;
@@ -112,15 +113,27 @@ public final class TcpTransport implements Transport {
     InputStream in = c.in;
     byte[] header = new byte[TcpFrames.HEADER_BYTES];
     readFully(c, in, header, 0, 1, deadline, tag);
-    if (header[0] == TcpFrames.ABORT || header[0] == TcpFrames.ABORT_TIMEOUT) {
-      throw readAbort(c, in, deadline, tag, header[0] == TcpFrames.ABORT_TIMEOUT);
+    if (header[0] == TcpFrames.ABORT || header[0] == TcpFrames.ABORT_TIMEOUT
+        || header[0] == TcpFrames.ABORT_MISMATCH) {
+      throw readAbort(c, in, deadline, tag, header[0]);
     }
     readFully(c, in, header, 1, TcpFrames.HEADER_BYTES - 1, deadline, tag);
     Tag got = TcpFrames.dataTag(header);
+    int fingerprintBytes = TcpFrames.dataFingerprintBytes(header);
+    if (header[0] != TcpFrames.DATA || got == null || fingerprintBytes > TcpFrames.MAX_FINGERPRINT_BYTES) {
+      throw c.lost("rank " + from + " sent a frame that is not nccl4j's (kind " + header[0] + ", " + fingerprintBytes
+          + " fingerprint bytes)");
+    }
+    byte[] fingerprint = new byte[fingerprintBytes];
+    readFully(c, in, fingerprint, 0, fingerprintBytes, deadline, tag);
     long n = TcpFrames.dataBytes(header);
-    if (!got.equals(tag)) {
-      throw new CollectiveMismatchException("rank " + from + " sent data for " + got + " but rank " + rank
-          + " is running " + tag);
+    String differs = mismatch(tag, got, fingerprint, from);
+    if (differs != null) {
+      // Recorded at once, so the abort frames go out before a cancelled send of this step closes a
+      // socket (which a peer would report as this rank's death).
+      CollectiveMismatchException e = new CollectiveMismatchException(differs);
+      fail(rank, e);
+      throw e;
     }
     if (n != bytes) {
       throw new CollectiveMismatchException("in " + tag + ", rank " + from + " sends " + n + " bytes to rank "
@@ -139,14 +152,47 @@ public final class TcpTransport implements Transport {
     }
   }
 
-  private RuntimeException readAbort(TcpConnection c, InputStream in, long deadline, Tag tag, boolean timeout) {
+  /** What the receiver of a frame tagged {@code got} with {@code fingerprint} finds wrong with it for {@code tag}. */
+  private String mismatch(Tag tag, Tag got, byte[] fingerprint, int from) {
+    if (tag.fingerprint() == null || fingerprint.length == 0) {
+      return tag.mismatch(got, rank, from);
+    }
+    if (tag.sameOperation(got)) {
+      Encoded mine = encoded;
+      if (mine == null || mine.tag != tag) {
+        mine = new Encoded(tag, TcpFrames.encodeFingerprint(tag.fingerprint()));
+        encoded = mine;
+      }
+      if (java.util.Arrays.equals(mine.fingerprint, fingerprint)) {
+        return null;
+      }
+    }
+    Fingerprint theirs = TcpFrames.decodeFingerprint(fingerprint, got.seq(), got.op());
+    if (theirs == null) {
+      return "rank " + from + " sent " + tag + " with an unreadable fingerprint of " + fingerprint.length + " bytes";
+    }
+    return tag.mismatch(new Tag(got.channel(), got.op(), got.seq(), theirs), rank, from);
+  }
+
+  /** A tag this rank receives for, with its fingerprint as frames carry it (compared byte for byte). */
+  private record Encoded(Tag tag, byte[] fingerprint) {}
+
+  /** The last receive's; one reference, so a reader never pairs one tag with another's bytes. */
+  private volatile Encoded encoded;
+
+  private RuntimeException readAbort(TcpConnection c, InputStream in, long deadline, Tag tag, byte kind) {
     byte[] b = new byte[TcpFrames.ABORT_HEADER_BYTES - 1];
     readFully(c, in, b, 0, b.length, deadline, tag);
     int root = TcpFrames.abortRoot(b);
     byte[] msg = new byte[TcpFrames.abortTextBytes(b)];
     readFully(c, in, msg, 0, msg.length, deadline, tag);
     String text = new String(msg, StandardCharsets.UTF_8);
-    if (timeout) {
+    if (kind == TcpFrames.ABORT_MISMATCH) {
+      Failure f = Failure.mismatched(root, text);
+      record(f);
+      return f.toException();
+    }
+    if (kind == TcpFrames.ABORT_TIMEOUT) {
       record(Failure.timedOut(root, text));
       return new TransportTimeoutException("waiting for " + tag + " data from rank " + c.peer + " when "
           + Failure.quoted(text));
@@ -212,10 +258,22 @@ public final class TcpTransport implements Transport {
       return;
     }
     // Tell every connected peer why, then stop: blocked readers and writers wake up.
-    byte[] text = f.message.getBytes(StandardCharsets.UTF_8);
     for (TcpConnection c : connections.all()) {
-      c.abort(f.timeout ? TcpFrames.ABORT_TIMEOUT : TcpFrames.ABORT, f.rank, text);
+      tell(c, f);
     }
+  }
+
+  /** Sends {@code c}'s peer the group's failure, if there is one (a second abort frame on a connection is harmless). */
+  void tellIfFailed(TcpConnection c) {
+    Failure f = failure.get();
+    if (f != null) {
+      tell(c, f);
+    }
+  }
+
+  private static void tell(TcpConnection c, Failure f) {
+    c.abort(f.mismatch ? TcpFrames.ABORT_MISMATCH : f.timeout ? TcpFrames.ABORT_TIMEOUT : TcpFrames.ABORT, f.rank,
+        f.message.getBytes(StandardCharsets.UTF_8));
   }
 
   @Override
