@@ -8,7 +8,8 @@ import java.util.regex.Pattern;
 /**
  * What the launcher says about a failed job: which rank to blame and in its own words. Each rank's
  * standard error is watched for the line the JVM prints when a thread dies of an exception
- * ({@code Exception in thread "main" TYPE: MESSAGE}); the report quotes the failed rank's line. A
+ * ({@code Exception in thread "main" TYPE: MESSAGE}), or the nccl4j CLI's one-line error
+ * ({@code nccl4j: TYPE: MESSAGE}); the report quotes the failed rank's line. A
  * rank that only reported another's failure ({@code PeerFailureException: rank K failed: …}, or
  * {@code rank K timed out: …}) passes the blame on to rank K when K failed too, whichever process
  * happened to exit first.
@@ -16,7 +17,8 @@ import java.util.regex.Pattern;
 final class RankFailureReport {
   /** The most of a rank's exception line the report quotes. */
   static final int MAX_QUOTE = 2048;
-  private static final Pattern UNCAUGHT = Pattern.compile("^Exception in thread \"[^\"]*\" (.+)$");
+  /** The JVM's line for a thread that died of an exception, or the CLI's one-line error ({@code nccl4j: …}). */
+  private static final Pattern UNCAUGHT = Pattern.compile("^(?:Exception in thread \"[^\"]*\"|nccl4j:) (.+)$");
   private static final Pattern ECHO = Pattern.compile(
       "^(?:[\\w.$]+\\.)?(?:PeerFailureException|CollectiveTimeoutException): rank (\\d+) (?:failed|timed out): .*");
 
