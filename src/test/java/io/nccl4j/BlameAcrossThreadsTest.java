@@ -26,6 +26,7 @@ class BlameAcrossThreadsTest {
     IllegalStateException thrown = new IllegalStateException(message);
     LocalCluster cluster = LocalCluster.of(3).timeout(Duration.ofSeconds(60))
         .backend(CpuCluster.of(CpuOptions.defaults().withAlgorithms(algorithms)));
+    long start = System.nanoTime();
     Throwable caught = catchThrowable(() -> cluster.run(pg -> {
       try (Tensor warm = pg.zeros(4, DType.INT64); Tensor t = pg.zeros(1 << 10, DType.INT64)) {
         pg.allReduce(warm, ReduceOp.SUM);
@@ -36,6 +37,8 @@ class BlameAcrossThreadsTest {
       }
     }));
 
+    assertThat(Duration.ofNanos(System.nanoTime() - start)).as("no rank waited for the 60 s timeout")
+        .isLessThan(Duration.ofSeconds(20));
     assertThat(caught).isExactlyInstanceOf(RankFailedException.class);
     RankFailedException e = (RankFailedException) caught;
     assertThat(e.rank()).isEqualTo(2);
