@@ -99,12 +99,18 @@ public final class LocalFabric {
     return departed.get(peer) != null;
   }
 
-  /** Fails the fabric because {@code peer} left while {@code rank} was doing {@code what}; returns the error. */
-  PeerFailureException departedError(int rank, int peer, String what) {
+  /**
+   * Fails the fabric because {@code peer} left while {@code rank} was doing {@code what}; returns the
+   * error to throw. A failure recorded first wins: a rank whose task threw is aborted, then closes
+   * its group, and a waiter that sees the departure before the failure must still report the
+   * failure, the rank's own words, rather than the departure it caused.
+   */
+  RuntimeException departedError(int rank, int peer, String what) {
     PeerFailureException e = new PeerFailureException(peer, departed.get(peer) + " while rank " + rank
         + " was " + what);
     fail(peer, e);
-    return e;
+    Failure first = failure.get();
+    return first.cause == e ? e : first.toException();
   }
 
   /** {@code rank} waits for a message of collective {@code tag} to arrive or to be taken (null: no longer). */

@@ -105,13 +105,17 @@ final class TcpConnection {
     }
   }
 
-  /** The connection is gone because {@code why}: fails the transport because of the peer. */
-  PeerFailureException lost(String why) {
+  /**
+   * The connection is gone because {@code why}: fails the transport because of the peer, and returns
+   * what to throw — the failure recorded first, when there is one (a peer that failed sends its
+   * abort frame, then exits: its closed connection is the consequence, not the cause).
+   */
+  RuntimeException lost(String why) {
     lostReason = why;
     PeerFailureException e = new PeerFailureException(peer, "rank " + rank + ": " + why + ": rank " + peer
         + (socket == null ? "" : " (" + socket.getRemoteSocketAddress() + ")"));
     transport.fail(peer, e);
-    return e;
+    return transport.failureOr(e);
   }
 
   /** Queues {@code bytes} at {@code src} for the writer thread. */

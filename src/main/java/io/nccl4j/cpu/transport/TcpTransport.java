@@ -34,7 +34,8 @@ import org.slf4j.LoggerFactory;
  * peers (and their peers) fail with a {@link TransportTimeoutException} quoting it — the backend's
  * {@link io.nccl4j.CollectiveTimeoutException}, as if their own watchdog had fired — rather than a
  * {@link PeerFailureException} blaming a rank that did not fail but waited, like them, for a
- * stopped or slow one ({@link Failure}).
+ * stopped or slow one ({@link Failure}). A rank whose creating thread dies of an uncaught exception
+ * sends that exception in its abort frames before it exits ({@link UncaughtFailures}).
  */
 public final class TcpTransport implements Transport {
   private static final Logger LOG = LoggerFactory.getLogger(TcpTransport.class);
@@ -72,6 +73,7 @@ public final class TcpTransport implements Transport {
     this.scratch = Allocator.host().child("tcp-transport/rank" + rank);
     this.staging = new ScratchBuffer(scratch, "TCP receive staging");
     this.stagingAddress = staging.ensure(CHUNK);
+    UncaughtFailures.opened(this);
   }
 
   @Override
@@ -247,6 +249,12 @@ public final class TcpTransport implements Transport {
     }
   }
 
+  /** What to throw for {@code mine}, a failure this rank just recorded: the one recorded first. */
+  RuntimeException failureOr(RuntimeException mine) {
+    Failure f = failure.get();
+    return f == null || f.cause == mine ? mine : f.toException();
+  }
+
   @Override
   public void fail(int failedRank, Throwable cause) {
     record(Failure.of(failedRank, cause));
@@ -282,6 +290,7 @@ public final class TcpTransport implements Transport {
       return;
     }
     closed = true;
+    UncaughtFailures.closed(this);
     connections.close();
     // A receive abandoned by its backend (still running after the timeout) may be reducing from the
     // staging buffer; closed sockets stop it within one read. Freeing under it would corrupt memory,

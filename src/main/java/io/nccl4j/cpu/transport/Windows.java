@@ -138,6 +138,9 @@ final class Windows {
       int round = 0;
       while (((v = slot.arrived.get()) & ~ABORTED) < target) {
         if ((v & ABORTED) != 0) {
+          // The rank that withdrew records why a moment later (its backend makes its error the group's
+          // failure): wait for that, so that this rank reports the cause and not only the withdrawal.
+          TcpTransport.awaitFor(fabric::isFailed);
           fabric.checkFailed();
           throw new PeerFailureException(-1, "a rank gave up waiting in " + tag + "; the group failed");
         }
