@@ -26,6 +26,8 @@ final class CrossRankValidation {
   private volatile Validation mode = Validation.fromEnvironment();
   private volatile Store store;
   private Tensor cheapBuffer;
+  /** IN_BAND for a backend that cannot check in band, once there is a store; else null. */
+  private FingerprintDigests digests;
 
   CrossRankValidation(Backend backend, FlightRecorderDumps dumps) {
     this.backend = backend;
@@ -46,11 +48,28 @@ final class CrossRankValidation {
     }
     mode = Objects.requireNonNull(newMode, "mode");
     backend.validation(newMode);
+    if (digests != null && (newStore != null || !newMode.inBand())) {
+      digests.close(); // a new store, or none needed: every rank switches at this same point
+      digests = null;
+    }
+    if (newMode.inBand() && !backend.checksInBand() && store != null && backend.size() > 1) {
+      digests = new FingerprintDigests(backend, store, e -> {
+        backend.abort(e);
+        dumps.onFailure(e);
+      });
+    }
   }
 
   void validate(Collective c) {
     Validation m = mode;
-    if (m == Validation.OFF || m == Validation.IN_BAND || c.op().isPointToPoint()) {
+    if (m == Validation.OFF || c.op().isPointToPoint()) {
+      return;
+    }
+    FingerprintDigests d = digests;
+    if (d != null) {
+      d.record(c);
+    }
+    if (m == Validation.IN_BAND) {
       return;
     }
     Fingerprint mine = Fingerprint.of(c);
@@ -146,8 +165,11 @@ final class CrossRankValidation {
     return e;
   }
 
-  /** Frees the CHEAP check's device buffer. */
+  /** Stops the digest checker and frees the CHEAP check's device buffer. */
   void close() {
+    if (digests != null) {
+      digests.close();
+    }
     if (cheapBuffer != null) {
       cheapBuffer.close();
     }

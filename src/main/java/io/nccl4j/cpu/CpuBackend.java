@@ -137,6 +137,11 @@ public final class CpuBackend implements Backend {
   }
 
   @Override
+  public boolean checksInBand() {
+    return true;
+  }
+
+  @Override
   public Duration timeout() {
     return timeout;
   }
