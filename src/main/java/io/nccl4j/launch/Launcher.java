@@ -1,5 +1,6 @@
 package io.nccl4j.launch;
 
+import io.nccl4j.concurrent.Durations;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStream;
@@ -227,7 +228,7 @@ public final class Launcher {
         p.destroy();
       }
     }
-    long until = System.nanoTime() + grace.toNanos();
+    long until = Durations.deadlineFromNow(grace);
     for (Process p : live) {
       long left = until - System.nanoTime();
       try {
