@@ -62,10 +62,7 @@ public final class Tensor implements AutoCloseable {
   public static Tensor empty(long count, DType dtype, Allocator allocator) {
     Objects.requireNonNull(dtype, "dtype");
     Objects.requireNonNull(allocator, "allocator");
-    if (count < 0) {
-      throw new IllegalArgumentException("Tensor element count must be >= 0, got " + count);
-    }
-    long bytes = Math.multiplyExact(count, (long) dtype.size());
+    long bytes = byteSize(count, dtype);
     MemoryBlock block = allocator.allocate(bytes, dtype + "[" + count + "] on " + allocator.device());
     return new Tensor(block, 0, count, dtype, allocator.device(), null);
   }
@@ -108,6 +105,10 @@ public final class Tensor implements AutoCloseable {
   public static Tensor arange(long start, long end, DType dtype, Allocator allocator) {
     if (end < start) {
       throw new IllegalArgumentException("arange needs start <= end, got start=" + start + ", end=" + end);
+    }
+    if (end - start < 0) {
+      throw new IllegalArgumentException("arange(" + start + ", " + end + ") spans more than " + Long.MAX_VALUE
+          + " elements");
     }
     Tensor t = empty(end - start, dtype, allocator);
     t.requireHost("arange");
@@ -184,10 +185,7 @@ public final class Tensor implements AutoCloseable {
   public static Tensor wrap(long address, long count, DType dtype, Device device) {
     Objects.requireNonNull(dtype, "dtype");
     Objects.requireNonNull(device, "device");
-    if (count < 0) {
-      throw new IllegalArgumentException("Tensor element count must be >= 0, got " + count);
-    }
-    long bytes = Math.multiplyExact(count, (long) dtype.size());
+    long bytes = byteSize(count, dtype);
     if (address % dtype.size() != 0) {
       throw new IllegalArgumentException("Address 0x" + Long.toHexString(address)
           + " is not aligned to the " + dtype.size() + "-byte elements of " + dtype);
@@ -651,6 +649,22 @@ public final class Tensor implements AutoCloseable {
   }
 
   // ---------------------------------------------------------------- internals
+
+  /**
+   * {@code count × dtype.size()}, checked: a negative count, or one whose bytes do not fit in a
+   * long (a wrapped tensor's false count), is an error naming both, before any memory is touched.
+   */
+  private static long byteSize(long count, DType dtype) {
+    if (count < 0) {
+      throw new IllegalArgumentException("Tensor element count must be >= 0, got " + count);
+    }
+    if (count > Long.MAX_VALUE / dtype.size()) {
+      throw new IllegalArgumentException("Tensor of " + count + " " + dtype + " elements would be " + count + " × "
+          + dtype.size() + " bytes, more than " + Long.MAX_VALUE + "; the most a " + dtype + " tensor holds is "
+          + Long.MAX_VALUE / dtype.size() + " elements");
+    }
+    return count * dtype.size();
+  }
 
   void ensureOpen() {
     if (isClosed()) {

@@ -58,8 +58,16 @@ public final class MemoryBlock {
 
   /** Wraps memory someone else owns: no accounting, never freed by nccl4j. */
   public static MemoryBlock external(long address, long bytes, String description) {
+    if (bytes < 0) {
+      throw new IllegalArgumentException("Cannot wrap a negative number of bytes: " + bytes + " for " + description);
+    }
     if (address == 0 && bytes > 0) {
       throw new IllegalArgumentException("Cannot wrap a null address for " + bytes + " bytes");
+    }
+    // Addresses are unsigned: a range that runs past the top of the address space wraps to 0.
+    if (bytes > 0 && Long.compareUnsigned(address + bytes - 1, address) < 0) {
+      throw new IllegalArgumentException("Cannot wrap " + bytes + " bytes at 0x" + Long.toHexString(address)
+          + ": the range runs past the end of the address space (" + description + ")");
     }
     return new MemoryBlock(null, address, bytes, description, null);
   }
