@@ -5,6 +5,8 @@ import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.MemoryBlock;
 import io.nccl4j.memory.MemoryResource;
 import io.nccl4j.memory.NativeMemory;
+import io.nccl4j.memory.OwnedReference;
+import java.lang.ref.Reference;
 import java.util.Objects;
 
 // Over 400 lines because a tensor's public surface is wide (factories from Java arrays, element
@@ -36,6 +38,14 @@ public final class Tensor implements AutoCloseable {
   private final Tensor base;
   private volatile boolean closed;
   /**
+   * The block's first reference, for a base tensor that owns its memory (null for views and wrapped
+   * memory): released by {@link #close()}, or — when the tensor is collected unclosed — reported
+   * as a leak and released by a Cleaner. Methods that touch the memory through an address keep
+   * {@code this} reachable to their end ({@link Reference#reachabilityFence}), or the Cleaner could
+   * free the memory under them once the JIT sees no later use of the tensor.
+   */
+  private final OwnedReference owner;
+  /**
    * This tensor as a collective sees it, made on first use and kept: a tensor's address, count,
    * type and device never change, and a training loop passes the same tensors on every step. A
    * racing first use may make two equal ones; the record's fields are final, so either is safe.
@@ -49,6 +59,8 @@ public final class Tensor implements AutoCloseable {
     this.dtype = dtype;
     this.device = device;
     this.base = base == null ? this : base;
+    this.owner = base == null && block.isOwned()
+        ? OwnedReference.register(this, block, "tensor " + block.description()) : null;
   }
 
   // ---------------------------------------------------------------- factories
@@ -327,6 +339,7 @@ public final class Tensor implements AutoCloseable {
       }
       closed = true;
     }
+    owner.disown();
     return new Tensor(block, byteOffset, newCount, dtype, device, null);
   }
 
@@ -351,7 +364,11 @@ public final class Tensor implements AutoCloseable {
    */
   public long getLong(long index) {
     checkIndex(index);
-    return Elements.loadLong(dtype, elementAddress(index));
+    try {
+      return Elements.loadLong(dtype, elementAddress(index));
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /**
@@ -363,7 +380,11 @@ public final class Tensor implements AutoCloseable {
    */
   public double getDouble(long index) {
     checkIndex(index);
-    return Elements.loadDouble(dtype, elementAddress(index));
+    try {
+      return Elements.loadDouble(dtype, elementAddress(index));
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /** Element {@code index} as an exact {@link Scalar}. */
@@ -377,6 +398,7 @@ public final class Tensor implements AutoCloseable {
       case 4: bits = NativeMemory.getInt(a); break;
       default: bits = NativeMemory.getLong(a);
     }
+    Reference.reachabilityFence(this);
     return Scalar.ofBits(dtype, bits);
   }
 
@@ -390,6 +412,7 @@ public final class Tensor implements AutoCloseable {
   public void setLong(long index, long value) {
     checkIndex(index);
     setLongUnchecked(index, value);
+    Reference.reachabilityFence(this);
   }
 
   /**
@@ -402,6 +425,7 @@ public final class Tensor implements AutoCloseable {
   public void setDouble(long index, double value) {
     checkIndex(index);
     Elements.storeDouble(dtype, elementAddress(index), value);
+    Reference.reachabilityFence(this);
   }
 
   /** Sets every element to {@code value}, which must have this tensor's dtype. */
@@ -429,6 +453,7 @@ public final class Tensor implements AutoCloseable {
         default: NativeMemory.putLong(e, bits);
       }
     }
+    Reference.reachabilityFence(this);
   }
 
   /** Sets every element to {@code value} converted to this dtype. */
@@ -447,6 +472,8 @@ public final class Tensor implements AutoCloseable {
       throw new IllegalArgumentException("copyFrom: expected " + describe() + ", got " + src.describe());
     }
     copier(this, src).copy(address(), device, src.address(), src.device, nbytes());
+    Reference.reachabilityFence(this);
+    Reference.reachabilityFence(src);
   }
 
   /** Host copies use host memory; otherwise the resource of whichever side is device memory. */
@@ -485,6 +512,7 @@ public final class Tensor implements AutoCloseable {
         out[i] = Elements.loadLong(dtype, elementAddress(i));
       }
     }
+    Reference.reachabilityFence(this);
     return out;
   }
 
@@ -499,6 +527,7 @@ public final class Tensor implements AutoCloseable {
         out[i] = Elements.loadDouble(dtype, elementAddress(i));
       }
     }
+    Reference.reachabilityFence(this);
     return out;
   }
 
@@ -513,6 +542,7 @@ public final class Tensor implements AutoCloseable {
         out[i] = (float) Elements.loadDouble(dtype, elementAddress(i));
       }
     }
+    Reference.reachabilityFence(this);
     return out;
   }
 
@@ -572,6 +602,8 @@ public final class Tensor implements AutoCloseable {
         wrong++;
       }
     }
+    Reference.reachabilityFence(this);
+    Reference.reachabilityFence(expected);
     return new Diff(wrong, first, first < 0 ? null : get(first), first < 0 ? null : expected.get(first));
   }
 
@@ -624,8 +656,8 @@ public final class Tensor implements AutoCloseable {
       }
       closed = true;
     }
-    if (base == this) {
-      block.release();
+    if (owner != null) {
+      owner.release();
     }
   }
 

@@ -27,6 +27,8 @@ public final class MemoryBlock {
   private final long bytes;
   private final String description;
   private final Throwable allocationSite;
+  /** The thread that allocated an owned block, for leak checks per rank thread (null when external). */
+  private final Thread allocatedBy;
   private final AtomicInteger refs = new AtomicInteger(1);
   /** Null until the first operation uses the block. */
   private volatile OperationCounts ops;
@@ -54,6 +56,7 @@ public final class MemoryBlock {
     this.bytes = bytes;
     this.description = description;
     this.allocationSite = site;
+    this.allocatedBy = allocator == null ? null : Thread.currentThread();
   }
 
   /** Wraps memory someone else owns: no accounting, never freed by nccl4j. */
@@ -180,6 +183,14 @@ public final class MemoryBlock {
 
   Throwable allocationSite() {
     return allocationSite;
+  }
+
+  Thread allocatedBy() {
+    return allocatedBy;
+  }
+
+  String allocatorName() {
+    return allocator == null ? "(none: external memory)" : allocator.name();
   }
 
   @Override
