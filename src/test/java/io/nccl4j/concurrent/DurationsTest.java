@@ -47,7 +47,8 @@ class DurationsTest {
       for (Duration d : new Duration[] {Duration.ofDays(30), CENTURY, FOREVER, Durations.MAX}) {
         long deadline = Durations.deadline(now, d);
         assertThat(now - deadline).as("now=%d, timeout=%s", now, d).isNegative();
-        assertThat(deadline - now).as("now=%d, timeout=%s", now, d).isPositive().isLessThanOrEqualTo(Durations.NEVER_NANOS);
+        assertThat(deadline - now).as("now=%d, timeout=%s", now, d).isPositive()
+            .isLessThanOrEqualTo(Durations.NEVER_NANOS);
       }
     }
     long far = Durations.deadlineFromNow(FOREVER);

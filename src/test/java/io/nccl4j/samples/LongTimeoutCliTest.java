@@ -9,7 +9,10 @@ import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
-/** {@code --timeout} up to Long.MAX_VALUE seconds runs the experiment (main crashed from 24.9 days on TCP, 292 years on threads). */
+/**
+ * {@code --timeout} up to Long.MAX_VALUE seconds runs the experiment (main crashed from 292 years
+ * on, in the CPU backend's deadline).
+ */
 @Tag("multirank")
 class LongTimeoutCliTest {
   @ParameterizedTest

@@ -156,7 +156,8 @@ final class TcpConnections {
       Socket s = new Socket();
       try {
         // deadline is started + connectTimeout, so what is left never exceeds the timeout itself.
-        s.connect(new InetSocketAddress(host, port), Durations.clampIntMillis(Durations.nanosLeft(deadline) / 1_000_000));
+        s.connect(new InetSocketAddress(host, port),
+            Durations.clampIntMillis(Durations.nanosLeft(deadline) / 1_000_000));
         s.setTcpNoDelay(true);
         TcpFrames.writeHello(new DataOutputStream(s.getOutputStream()), groupId, rank, channel);
         return s;
