@@ -89,10 +89,44 @@ class LauncherDeathTest {
     }
   }
 
-  private static void assertFree(int port, String what) throws IOException {
-    try (ServerSocket s = new ServerSocket(port)) {
-      assertThat(s.getLocalPort()).as(what).isEqualTo(port);
+  /**
+   * No socket listens on {@code port} any more (the kernel's own table, /proc/net/tcp and tcp6), and
+   * a new ServerSocket binds to it. The bind is retried for a while and then only reported: on a
+   * shared machine another process's connection may hold the same number as its local port, which
+   * blocks a bind although the rank's listener is gone.
+   */
+  private static void assertFree(int port, String what) throws IOException, InterruptedException {
+    assertThat(listening(port)).as("%s (port %d) still has a listener", what, port).isFalse();
+    IOException last = null;
+    for (int attempt = 0; attempt < 50; attempt++) {
+      try (ServerSocket s = new ServerSocket(port)) {
+        assertThat(s.getLocalPort()).as(what).isEqualTo(port);
+        return;
+      } catch (IOException e) {
+        last = e;
+        Thread.sleep(100);
+      }
     }
+    System.out.println("LauncherDeathTest: " + what + " (port " + port + ") has no listener, but binding it failed: "
+        + last);
+  }
+
+  private static boolean listening(int port) throws IOException {
+    String hexPort = String.format(":%04X", port);
+    for (String table : List.of("/proc/net/tcp", "/proc/net/tcp6")) {
+      Path p = Path.of(table);
+      if (!Files.exists(p)) {
+        continue;
+      }
+      List<String> lines = Files.readAllLines(p);
+      for (String line : lines.subList(1, lines.size())) {
+        String[] f = line.trim().split("\\s+");
+        if (f.length > 3 && f[1].endsWith(hexPort) && f[3].equals("0A")) {
+          return true;
+        }
+      }
+    }
+    return false;
   }
 
   /**
