@@ -1,5 +1,6 @@
 package io.nccl4j;
 
+import io.nccl4j.concurrent.Durations;
 import io.nccl4j.spi.Backend;
 import io.nccl4j.spi.Collective;
 import io.nccl4j.spi.Fingerprint;
@@ -99,7 +100,7 @@ final class CrossRankValidation {
       Collective check = Collective.Call.allReduce(-mine.seq(), b, b, ReduceOp.MAX).withTimeout(limit);
       Backend.Submission s = backend.submit(check, true);
       try {
-        s.done().get(limit.plusSeconds(30).toMillis(), TimeUnit.MILLISECONDS);
+        s.done().get(Durations.toMillis(Durations.plus(limit, Duration.ofSeconds(30))), TimeUnit.MILLISECONDS);
       } catch (ExecutionException e) {
         throw e.getCause() instanceof RuntimeException ? (RuntimeException) e.getCause()
             : new BackendException(String.valueOf(e.getCause()), e.getCause());
@@ -136,7 +137,7 @@ final class CrossRankValidation {
       }
       CollectiveTimeoutException t = new CollectiveTimeoutException("Rank " + rank + " is running collective: "
           + mine + ", but ranks " + absent + " did not reach collective #" + mine.seq() + " within "
-          + limit.toMillis() + " ms", rank);
+          + Durations.describe(limit), rank);
       backend.abort(t);
       throw t;
     }

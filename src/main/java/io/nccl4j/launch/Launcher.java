@@ -1,5 +1,6 @@
 package io.nccl4j.launch;
 
+import io.nccl4j.concurrent.Durations;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStream;
@@ -21,7 +22,9 @@ import java.util.concurrent.TimeUnit;
  * line prefixed with its rank. If a rank exits non-zero or dies, the others are stopped (SIGTERM,
  * then SIGKILL after a grace period) and {@link #run()} returns non-zero, naming the first failing
  * rank and its status — or the rank it says failed, quoting that rank's exception
- * ({@code RankFailureReport}). A shutdown of the launcher (Ctrl-C, SIGTERM) reaches every rank.
+ * ({@code RankFailureReport}). A shutdown of the launcher (Ctrl-C, SIGTERM) reaches every rank; a
+ * launcher killed outright (SIGKILL) is noticed by each rank that created a group
+ * ({@code LauncherWatch}).
  */
 public final class Launcher {
   private final List<String> command;
@@ -139,6 +142,8 @@ public final class Launcher {
         env.put("LOCAL_RANK", Integer.toString(local));
         env.put("LOCAL_WORLD_SIZE", Integer.toString(nprocPerNode));
         env.put("GROUP_RANK", Integer.toString(nodeRank));
+        // The rank exits if this process dies, even by SIGKILL, when no hook of ours can run.
+        env.put(LauncherWatch.LAUNCHER_PID, Long.toString(ProcessHandle.current().pid()));
         Process p;
         try {
           p = pb.start();
@@ -227,7 +232,7 @@ public final class Launcher {
         p.destroy();
       }
     }
-    long until = System.nanoTime() + grace.toNanos();
+    long until = Durations.deadlineFromNow(grace);
     for (Process p : live) {
       long left = until - System.nanoTime();
       try {

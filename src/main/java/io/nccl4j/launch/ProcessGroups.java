@@ -80,6 +80,7 @@ public final class ProcessGroups {
 
   /** With cross-rank validation {@code mode} (DETAIL exchanges fingerprints through the job's store). */
   public static Joined init(DistEnv env, String backend, Duration timeout, io.nccl4j.Validation mode) {
+    LauncherWatch.startIfLaunched(env.rank());
     TcpStore tcp = sharedStore(env, timeout);
     {
       Store store = new PrefixStore("pg" + nextGroup(), tcp);

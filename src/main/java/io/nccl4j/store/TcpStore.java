@@ -1,6 +1,7 @@
 package io.nccl4j.store;
 
 import io.nccl4j.BackendException;
+import io.nccl4j.concurrent.Durations;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
 import java.io.ByteArrayInputStream;
@@ -67,7 +68,7 @@ public final class TcpStore implements Store {
 
   private static TcpStore connect(String host, int port, Duration timeout, TcpStoreServer server) {
     Objects.requireNonNull(host, "host");
-    long deadline = System.nanoTime() + timeout.toNanos();
+    long deadline = Durations.deadlineFromNow(timeout);
     long backoff = 50;
     IOException last = null;
     int attempts = 0;
@@ -98,7 +99,7 @@ public final class TcpStore implements Store {
       long pause = Math.min(backoff, left / 1_000_000);
       if (pause <= 0) {
         throw new StoreTimeoutException("TCP store: could not connect to " + host + ":" + port + " within "
-            + timeout.toMillis() + " ms (" + attempts + " attempts; last error: " + describe(last) + ")");
+            + Durations.describe(timeout) + " (" + attempts + " attempts; last error: " + describe(last) + ")");
       }
       sleep(pause);
       backoff = Math.min(2000, backoff * 2);
@@ -110,7 +111,7 @@ public final class TcpStore implements Store {
   }
 
   private void handshake(long leftMillis) throws IOException {
-    socket.setSoTimeout((int) Math.min(Integer.MAX_VALUE, leftMillis));
+    socket.setSoTimeout(Durations.clampIntMillis(leftMillis));
     out.writeInt(Wire.MAGIC);
     out.writeShort(Wire.VERSION);
     out.flush();
@@ -152,7 +153,7 @@ public final class TcpStore implements Store {
       o.writeByte(op);
       body.write(o);
       o.flush();
-      socket.setSoTimeout((int) Math.min(Integer.MAX_VALUE, wait.plus(NETWORK_MARGIN).toMillis()));
+      socket.setSoTimeout(Durations.toIntMillis(Durations.plus(wait, NETWORK_MARGIN)));
       Wire.writeFrame(out, b.toByteArray());
       DataInputStream r = new DataInputStream(new ByteArrayInputStream(Wire.readFrame(in)));
       byte status = r.readByte();
@@ -165,7 +166,7 @@ public final class TcpStore implements Store {
       return r;
     } catch (SocketTimeoutException e) {
       throw new StoreTimeoutException("TCP store " + host + ":" + port + ": no answer to " + what + " within "
-          + wait.plus(NETWORK_MARGIN).toMillis() + " ms");
+          + Durations.describe(Durations.plus(wait, NETWORK_MARGIN)));
     } catch (IOException e) {
       throw new BackendException("TCP store " + host + ":" + port + ": connection failed during " + what + ": "
           + e.getMessage(), e);
@@ -185,7 +186,7 @@ public final class TcpStore implements Store {
     try {
       return Wire.readBytes(request(Wire.GET, "get(" + key + ")", wait, o -> {
         Wire.writeString(o, key);
-        o.writeLong(wait.toMillis());
+        o.writeLong(Durations.toMillis(wait));
       }));
     } catch (IOException e) {
       throw new BackendException("TCP store " + host + ":" + port + ": corrupt answer to get(" + key + ")", e);
@@ -224,7 +225,7 @@ public final class TcpStore implements Store {
       for (String k : keys) {
         Wire.writeString(o, k);
       }
-      o.writeLong(wait.toMillis());
+      o.writeLong(Durations.toMillis(wait));
     });
   }
 

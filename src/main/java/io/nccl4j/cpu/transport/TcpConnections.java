@@ -2,6 +2,7 @@ package io.nccl4j.cpu.transport;
 
 import io.nccl4j.PeerFailureException;
 import io.nccl4j.concurrent.Backoff;
+import io.nccl4j.concurrent.Durations;
 import io.nccl4j.store.Store;
 import io.nccl4j.store.StoreTimeoutException;
 import java.io.DataInputStream;
@@ -107,7 +108,7 @@ final class TcpConnections {
       }
       try {
         s.setTcpNoDelay(true);
-        s.setSoTimeout((int) connectTimeout.toMillis());
+        s.setSoTimeout(Durations.toIntMillis(connectTimeout));
         TcpFrames.Hello h = TcpFrames.readHello(new DataInputStream(s.getInputStream()));
         if (!h.validFor(groupId, rank)) {
           LOG.warn("rank {}: rejected a connection from {} (magic 0x{}, version {}, group {}, rank {}, channel {})",
@@ -135,7 +136,7 @@ final class TcpConnections {
    */
   Socket dial(int peer, Tag.Channel channel, Tag tag, long opDeadline) {
     long started = System.nanoTime();
-    long deadline = started + connectTimeout.toNanos();
+    long deadline = Durations.deadline(started, connectTimeout);
     if (opDeadline - deadline < 0) {
       deadline = opDeadline;
     }
@@ -154,8 +155,9 @@ final class TcpConnections {
       transport.checkFailed(); // the group failed meanwhile: stop dialling a peer that may be gone
       Socket s = new Socket();
       try {
+        // deadline is started + connectTimeout, so what is left never exceeds the timeout itself.
         s.connect(new InetSocketAddress(host, port),
-            (int) Math.max(1, Math.min(connectTimeout.toMillis(), (deadline - System.nanoTime()) / 1_000_000)));
+            Durations.clampIntMillis(Durations.nanosLeft(deadline) / 1_000_000));
         s.setTcpNoDelay(true);
         TcpFrames.writeHello(new DataOutputStream(s.getOutputStream()), groupId, rank, channel);
         return s;
