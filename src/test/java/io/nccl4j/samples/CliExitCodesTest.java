@@ -10,9 +10,6 @@ import io.nccl4j.UsageException;
 import io.nccl4j.cpu.transport.TransportTimeoutException;
 import io.nccl4j.launch.Launcher;
 import io.nccl4j.store.StoreTimeoutException;
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.concurrent.Callable;
 import java.util.function.Supplier;
@@ -49,32 +46,18 @@ class CliExitCodesTest {
     }
   }
 
-  private record Executed(int code, String out, String err) {
-    List<String> errLines() {
-      return err.lines().toList();
-    }
-  }
-
-  private static synchronized Executed execute(Supplier<RuntimeException> failure, String... args) {
-    PrintStream oldOut = System.out;
-    PrintStream oldErr = System.err;
-    ByteArrayOutputStream out = new ByteArrayOutputStream();
-    ByteArrayOutputStream err = new ByteArrayOutputStream();
-    int code;
-    try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
-         PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
-      System.setOut(o);
-      System.setErr(e);
+  private static CapturedRun execute(Supplier<RuntimeException> failure, String... args) {
+    return CapturedRun.of(() -> {
       CommandLine cl = new CommandLine(new Cli());
       if (failure != null) {
         cl.addSubcommand("fails", new Fails(failure));
       }
-      code = Cli.execute(cl, args);
-    } finally {
-      System.setOut(oldOut);
-      System.setErr(oldErr);
-    }
-    return new Executed(code, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
+      return Cli.execute(cl, args);
+    });
+  }
+
+  private static List<String> errLines(CapturedRun r) {
+    return r.err().lines().toList();
   }
 
   static Stream<Arguments> failures() {
@@ -105,40 +88,40 @@ class CliExitCodesTest {
   @ParameterizedTest(name = "{0}: {1}")
   @MethodSource("failures")
   void aCommandThatThrowsExitsWithItsCodeAndOneLine(int code, String line, Supplier<RuntimeException> failure) {
-    Executed e = execute(failure, "fails");
+    CapturedRun e = execute(failure, "fails");
     assertThat(e.code()).as(e.err()).isEqualTo(code);
-    assertThat(e.errLines()).containsExactly("nccl4j: " + line);
+    assertThat(errLines(e)).containsExactly("nccl4j: " + line);
   }
 
   @Test
   void verbosePrintsTheStackTraceAfterTheLine() {
     Supplier<RuntimeException> f = () -> new PeerFailureException(2, "rank 2 failed: IllegalStateException: boom");
-    Executed before = execute(f, "--verbose", "fails");
-    Executed after = execute(f, "fails", "--verbose");
-    for (Executed e : List.of(before, after)) {
+    CapturedRun before = execute(f, "--verbose", "fails");
+    CapturedRun after = execute(f, "fails", "--verbose");
+    for (CapturedRun e : List.of(before, after)) {
       assertThat(e.code()).isEqualTo(3);
-      assertThat(e.errLines().get(0)).isEqualTo("nccl4j: PeerFailureException: rank 2 failed: IllegalStateException:"
+      assertThat(errLines(e).get(0)).isEqualTo("nccl4j: PeerFailureException: rank 2 failed: IllegalStateException:"
           + " boom");
-      assertThat(e.errLines()).anyMatch(s -> s.startsWith("\tat "));
+      assertThat(errLines(e)).anyMatch(s -> s.startsWith("\tat "));
     }
     assertThat(execute(f, "fails").err()).doesNotContain("\tat ");
   }
 
   @Test
   void aBadOptionIsOneUsageLineAndExitsTwo() {
-    Executed e = execute(null, "contracts", "--no-such-option");
+    CapturedRun e = execute(null, "contracts", "--no-such-option");
     assertThat(e.code()).isEqualTo(2);
-    assertThat(e.errLines()).containsExactly("nccl4j: Unknown option: '--no-such-option' (see 'nccl4j contracts"
+    assertThat(errLines(e)).containsExactly("nccl4j: Unknown option: '--no-such-option' (see 'nccl4j contracts"
         + " --help')");
-    Executed missing = execute(null, "run");
+    CapturedRun missing = execute(null, "run");
     assertThat(missing.code()).isEqualTo(2);
-    assertThat(missing.errLines()).hasSize(1);
-    assertThat(missing.errLines().get(0)).startsWith("nccl4j: Missing required option: '--nproc-per-node=N'");
+    assertThat(errLines(missing)).hasSize(1);
+    assertThat(errLines(missing).get(0)).startsWith("nccl4j: Missing required option: '--nproc-per-node=N'");
   }
 
   @Test
   void aRealCommandThatPassesExitsZeroAndPrintsNoError() {
-    Executed e = execute(null, "contracts", "--world-size", "2", "--timeout", "60");
+    CapturedRun e = execute(null, "contracts", "--world-size", "2", "--timeout", "60");
     assertThat(e.code()).as(e.out() + e.err()).isZero();
     assertThat(e.err()).isEmpty();
   }
@@ -149,22 +132,22 @@ class CliExitCodesTest {
   void runExitsThreeWhenARankCannotCompleteItsCollective() {
     // Node 1 never comes: rank 0's first collective gives up waiting for rank 1 after the 2 s timeout.
     int port = Launcher.freePort();
-    Executed e = execute(null, "run", "--nnodes", "2", "--node-rank", "0", "--nproc-per-node", "1",
+    CapturedRun e = execute(null, "run", "--nnodes", "2", "--node-rank", "0", "--nproc-per-node", "1",
         "--master-port", Integer.toString(port), "--", "demo", "--timeout", "2");
     assertThat(e.code()).as(e.out() + e.err()).isEqualTo(3);
-    assertThat(e.errLines()).as(e.err()).anyMatch(s -> s.startsWith("[rank 0] nccl4j: CollectiveTimeoutException: Watchdog caught collective operation timeout")
+    assertThat(errLines(e)).as(e.err()).anyMatch(s -> s.startsWith("[rank 0] nccl4j: CollectiveTimeoutException: Watchdog caught collective operation timeout")
         && s.endsWith("Rank 0 was waiting for rank 1 to join the group (ALLREDUCE #1)."));
-    assertThat(e.errLines()).as(e.err()).noneMatch(s -> s.contains("\tat "));
-    assertThat(e.errLines()).as(e.err()).anyMatch(s -> s.startsWith("nccl4j run: failed: rank 0 exited with status 3:"
+    assertThat(errLines(e)).as(e.err()).noneMatch(s -> s.contains("\tat "));
+    assertThat(errLines(e)).as(e.err()).anyMatch(s -> s.startsWith("nccl4j run: failed: rank 0 exited with status 3:"
         + " CollectiveTimeoutException: Watchdog caught"));
   }
 
   @Test
   @Tag("multiprocess")
   void runMapsARankKilledBySignalToThreeAndPassesTheCliCodesThrough() {
-    Executed killed = execute(null, "run", "--nproc-per-node", "2", "--class",
+    CapturedRun killed = execute(null, "run", "--nproc-per-node", "2", "--class",
         "io.nccl4j.launch.RankMains$Rank1KillsItself");
     assertThat(killed.code()).as(killed.err()).isEqualTo(3);
-    assertThat(killed.errLines()).contains("nccl4j run: failed: rank 1 was killed by signal 9 (SIGKILL)");
+    assertThat(errLines(killed)).contains("nccl4j run: failed: rank 1 was killed by signal 9 (SIGKILL)");
   }
 }

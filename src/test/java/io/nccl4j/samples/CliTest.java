@@ -59,24 +59,8 @@ class CliTest {
   }
 
   /** Runs {@link Cli#execute} with System.out and System.err captured. */
-  private record Executed(int code, String out, String err) {}
-
-  private static synchronized Executed execute(String... args) {
-    PrintStream oldOut = System.out;
-    PrintStream oldErr = System.err;
-    ByteArrayOutputStream out = new ByteArrayOutputStream();
-    ByteArrayOutputStream err = new ByteArrayOutputStream();
-    int code;
-    try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
-         PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
-      System.setOut(o);
-      System.setErr(e);
-      code = Cli.execute(args);
-    } finally {
-      System.setOut(oldOut);
-      System.setErr(oldErr);
-    }
-    return new Executed(code, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
+  private static CapturedRun execute(String... args) {
+    return CapturedRun.of(() -> Cli.execute(args));
   }
 
   private static String tableRow(String contract, int rows, String result) {
@@ -100,7 +84,7 @@ class CliTest {
 
   @Test
   void contractsThroughExecuteReturnZero() {
-    Executed e = execute("contracts", "--timeout", "60");
+    CapturedRun e = execute("contracts", "--timeout", "60");
     assertThat(e.code()).isZero();
     assertThat(e.err()).isEmpty();
     List<String> lines = e.out().lines().toList();
@@ -176,7 +160,7 @@ class CliTest {
   @Test
   void contractsJsonThroughExecute(@TempDir Path dir) throws Exception {
     Path file = dir.resolve("c.json");
-    Executed e = execute("contracts", "--json", file.toString(), "--world-size", "2", "--timeout", "60");
+    CapturedRun e = execute("contracts", "--json", file.toString(), "--world-size", "2", "--timeout", "60");
     assertThat(e.code()).isZero();
     JsonNode doc = new ObjectMapper().readTree(file.toFile());
     assertThat(doc.get("passed").asInt()).isEqualTo(10);
@@ -188,7 +172,7 @@ class CliTest {
 
   @Test
   void ncclBackendIsUnavailable() {
-    Executed e = execute("contracts", "--backend", "nccl", "--timeout", "60");
+    CapturedRun e = execute("contracts", "--backend", "nccl", "--timeout", "60");
     assertThat(e.code()).isEqualTo(2);
     assertThat(e.err().trim()).isEqualTo(
         "nccl4j: --backend nccl: the NCCL backend is not usable: " + BackendChoice.ncclUnavailableReason(4));
@@ -196,14 +180,14 @@ class CliTest {
 
   @Test
   void unknownBackendExitsTwo() {
-    Executed e = execute("contracts", "--backend", "bogus", "--timeout", "60");
+    CapturedRun e = execute("contracts", "--backend", "bogus", "--timeout", "60");
     assertThat(e.code()).isEqualTo(2);
     assertThat(e.err().trim()).isEqualTo("nccl4j: --backend must be auto, cpu or nccl, got 'bogus'");
   }
 
   @Test
   void worldSizeZeroExitsTwo() {
-    Executed e = execute("contracts", "--world-size", "0", "--timeout", "60");
+    CapturedRun e = execute("contracts", "--world-size", "0", "--timeout", "60");
     assertThat(e.code()).isEqualTo(2);
     assertThat(e.err().trim()).isEqualTo("nccl4j: --world-size must be >= 1, got 0");
     assertThat(execute("equivalence", "--world-size", "-3").code()).isEqualTo(2);
@@ -211,17 +195,17 @@ class CliTest {
 
   @Test
   void badCountsAndTimeoutExitTwo() {
-    Executed count = execute("contracts", "--count", "0", "--timeout", "60");
+    CapturedRun count = execute("contracts", "--count", "0", "--timeout", "60");
     assertThat(count.code()).isEqualTo(2);
     assertThat(count.err()).contains("--count and --nondivisible-count must be >= 1");
-    Executed timeout = execute("contracts", "--timeout", "0");
+    CapturedRun timeout = execute("contracts", "--timeout", "0");
     assertThat(timeout.code()).isEqualTo(2);
     assertThat(timeout.err()).contains("--timeout must be >= 1 second, got 0");
   }
 
   @Test
   void unknownOptionIsAUsageError() {
-    Executed e = execute("contracts", "--no-such-option");
+    CapturedRun e = execute("contracts", "--no-such-option");
     assertThat(e.code()).isEqualTo(2);
     assertThat(e.err()).contains("--no-such-option");
   }
@@ -255,7 +239,7 @@ class CliTest {
 
   @Test
   void equivalenceAtWorldSizeTwoThroughExecute() {
-    Executed e = execute("equivalence", "--world-size", "2", "--timeout", "60");
+    CapturedRun e = execute("equivalence", "--world-size", "2", "--timeout", "60");
     assertThat(e.code()).isZero();
     List<String> lines = e.out().lines().toList();
     // 8 elements per rank: rank 0 [0..7], rank 1 [8..15]; sums 8 + 2i.
@@ -280,7 +264,7 @@ class CliTest {
 
   @Test
   void demoPasses() {
-    Executed e = execute("demo", "--timeout", "60");
+    CapturedRun e = execute("demo", "--timeout", "60");
     assertThat(e.code()).isZero();
     List<String> lines = e.out().lines().toList();
     assertThat(lines.get(0)).startsWith("nccl4j demo — backend: cpu");
@@ -351,7 +335,7 @@ class CliTest {
             pg.allReduce(t, io.nccl4j.ReduceOp.SUM);
           }
         }));
-    Executed e = execute("trace", "analyze", dir.toString());
+    CapturedRun e = execute("trace", "analyze", dir.toString());
     assertThat(e.code()).as(e.err()).isEqualTo(1);
     assertThat(e.out().lines().toList()).contains("ranks with a dump: 2 of 2", "first divergence at collective #1:",
         "  rank 0 and rank 1 differ: numelIn 4 vs 5, numelOut 4 vs 5");
@@ -363,24 +347,24 @@ class CliTest {
       pg.barrier();
       pg.dumpFlightRecorder(dir, "on demand");
     });
-    Executed e = execute("trace", "analyze", dir.toString());
+    CapturedRun e = execute("trace", "analyze", dir.toString());
     assertThat(e.code()).as(e.err()).isZero();
     assertThat(e.out()).contains("consistent: every rank issued the same collectives #1..1 and completed them");
   }
 
   @Test
   void traceAnalyzeOfAMissingDirectoryExitsTwo(@TempDir Path dir) {
-    Executed e = execute("trace", "analyze", dir.resolve("absent").toString());
+    CapturedRun e = execute("trace", "analyze", dir.resolve("absent").toString());
     assertThat(e.code()).isEqualTo(2);
     assertThat(e.err()).contains(dir.resolve("absent") + " is not a directory");
   }
 
   @Test
   void validationOptionRunsTheContractsAndRejectsUnknownModes() {
-    Executed ok = execute("contracts", "--validation", "detail", "--world-size", "2", "--timeout", "60");
+    CapturedRun ok = execute("contracts", "--validation", "detail", "--world-size", "2", "--timeout", "60");
     assertThat(ok.code()).as(ok.err()).isZero();
     assertThat(ok.out()).contains("10 passed, 0 failed").doesNotContain("mismatch");
-    Executed bad = execute("contracts", "--validation", "full", "--timeout", "60");
+    CapturedRun bad = execute("contracts", "--validation", "full", "--timeout", "60");
     assertThat(bad.code()).isEqualTo(2);
     assertThat(bad.err()).contains("full");
   }
@@ -389,7 +373,7 @@ class CliTest {
 
   @Test
   void runWithoutACommandIsAUsageError() {
-    Executed e = execute("run", "--nproc-per-node", "2");
+    CapturedRun e = execute("run", "--nproc-per-node", "2");
     assertThat(e.code()).isEqualTo(2);
     assertThat(e.err()).contains("give the nccl4j command to run after --");
   }
@@ -398,7 +382,7 @@ class CliTest {
   @Test
   @Tag("multiprocess")
   void runStartsAMainClassWithoutArguments() {
-    Executed e = execute("run", "--nproc-per-node", "2", "--class", RankEchoMain.class.getName());
+    CapturedRun e = execute("run", "--nproc-per-node", "2", "--class", RankEchoMain.class.getName());
     assertThat(e.code()).as(e.out() + e.err()).isZero();
   }
 }

@@ -163,6 +163,7 @@ final class TcpConnections {
         return s;
       } catch (IOException e) {
         last = e;
+        transport.adoptFailureFromStore(); // a refused peer may have failed and left: its own words are there
         try {
           s.close();
         } catch (IOException ignored) {

@@ -49,6 +49,8 @@ public final class TcpTransport implements Transport {
   private final int rank;
   private final int size;
   private final TcpConnections connections;
+  /** The group's rendezvous store: addresses, and the failure left for peers not connected. */
+  private final Store store;
   private final AtomicReference<Failure> failure = new AtomicReference<>();
   /** Where {@link #staging} comes from: this transport's own, closed with it. */
   private final Allocator scratch;
@@ -69,6 +71,7 @@ public final class TcpTransport implements Transport {
   public TcpTransport(int rank, int size, Store store, String advertisedHost, Duration connectTimeout) {
     this.rank = rank;
     this.size = size;
+    this.store = store;
     this.connections = new TcpConnections(this, store, advertisedHost, connectTimeout);
     this.scratch = Allocator.host().child("tcp-transport/rank" + rank);
     this.staging = new ScratchBuffer(scratch, "TCP receive staging");
@@ -260,7 +263,11 @@ public final class TcpTransport implements Transport {
     record(Failure.of(failedRank, cause));
   }
 
-  /** The first failure wins: it is kept, and every connected peer is told, then the connections stop. */
+  /**
+   * The first failure wins: it is kept, every connected peer is told, then the connections stop.
+   * It is also left in the store, for peers that are not connected to this rank (they dial it
+   * later, when it may be gone): a rank whose dial is refused looks there first.
+   */
   private void record(Failure f) {
     if (!failure.compareAndSet(null, f)) {
       return;
@@ -269,6 +276,49 @@ public final class TcpTransport implements Transport {
     for (TcpConnection c : connections.all()) {
       tell(c, f);
     }
+    byte[] frame = TcpFrames.abortFrame(kindOf(f), f.rank, f.message.getBytes(StandardCharsets.UTF_8));
+    Thread publish = new Thread(() -> {
+      try {
+        store.set(FAILURE_KEY, frame);
+      } catch (RuntimeException e) {
+        LOG.debug("rank {}: could not leave the failure in the store: {}", rank, e.toString());
+      }
+    }, "nccl4j-tcp-failure-rank" + rank);
+    publish.setDaemon(true); // the store may be gone too; the failing path never waits for it
+    publish.start();
+  }
+
+  /** Where {@link #record} leaves the group's failure: an abort frame. */
+  static final String FAILURE_KEY = "transport/failure";
+
+  /**
+   * Takes the group's failure from the store if a peer left one there (called while a dial is
+   * refused: the peer may have failed and gone); then {@link #checkFailed} throws it.
+   */
+  void adoptFailureFromStore() {
+    if (failure.get() != null || !store.check(java.util.List.of(FAILURE_KEY))) {
+      return;
+    }
+    byte[] frame = store.get(FAILURE_KEY, Duration.ofSeconds(1));
+    if (frame.length < TcpFrames.ABORT_HEADER_BYTES) {
+      return;
+    }
+    byte kind = frame[0];
+    byte[] header = java.util.Arrays.copyOfRange(frame, 1, TcpFrames.ABORT_HEADER_BYTES);
+    int root = TcpFrames.abortRoot(header);
+    int n = Math.min(TcpFrames.abortTextBytes(header), frame.length - TcpFrames.ABORT_HEADER_BYTES);
+    String text = new String(frame, TcpFrames.ABORT_HEADER_BYTES, n, StandardCharsets.UTF_8);
+    if (kind == TcpFrames.ABORT_MISMATCH) {
+      record(Failure.mismatched(root, text));
+    } else if (kind == TcpFrames.ABORT_TIMEOUT) {
+      record(Failure.timedOut(root, text));
+    } else if (kind == TcpFrames.ABORT) {
+      fail(root, new PeerFailureException(root, text));
+    }
+  }
+
+  private static byte kindOf(Failure f) {
+    return f.mismatch ? TcpFrames.ABORT_MISMATCH : f.timeout ? TcpFrames.ABORT_TIMEOUT : TcpFrames.ABORT;
   }
 
   /** Sends {@code c}'s peer the group's failure, if there is one (a second abort frame on a connection is harmless). */
@@ -280,8 +330,7 @@ public final class TcpTransport implements Transport {
   }
 
   private static void tell(TcpConnection c, Failure f) {
-    c.abort(f.mismatch ? TcpFrames.ABORT_MISMATCH : f.timeout ? TcpFrames.ABORT_TIMEOUT : TcpFrames.ABORT, f.rank,
-        f.message.getBytes(StandardCharsets.UTF_8));
+    c.abort(kindOf(f), f.rank, f.message.getBytes(StandardCharsets.UTF_8));
   }
 
   @Override
