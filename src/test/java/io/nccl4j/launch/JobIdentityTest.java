@@ -27,6 +27,7 @@ import org.junit.jupiter.api.Test;
  * well under 20 s.
  */
 @Tag("multirank")
+@Tag("multiprocess")
 class JobIdentityTest {
   private static final Duration TIMEOUT = Duration.ofSeconds(60);
   private static final Duration FAST = Duration.ofSeconds(20);
@@ -124,6 +125,24 @@ class JobIdentityTest {
     } finally {
       close(first);
     }
+  }
+
+  @Test
+  void theLauncherGivesEveryRankOfAJobOneFreshIdAndToken() {
+    List<String> ids = new ArrayList<>();
+    for (int run = 0; run < 2; run++) {
+      java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
+      java.io.PrintStream out = new java.io.PrintStream(bytes, true, java.nio.charset.StandardCharsets.UTF_8);
+      int status = new Launcher(List.of("sh", "-c", "echo \"$NCCL4J_JOB_ID ${#NCCL4J_JOB_TOKEN}\""))
+          .nprocPerNode(2).output(out, out).run();
+      assertThat(status).isZero();
+      List<String> lines = bytes.toString(java.nio.charset.StandardCharsets.UTF_8).lines()
+          .map(l -> l.substring(l.indexOf("] ") + 2)).distinct().toList();
+      assertThat(lines).as("both ranks, one identity, a 32-byte token").hasSize(1);
+      assertThat(lines.get(0)).matches("[0-9a-f]{16} 64");
+      ids.add(lines.get(0));
+    }
+    assertThat(ids.get(0)).as("two jobs, two ids").isNotEqualTo(ids.get(1));
   }
 
   @Test
