@@ -97,15 +97,6 @@ public final class TcpStore implements Store {
    */
   static final Duration NOT_A_STORE_GRACE = Duration.ofSeconds(2);
 
-  /** The listener answered, but not as an nccl4j store. */
-  private static final class NotAStore extends IOException {
-    private static final long serialVersionUID = 1L;
-
-    NotAStore(String message) {
-      super(message);
-    }
-  }
-
   private static TcpStore connect(String host, int port, Duration timeout, JobIdentity job, TcpStoreServer server) {
     Objects.requireNonNull(host, "host");
     InetSocketAddress address = new InetSocketAddress(host, port);
@@ -129,7 +120,8 @@ public final class TcpStore implements Store {
         s.setTcpNoDelay(true);
         s.setKeepAlive(true);
         TcpStore store = new TcpStore(host, port, timeout, s, server);
-        store.handshake(Math.max(1, (deadline - System.nanoTime()) / 1_000_000), job);
+        StoreHandshake.join(s, store.in, store.out, host, port, Math.max(1, (deadline - System.nanoTime()) / 1_000_000),
+            job);
         return store;
       } catch (RuntimeException e) {
         try {
@@ -149,7 +141,7 @@ public final class TcpStore implements Store {
         } catch (IOException ignored) {
           // retrying
         }
-        if (e instanceof NotAStore) {
+        if (e instanceof StoreHandshake.NotAStore) {
           notAStoreSince = notAStoreSince == 0 ? System.nanoTime() : notAStoreSince;
           long since = System.nanoTime() - notAStoreSince;
           if (since >= NOT_A_STORE_GRACE.toNanos() && deadline - System.nanoTime() > 0) {
@@ -172,57 +164,6 @@ public final class TcpStore implements Store {
 
   private static String describe(IOException e) {
     return e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName();
-  }
-
-  /**
-   * Magic and version both ways, then this client's job id; a server of a job may then challenge it, and
-   * admits or refuses it. A refusal is final (a {@link BackendException}); an answer that is not a store's is a
-   * {@link NotAStore}.
-   */
-  private void handshake(long leftMillis, JobIdentity job) throws IOException {
-    socket.setSoTimeout((int) Math.min(Integer.MAX_VALUE, leftMillis));
-    out.writeInt(Wire.MAGIC);
-    out.writeShort(Wire.VERSION);
-    Wire.writeShortString(out, job.id(), JobIdentity.MAX_ID_BYTES);
-    out.flush();
-    int magic;
-    short version;
-    try {
-      magic = in.readInt();
-      version = in.readShort();
-    } catch (java.io.EOFException | java.net.SocketException e) {
-      throw new NotAStore(host + ":" + port + " accepted the connection and closed it without answering as an"
-          + " nccl4j store (" + describe(e) + ")");
-    }
-    if (magic != Wire.MAGIC || version != Wire.VERSION) {
-      throw new NotAStore(host + ":" + port + " is not an nccl4j store (magic 0x" + Integer.toHexString(magic)
-          + ", version " + version + "; expected 0x" + Integer.toHexString(Wire.MAGIC) + " version " + Wire.VERSION
-          + ")");
-    }
-    String peer = host + ":" + port;
-    byte answer = in.readByte();
-    if (answer == Wire.CHALLENGE) {
-      byte[] nonce = in.readNBytes(JobIdentity.NONCE_BYTES);
-      if (!job.hasToken()) {
-        throw refused("the store requires the job's token and this process has none (" + JobIdentity.TOKEN_ENV
-            + " is not set)");
-      }
-      out.write(job.prove(nonce, "store:" + job.id()));
-      out.flush();
-      answer = in.readByte();
-    }
-    if (answer == Wire.REFUSED) {
-      throw refused(Wire.readShortString(in, Wire.MAX_REFUSAL_BYTES, "a refusal", peer));
-    }
-    if (answer != Wire.ADMITTED) {
-      throw new NotAStore(peer + " answered the handshake with " + answer + ", which no nccl4j store sends");
-    }
-    socket.setSoTimeout(0);
-  }
-
-  private BackendException refused(String why) {
-    return new BackendException("TCP store " + host + ":" + port + " refused this process: " + why
-        + ": another job holds port " + port + "; give each job its own MASTER_PORT");
   }
 
   private static void sleep(long ms) {

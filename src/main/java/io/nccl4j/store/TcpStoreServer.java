@@ -142,7 +142,7 @@ public final class TcpStoreServer implements AutoCloseable {
          DataOutputStream out = new DataOutputStream(new BufferedOutputStream(c.getOutputStream()))) {
       // A client that says nothing, or too little, must not hold a thread and a connection for ever.
       c.setSoTimeout((int) Math.min(Integer.MAX_VALUE, limits.handshakeTimeout().toMillis()));
-      if (!admit(c, peer, in, out)) {
+      if (!StoreHandshake.admit(job, port(), peer, in, out, this::stranger)) {
         return;
       }
       c.setSoTimeout(0);
@@ -196,51 +196,6 @@ public final class TcpStoreServer implements AutoCloseable {
     } else {
       LOG.debug(f, a);
     }
-  }
-
-  /**
-   * The handshake: magic and version both ways, then the client's job id, which must be this server's job's
-   * (unless this server has no job), then, when the job has a token, a challenge. True when admitted.
-   */
-  private boolean admit(Socket c, String peer, DataInputStream in, DataOutputStream out) throws IOException {
-    int magic = in.readInt();
-    short version = in.readShort();
-    out.writeInt(Wire.MAGIC);
-    out.writeShort(Wire.VERSION);
-    out.flush();
-    if (magic != Wire.MAGIC || version != Wire.VERSION) {
-      stranger("rejected {} (magic 0x{}, version {}; expected 0x{} version {})", peer, Integer.toHexString(magic),
-          version, Integer.toHexString(Wire.MAGIC), Wire.VERSION);
-      return false;
-    }
-    String clientJob = Wire.readShortString(in, JobIdentity.MAX_ID_BYTES, "a job id", peer);
-    if (!job.id().isEmpty() && !job.id().equals(clientJob)) {
-      refuse(out, peer, "the store on port " + port() + " belongs to job '" + job.id() + "', not to job '"
-          + clientJob + "'");
-      return false;
-    }
-    if (job.hasToken()) {
-      byte[] nonce = JobIdentity.nonce();
-      out.writeByte(Wire.CHALLENGE);
-      out.write(nonce);
-      out.flush();
-      byte[] proof = in.readNBytes(JobIdentity.NONCE_BYTES);
-      if (!job.verify(nonce, "store:" + job.id(), proof)) {
-        refuse(out, peer, "the store on port " + port() + " is job '" + job.id() + "''s, and the client did not"
-            + " prove the job's token (" + JobIdentity.TOKEN_ENV + ")");
-        return false;
-      }
-    }
-    out.writeByte(Wire.ADMITTED);
-    out.flush();
-    return true;
-  }
-
-  private void refuse(DataOutputStream out, String peer, String why) throws IOException {
-    stranger("refused {}: {}", peer, why);
-    out.writeByte(Wire.REFUSED);
-    Wire.writeShortString(out, why, Wire.MAX_REFUSAL_BYTES);
-    out.flush();
   }
 
   private byte[] handle(byte[] request, String peer) throws IOException {
