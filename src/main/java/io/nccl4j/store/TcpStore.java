@@ -117,6 +117,12 @@ public final class TcpStore implements Store {
       try {
         long left = Math.max(1, (deadline - System.nanoTime()) / 1_000_000);
         s.connect(address, (int) Math.min(left, 10_000));
+        if (s.getLocalSocketAddress().equals(s.getRemoteSocketAddress())) {
+          // A port of this machine that nothing listens on may be picked as the source port too: the socket is
+          // then connected to itself (TCP's simultaneous open) and would hear its own handshake as a store's.
+          throw new java.net.ConnectException("Connection refused (connected to itself: nothing listens on port "
+              + port + ")");
+        }
         s.setTcpNoDelay(true);
         s.setKeepAlive(true);
         TcpStore store = new TcpStore(host, port, timeout, s, server);

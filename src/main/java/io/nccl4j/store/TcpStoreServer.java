@@ -122,6 +122,11 @@ public final class TcpStoreServer implements AutoCloseable {
     while (!closed) {
       try {
         Socket c = server.accept();
+        if (closed) {
+          // An accept blocked when close() ran may still return a connection: a closed server serves none.
+          c.close();
+          return;
+        }
         c.setTcpNoDelay(true);
         clients.add(c);
         Thread t = new Thread(() -> serve(c), "nccl4j-store-client:" + c.getRemoteSocketAddress());

@@ -135,6 +135,12 @@ final class TcpConnections {
         }
         continue;
       }
+      if (closed) {
+        // close() does not stop an accept already blocked at once: the socket may still take a connection, which
+        // must not be admitted to a transport that has closed.
+        closeQuietly(s);
+        return;
+      }
       if (!handshakes.tryAcquire()) {
         stranger("rank {}: closed a connection from {}: {} handshakes already running", rank,
             s.getRemoteSocketAddress(), MAX_HANDSHAKES);
@@ -183,6 +189,10 @@ final class TcpConnections {
             + " wrong", rank, peer, h.rank());
         out.writeByte(TcpFrames.HELLO_REFUSED);
         out.flush();
+        closeQuietly(s);
+        return;
+      }
+      if (closed) {
         closeQuietly(s);
         return;
       }
@@ -240,6 +250,12 @@ final class TcpConnections {
       try {
         s.connect(new InetSocketAddress(host, port),
             (int) Math.max(1, Math.min(Integer.MAX_VALUE, (deadline - System.nanoTime()) / 1_000_000)));
+        if (s.getLocalSocketAddress().equals(s.getRemoteSocketAddress())) {
+          // Connecting to a port of this machine that nothing listens on may pick that port as the source:
+          // TCP's simultaneous open then connects the socket to itself. Nothing listens: that is a refusal.
+          throw new java.net.ConnectException("Connection refused (connected to itself: nothing listens on " + addr
+              + ")");
+        }
         s.setTcpNoDelay(true);
         introduce(s, peer, addr, channel, deadline);
         return s;

@@ -196,7 +196,7 @@ class TcpListenerHardeningTest {
         rs.get(0).pg().allReduce(t, ReduceOp.SUM);
       }
     });
-    assertThat(Duration.ofNanos(System.nanoTime() - start)).isLessThan(FAST);
+    assertThat(Duration.ofNanos(System.nanoTime() - start)).as("failed with %s", e).isLessThan(FAST);
     assertThat(e).isInstanceOf(PeerFailureException.class);
     assertThat(((PeerFailureException) e).failedRank()).isEqualTo(1);
     assertThat(e.getMessage()).contains("rank 0 could not connect to rank 1 at 127.0.0.1:")
