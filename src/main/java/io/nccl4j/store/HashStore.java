@@ -66,7 +66,7 @@ public final class HashStore implements Store {
   }
 
   private void waitFor(List<String> keys, Duration wait) {
-    long deadline = System.nanoTime() + wait.toNanos();
+    long deadline = System.nanoTime() + Deadlines.nanos(wait);
     while (true) {
       ensureOpen();
       if (map.keySet().containsAll(keys)) {
@@ -74,7 +74,7 @@ public final class HashStore implements Store {
       }
       long left = deadline - System.nanoTime();
       if (left <= 0) {
-        throw new StoreTimeoutException("HashStore: timed out after " + wait.toMillis() + " ms waiting for keys "
+        throw new StoreTimeoutException("HashStore: timed out after " + Deadlines.millis(wait) + " ms waiting for keys "
             + keys + " (missing: " + keys.stream().filter(k -> !map.containsKey(k)).toList() + ")");
       }
       try {

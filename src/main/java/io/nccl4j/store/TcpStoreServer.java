@@ -132,9 +132,10 @@ public final class TcpStoreServer implements AutoCloseable {
         Thread t = new Thread(() -> serve(c), "nccl4j-store-client:" + c.getRemoteSocketAddress());
         t.setDaemon(true);
         t.start();
-      } catch (IOException e) {
+      } catch (IOException | RuntimeException | OutOfMemoryError e) {
+        // Whatever one connection costs (no thread left for it), the loop goes on for the next.
         if (!closed) {
-          LOG.warn("TCP store on port {}: accept failed: {}", port(), e.getMessage());
+          LOG.warn("TCP store on port {}: accept failed: {}", port(), e.toString());
         }
       }
     }

@@ -337,5 +337,11 @@ class TcpStoreHardeningTest {
     other.set("later", new byte[] {7});
     assertThat(got.get(FAST.toSeconds(), TimeUnit.SECONDS)).containsExactly(7);
     c.wait(List.of("later"), forEver);
+    try (HashStore local = new HashStore(forEver)) {
+      CompletableFuture<byte[]> waiting = CompletableFuture.supplyAsync(() -> local.get("k", forEver));
+      Thread.sleep(100);
+      local.set("k", new byte[] {8});
+      assertThat(waiting.get(FAST.toSeconds(), TimeUnit.SECONDS)).containsExactly(8);
+    }
   }
 }
