@@ -20,8 +20,9 @@ final class BindAddress {
 
   /**
    * {@code NCCL4J_BIND_ADDR} when set ({@code 0.0.0.0}: every interface); the loopback when MASTER_ADDR is
-   * the loopback; else the local address of the interface that routes to MASTER_ADDR (the local end of a UDP
-   * socket "connected" to it: no packet is sent).
+   * the loopback ({@code localhost}, {@code 127.x}, {@code ::1}); every interface (null) when it is a host name
+   * that resolves to the loopback here; else the local address of the interface that routes to MASTER_ADDR
+   * (the local end of a UDP socket "connected" to it: no packet is sent).
    *
    * @throws IllegalArgumentException naming the variable or MASTER_ADDR when it does not resolve, or nothing
    *     routes to MASTER_ADDR
@@ -47,7 +48,9 @@ final class BindAddress {
           + "' does not resolve (" + e.getMessage() + ")");
     }
     if (master.isLoopbackAddress()) {
-      return InetAddress.getLoopbackAddress();
+      // A host name that resolves to the loopback here (Debian's 127.0.1.1 for the machine's own name) may
+      // resolve to a routable address on the other nodes: listening on the loopback would shut them out.
+      return null;
     }
     try (DatagramSocket probe = new DatagramSocket()) {
       probe.connect(new InetSocketAddress(master, env.masterPort()));

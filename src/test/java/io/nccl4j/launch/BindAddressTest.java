@@ -29,6 +29,13 @@ class BindAddressTest {
   }
 
   @Test
+  void aNameThatOnlyResolvesToTheLoopbackHereListensOnEveryInterface() {
+    // Not literally the loopback (as Debian's own host name on 127.0.1.1): other nodes may reach it elsewhere.
+    assertThat(new DistEnv("0:0:0:0:0:0:0:1", 29500, 1, 2, 1, 2, "torchrun").masterIsLoopback()).isFalse();
+    assertThat(BindAddress.choose(master("0:0:0:0:0:0:0:1"), Map.of())).isNull();
+  }
+
+  @Test
   void anExplicitAddressWins() throws Exception {
     assertThat(BindAddress.choose(master("127.0.0.1"), Map.of(BindAddress.ENV, "0.0.0.0")).isAnyLocalAddress())
         .isTrue();
