@@ -125,6 +125,7 @@ public final class TcpStore implements Store {
         }
         s.setTcpNoDelay(true);
         s.setKeepAlive(true);
+        tuneKeepAlive(s);
         TcpStore store = new TcpStore(host, port, timeout, s, server);
         StoreHandshake.join(s, store.in, store.out, host, port, Math.max(1, (deadline - System.nanoTime()) / 1_000_000),
             job);
@@ -165,6 +166,21 @@ public final class TcpStore implements Store {
       }
       sleep(pause);
       backoff = Math.min(2000, backoff * 2);
+    }
+  }
+
+  /**
+   * A store host that vanishes (powered off, cut off) sends no reset: with the system's keepalive defaults
+   * (two hours) a blocked get would wait out its own timeout. Probing an idle connection after 5 s, every 2 s,
+   * 3 times, ends it within about 11 s. Where the platform lacks the options, the defaults stay.
+   */
+  static void tuneKeepAlive(Socket s) {
+    try {
+      s.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPIDLE, 5);
+      s.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPINTERVAL, 2);
+      s.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPCOUNT, 3);
+    } catch (UnsupportedOperationException | IOException e) {
+      // the system's keepalive it is
     }
   }
 

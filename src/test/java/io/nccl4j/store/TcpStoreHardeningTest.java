@@ -327,6 +327,21 @@ class TcpStoreHardeningTest {
   }
 
   @Test
+  void aVanishedStoreHostIsNoticedByKeepaliveWithinSecondsNotHours() throws Exception {
+    try (Socket s = new Socket()) {
+      TcpStore.tuneKeepAlive(s);
+      if (s.supportedOptions().contains(jdk.net.ExtendedSocketOptions.TCP_KEEPIDLE)) {
+        assertThat(s.getOption(jdk.net.ExtendedSocketOptions.TCP_KEEPIDLE)).isEqualTo(5);
+        assertThat(s.getOption(jdk.net.ExtendedSocketOptions.TCP_KEEPINTERVAL)).isEqualTo(2);
+        assertThat(s.getOption(jdk.net.ExtendedSocketOptions.TCP_KEEPCOUNT)).isEqualTo(3);
+      } else {
+        assertThat(System.getProperty("os.name")).as("only a platform without the options keeps its defaults")
+            .doesNotContain("Linux");
+      }
+    }
+  }
+
+  @Test
   void aTimeoutOfForEverWorks() throws Exception {
     TcpStoreServer s = server(JobIdentity.anonymous(), ListenerLimits.DEFAULT);
     Duration forEver = Duration.ofSeconds(Long.MAX_VALUE);
