@@ -43,7 +43,8 @@ public final class ProcessGroups {
     }
   }
 
-  private static final java.util.Map<String, TcpStore> STORES = new java.util.HashMap<>();
+  private static final java.util.Map<String, TcpStore> STORES = new java.util.concurrent.ConcurrentHashMap<>();
+  private static final java.util.Map<String, Object> LOCKS = new java.util.concurrent.ConcurrentHashMap<>();
   /** Groups made so far per store connection: the n-th group of a rank is {@code pg<n>} (a JVM may host ranks). */
   private static final java.util.Map<TcpStore, Integer> GROUPS = new java.util.IdentityHashMap<>();
 
@@ -53,18 +54,21 @@ public final class ProcessGroups {
    * rank in the store: a second claim is another process with this rank — another job on the same port whose
    * id is the same (a job without a launcher's id) — and fails before it touches anything of the first job.
    */
-  private static synchronized TcpStore sharedStore(DistEnv env, JobIdentity job, InetAddress bind,
-      Duration timeout) {
+  private static TcpStore sharedStore(DistEnv env, JobIdentity job, InetAddress bind, Duration timeout) {
     String key = env.masterAddr() + ":" + env.masterPort() + "/" + job.id() + "/" + env.rank();
-    TcpStore s = STORES.get(key);
-    if (s == null) {
-      s = env.rank() == 0
-          ? TcpStore.hostAndConnect(bind, env.masterPort(), timeout, job)
-          : TcpStore.connect(env.masterAddr(), env.masterPort(), timeout, job);
-      claimRank(s, env, job);
-      STORES.put(key, s);
+    // One lock per connection, not one for all: a rank that waits for the store to appear must not keep the
+    // rank that would host it (in the same JVM) from starting it.
+    synchronized (LOCKS.computeIfAbsent(key, k -> new Object())) {
+      TcpStore s = STORES.get(key);
+      if (s == null) {
+        s = env.rank() == 0
+            ? TcpStore.hostAndConnect(bind, env.masterPort(), timeout, job)
+            : TcpStore.connect(env.masterAddr(), env.masterPort(), timeout, job);
+        claimRank(s, env, job);
+        STORES.put(key, s);
+      }
+      return s;
     }
-    return s;
   }
 
   /** Claims this process's rank in the job's store; closes the store and throws when it was taken. */
