@@ -3,6 +3,9 @@ package io.nccl4j.samples;
 import java.io.PrintWriter;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.ParseResult;
+import picocli.CommandLine.ScopeType;
 
 /** The {@code ./nccl4j} command line. */
 @Command(name = "nccl4j", mixinStandardHelpOptions = true, version = "nccl4j 0.1.0",
@@ -18,17 +21,46 @@ public final class Cli implements Runnable {
     new CommandLine(this).usage(System.out);
   }
 
-  /** Runs the CLI and returns its exit code (0 success, 1 a check failed, 2 bad usage or setup). */
+  @Option(names = "--verbose", scope = ScopeType.INHERIT,
+      description = "On an error, print its stack trace after the one-line message.")
+  boolean verbose;
+
+  /**
+   * Runs the CLI and returns its exit code ({@link ExitCodes}: 0 success, 1 a check failed, 2 bad
+   * usage or setup, 3 a failed or timed-out collective). Errors are one line on standard error,
+   * {@code nccl4j: …}; with {@code --verbose} the stack trace follows.
+   */
   public static int execute(String... args) {
-    CommandLine cl = new CommandLine(new Cli());
+    return execute(new CommandLine(new Cli()), args);
+  }
+
+  /** Runs {@code cl} (the CLI, or a test's command) with the CLI's error handling. */
+  static int execute(CommandLine cl, String... args) {
+    cl.setParameterExceptionHandler((ex, rest) -> {
+      CommandLine cmd = ex.getCommandLine();
+      cmd.getErr().println("nccl4j: " + ExitCodes.oneLine(new SampleException(ExitCodes.USAGE, ex.getMessage()))
+          + " (see '" + cmd.getCommandSpec().qualifiedName() + " --help')");
+      return ExitCodes.USAGE;
+    });
     cl.setExecutionExceptionHandler((ex, cmd, parseResult) -> {
-      if (ex instanceof SampleException) {
-        cmd.getErr().println("nccl4j: " + ex.getMessage());
-        return ((SampleException) ex).exitCode();
+      cmd.getErr().println("nccl4j: " + ExitCodes.oneLine(ex));
+      if (verbose(parseResult)) {
+        ex.printStackTrace(cmd.getErr());
       }
-      throw ex;
+      cmd.getErr().flush();
+      return ExitCodes.of(ex);
     });
     return cl.execute(args);
+  }
+
+  /** True when {@code --verbose} was given to the command or any of its subcommands. */
+  private static boolean verbose(ParseResult p) {
+    for (ParseResult r = p; r != null; r = r.subcommand()) {
+      if (r.hasMatchedOption("--verbose")) {
+        return true;
+      }
+    }
+    return false;
   }
 
   public static void main(String[] args) {

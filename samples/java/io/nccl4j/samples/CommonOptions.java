@@ -17,8 +17,8 @@ final class CommonOptions {
       description = "Timeout of every collective, in seconds. Default: ${DEFAULT-VALUE}.")
   long timeoutSeconds;
 
-  @Option(names = "--validation", paramLabel = "off|cheap|detail",
-      description = "Cross-rank validation of every collective (default: NCCL4J_DEBUG, else off).")
+  @Option(names = "--validation", paramLabel = "off|in_band|cheap|detail",
+      description = "Cross-rank validation of every collective (default: NCCL4J_DEBUG, else in_band).")
   String validation;
 
   io.nccl4j.Validation validationMode() {

@@ -15,7 +15,8 @@ import picocli.CommandLine.Parameters;
     description = {"Starts N ranks of this node as processes (like torchrun) and runs a command in each.",
         "The command is an nccl4j subcommand (run -- contracts --backend cpu) or, with --class, a",
         "Java main class on --classpath. Each output line is prefixed with its rank; if a rank fails,",
-        "the others are stopped and the exit status names the first failing rank."})
+        "the others are stopped and the exit status is the failed rank's: 1 a wrong result, 2 usage,",
+        "3 a failed collective (and any other failure of a rank: a signal, another program's code)."})
 final class RunCommand implements Callable<Integer> {
   @Option(names = "--nproc-per-node", required = true, paramLabel = "N", description = "Ranks on this node.")
   int nprocPerNode;
@@ -66,7 +67,8 @@ final class RunCommand implements Callable<Integer> {
     }
     cmd.addAll(args);
     try {
-      return new Launcher(cmd).nprocPerNode(nprocPerNode).nodes(nnodes, nodeRank).master(masterAddr, masterPort).run();
+      return ExitCodes.ofRank(new Launcher(cmd).nprocPerNode(nprocPerNode).nodes(nnodes, nodeRank)
+          .master(masterAddr, masterPort).run());
     } catch (IllegalArgumentException e) {
       throw new SampleException(2, e.getMessage());
     }

@@ -74,7 +74,7 @@ final class SweepCommand implements Callable<Integer> {
   boolean bound;
 
   @Option(names = "--validation-overhead",
-      description = {"Instead of the bandwidth table: time each size with validation off, cheap and detail,",
+      description = {"Instead of the bandwidth table: time each size with validation off, in_band, cheap and detail,",
           "in rotating order over several rounds in one run, and print the medians and their ratios."})
   boolean validationOverhead;
 
@@ -169,20 +169,37 @@ final class SweepCommand implements Callable<Integer> {
     o.println(backend.describe());
     o.printf("# validation overhead: %s, %d ranks, %s, %d rounds x (%d warm-up + %d timed) per mode, rotating order%n",
         c.name(), p, t, rounds, warmups, iters);
-    Table table = new Table("size", "count", "off(us)", "cheap(us)", "cheap/off", "detail(us)", "detail/off",
-        "#wrong");
-    List<String> csv = new ArrayList<>(List.of("size,count,off_us,cheap_us,detail_us,cheap_ratio,detail_ratio,wrong"));
+    // One time column per mode, and for every mode but off its ratio to off.
+    List<String> heads = new ArrayList<>(List.of("size", "count"));
+    StringBuilder csvHead = new StringBuilder("size,count");
+    for (io.nccl4j.Validation m : SweepOverhead.MODES) {
+      String name = m.name().toLowerCase(Locale.ROOT);
+      heads.add(name + "(us)");
+      csvHead.append(',').append(name).append("_us");
+      if (m != io.nccl4j.Validation.OFF) {
+        heads.add(name + "/off");
+        csvHead.append(',').append(name).append("_ratio");
+      }
+    }
+    heads.add("#wrong");
+    Table table = new Table(heads.toArray(new String[0]));
+    List<String> csv = new ArrayList<>(List.of(csvHead + ",wrong"));
     for (SweepOverhead.Row r : rows) {
-      Stats off = Stats.of(r.micros()[io.nccl4j.Validation.OFF.ordinal()]);
-      Stats cheap = Stats.of(r.micros()[io.nccl4j.Validation.CHEAP.ordinal()]);
-      Stats detail = Stats.of(r.micros()[io.nccl4j.Validation.DETAIL.ordinal()]);
-      String cr = String.format(Locale.ROOT, "%.2fx", cheap.median() / off.median());
-      String dr = String.format(Locale.ROOT, "%.2fx", detail.median() / off.median());
-      table.row(r.bytes(), r.count(), String.format(Locale.ROOT, "%.1f", off.median()),
-          String.format(Locale.ROOT, "%.1f", cheap.median()), cr, String.format(Locale.ROOT, "%.1f", detail.median()),
-          dr, r.wrong());
-      csv.add(r.bytes() + "," + r.count() + "," + off.median() + "," + cheap.median() + "," + detail.median() + ","
-          + cheap.median() / off.median() + "," + detail.median() / off.median() + "," + r.wrong());
+      double off = Stats.of(r.micros()[io.nccl4j.Validation.OFF.ordinal()]).median();
+      List<Object> cells = new ArrayList<>(List.of(r.bytes(), r.count()));
+      StringBuilder line = new StringBuilder(r.bytes() + "," + r.count());
+      for (io.nccl4j.Validation m : SweepOverhead.MODES) {
+        double median = Stats.of(r.micros()[m.ordinal()]).median();
+        cells.add(String.format(Locale.ROOT, "%.1f", median));
+        line.append(',').append(median);
+        if (m != io.nccl4j.Validation.OFF) {
+          cells.add(String.format(Locale.ROOT, "%.2fx", median / off));
+          line.append(',').append(median / off);
+        }
+      }
+      cells.add(r.wrong());
+      table.row(cells.toArray());
+      csv.add(line + "," + r.wrong());
     }
     table.print(o);
     o.println("# medians over rounds of the slowest rank's time per call; ratios to off measured side by side");

@@ -181,8 +181,8 @@ abstract class AbstractWork implements Work {
   }
 
   private static RuntimeException rethrowable(Throwable cause) {
-    if (cause instanceof UsageException) {
-      return new UsageException(((UsageException) cause).torchMessage(), cause.getMessage());
+    if (cause instanceof UsageException u) {
+      return u.rethrown();
     }
     if (cause instanceof BackendException) {
       return ((BackendException) cause).withMessage(cause.getMessage());

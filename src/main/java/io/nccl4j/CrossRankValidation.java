@@ -2,6 +2,7 @@ package io.nccl4j;
 
 import io.nccl4j.spi.Backend;
 import io.nccl4j.spi.Collective;
+import io.nccl4j.spi.Fingerprint;
 import io.nccl4j.store.Store;
 import io.nccl4j.store.StoreTimeoutException;
 import java.time.Duration;
@@ -29,6 +30,7 @@ final class CrossRankValidation {
   CrossRankValidation(Backend backend, FlightRecorderDumps dumps) {
     this.backend = backend;
     this.dumps = dumps;
+    backend.validation(mode);
   }
 
   Validation mode() {
@@ -43,14 +45,15 @@ final class CrossRankValidation {
       store = newStore;
     }
     mode = Objects.requireNonNull(newMode, "mode");
+    backend.validation(newMode);
   }
 
   void validate(Collective c) {
     Validation m = mode;
-    if (m == Validation.OFF || c.op().isPointToPoint()) {
+    if (m == Validation.OFF || m == Validation.IN_BAND || c.op().isPointToPoint()) {
       return;
     }
-    CollectiveFingerprint mine = CollectiveFingerprint.of(c);
+    Fingerprint mine = Fingerprint.of(c);
     Duration limit = c.timeoutOr(backend.timeout());
     if (m == Validation.CHEAP) {
       if (cheapAgrees(mine, limit)) {
@@ -66,7 +69,7 @@ final class CrossRankValidation {
     detailed(mine, limit);
   }
 
-  private boolean cheapAgrees(CollectiveFingerprint mine, Duration limit) {
+  private boolean cheapAgrees(Fingerprint mine, Duration limit) {
     if (cheapBuffer == null) {
       cheapBuffer = Tensor.zeros(2, DType.INT64, backend.allocator());
     }
@@ -89,7 +92,7 @@ final class CrossRankValidation {
     }
   }
 
-  private void detailed(CollectiveFingerprint mine, Duration limit) {
+  private void detailed(Fingerprint mine, Duration limit) {
     Store s = store;
     if (s == null) {
       throw new IllegalStateException("DETAIL validation (NCCL4J_DEBUG=DETAIL) exchanges fingerprints through a"
@@ -122,11 +125,10 @@ final class CrossRankValidation {
       if (r == rank) {
         continue;
       }
-      CollectiveFingerprint theirs = CollectiveFingerprint.decode(s.get(prefix + r, limit));
-      String diff = mine.differences(theirs, rank, r);
-      if (diff != null) {
-        throw mismatch("Detected mismatch between collectives on ranks. Rank " + rank + " is running collective: "
-            + mine + ", but Rank " + r + " is running collective: " + theirs + "." + diff);
+      Fingerprint theirs = Fingerprint.decode(s.get(prefix + r, limit));
+      String mismatch = Fingerprint.mismatch(mine, rank, theirs, r);
+      if (mismatch != null) {
+        throw mismatch(mismatch);
       }
     }
     // Every peer has published its fingerprint for this collective, so it has finished validating

@@ -25,15 +25,24 @@ public class PeerFailureException extends BackendException {
     return new PeerFailureException(failedRank, message, this);
   }
 
+  /** How much of a failed rank's message its peers quote; the rest is cut, and the cut says how much. */
+  static final int MAX_QUOTED_CHARS = 1024;
+
   /**
    * The words every rank uses for {@code rank}'s failure with {@code cause}: {@code rank N failed:
-   * IllegalStateException: …} (the class's name alone when it has no message). One wording for
-   * threads, processes and the job's report, so that a search finds every rank's line.
+   * IllegalStateException: …} (the class's name alone when it has no message), the message cut after
+   * 1024 characters with {@code … [N more characters]}. One wording for threads, processes and the
+   * job's report, so that a search finds every rank's line.
    */
   public static String describe(int rank, Throwable cause) {
     String m = cause.getMessage();
     return "rank " + rank + " failed: " + (m == null ? cause.getClass().getName()
-        : cause.getClass().getSimpleName() + ": " + m);
+        : cause.getClass().getSimpleName() + ": " + bounded(m));
+  }
+
+  private static String bounded(String m) {
+    return m.length() <= MAX_QUOTED_CHARS ? m
+        : m.substring(0, MAX_QUOTED_CHARS) + "… [" + (m.length() - MAX_QUOTED_CHARS) + " more characters]";
   }
 
   /** The rank that failed first, or -1 when the failure cannot be attributed to one rank. */

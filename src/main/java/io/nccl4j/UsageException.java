@@ -28,6 +28,24 @@ public class UsageException extends IllegalArgumentException {
     this(torchMessage, null);
   }
 
+  /**
+   * The same mistake as {@code original}, with its exact message, caused by it: what
+   * {@link #rethrown()} makes. Subclasses with details of their own use it in their override.
+   */
+  protected UsageException(UsageException original) {
+    super(original.getMessage(), original);
+    this.torchMessage = original.torchMessage;
+  }
+
+  /**
+   * The same mistake, of the same type and with the same message (not prefixed again), caused by
+   * this one: for rethrowing on the thread that waits for a failed operation. Subclasses with
+   * details of their own override it.
+   */
+  public UsageException rethrown() {
+    return new UsageException(this);
+  }
+
   /** The message without the details: PyTorch's exact text where PyTorch has one. */
   public String torchMessage() {
     return torchMessage;

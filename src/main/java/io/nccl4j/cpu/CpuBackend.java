@@ -5,6 +5,7 @@ import io.nccl4j.CollectiveStats;
 import io.nccl4j.CollectiveTimeoutException;
 import io.nccl4j.Device;
 import io.nccl4j.OpType;
+import io.nccl4j.Validation;
 import io.nccl4j.cpu.transport.Failure;
 import io.nccl4j.cpu.transport.Tag;
 import io.nccl4j.cpu.transport.Transport;
@@ -12,6 +13,7 @@ import io.nccl4j.cpu.transport.TransportTimeoutException;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.spi.Backend;
 import io.nccl4j.spi.Collective;
+import io.nccl4j.spi.Fingerprint;
 import java.time.Duration;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
@@ -46,6 +48,8 @@ public final class CpuBackend implements Backend {
   private final long[] p2pReceived;
   private volatile BackendException broken;
   private volatile boolean closed;
+  /** Collectives' transfers carry their fingerprints ({@link Validation#inBand()}). */
+  private volatile boolean inBand = true;
 
   /**
    * What the shared-memory algorithms (ranks as threads) reduce with in this process, in words:
@@ -125,6 +129,11 @@ public final class CpuBackend implements Backend {
   @Override
   public Allocator allocator() {
     return allocator;
+  }
+
+  @Override
+  public void validation(Validation mode) {
+    inBand = mode.inBand();
   }
 
   @Override
@@ -274,7 +283,7 @@ public final class CpuBackend implements Backend {
   }
 
   private CollectiveStats execute(Collective c, long deadline) {
-    Tag tag = new Tag(Tag.Channel.COLLECTIVE, c.op(), c.seq());
+    Tag tag = inBand ? Tag.collective(Fingerprint.of(c), c.op()) : new Tag(Tag.Channel.COLLECTIVE, c.op(), c.seq());
     switch (c.op()) {
       case ALLREDUCE:
         return algorithms.allReduce(tag, deadline, c.input().address(), c.output().address(),

@@ -10,6 +10,7 @@ import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -20,7 +21,8 @@ import java.util.concurrent.TimeUnit;
  * with MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE set, each output
  * line prefixed with its rank. If a rank exits non-zero or dies, the others are stopped (SIGTERM,
  * then SIGKILL after a grace period) and {@link #run()} returns non-zero, naming the first failing
- * rank and its status. A shutdown of the launcher (Ctrl-C, SIGTERM) reaches every rank.
+ * rank and its status — or the rank it says failed, quoting that rank's exception
+ * ({@code RankFailureReport}). A shutdown of the launcher (Ctrl-C, SIGTERM) reaches every rank.
  */
 public final class Launcher {
   private final List<String> command;
@@ -128,6 +130,7 @@ public final class Launcher {
         : JobIdentity.fromEnvironment(own, "nccl4j-run:" + masterAddr + ":" + masterPort);
     List<Process> procs = new ArrayList<>();
     List<Thread> pumps = new ArrayList<>();
+    RankFailureReport report = new RankFailureReport();
     Thread hook = new Thread(() -> stopAll(procs), "nccl4j-launcher-shutdown");
     Runtime.getRuntime().addShutdownHook(hook);
     try {
@@ -154,11 +157,11 @@ public final class Launcher {
         synchronized (procs) {
           procs.add(p);
         }
-        pumps.add(pump(p.getInputStream(), out, rank));
-        pumps.add(pump(p.getErrorStream(), err, rank));
+        pumps.add(pump(p.getInputStream(), out, rank, null));
+        pumps.add(pump(p.getErrorStream(), err, rank, report));
       }
       int firstRank = -1;
-      int firstStatus = 0;
+      Map<Integer, Integer> failed = new HashMap<>();
       boolean[] exited = new boolean[procs.size()];
       int remaining = procs.size();
       while (remaining > 0) {
@@ -168,9 +171,11 @@ public final class Launcher {
             exited[i] = true;
             remaining--;
             int status = p.exitValue();
+            if (status != 0) {
+              failed.put(nodeRank * nprocPerNode + i, status);
+            }
             if (status != 0 && firstRank < 0) {
               firstRank = nodeRank * nprocPerNode + i;
-              firstStatus = status;
               err.println("nccl4j run: rank " + firstRank + " " + describe(status) + "; stopping the other ranks");
               stopAll(procs);
             }
@@ -184,8 +189,12 @@ public final class Launcher {
         join(t);
       }
       if (firstRank >= 0) {
-        err.println("nccl4j run: failed: rank " + firstRank + " " + describe(firstStatus));
-        return firstStatus > 0 && firstStatus < 256 ? firstStatus : 1;
+        // Blamed once every rank's output is in: the rank that exited first may only report another.
+        int blamed = report.blame(firstRank, failed);
+        int status = failed.get(blamed);
+        err.println("nccl4j run: failed: " + report.describe(blamed, status)
+            + (blamed == firstRank ? "" : " (reported by rank " + firstRank + ", which exited first)"));
+        return status > 0 && status < 256 ? status : 1;
       }
       return 0;
     } finally {
@@ -240,12 +249,16 @@ public final class Launcher {
     }
   }
 
-  private static Thread pump(InputStream in, PrintStream to, int rank) {
+  /** Copies a rank's output lines, prefixed; {@code report} (for standard error) watches them too, or null. */
+  private static Thread pump(InputStream in, PrintStream to, int rank, RankFailureReport report) {
     Thread t = new Thread(() -> {
       try (BufferedReader r = new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8))) {
         String line;
         String prefix = "[rank " + rank + "] ";
         while ((line = r.readLine()) != null) {
+          if (report != null) {
+            report.errorLine(rank, line);
+          }
           synchronized (to) {
             to.println(prefix + line);
           }

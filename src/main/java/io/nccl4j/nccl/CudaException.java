@@ -17,6 +17,13 @@ public class CudaException extends BackendException {
     this.error = error;
   }
 
+  @Override
+  public CudaException withMessage(String message) {
+    CudaException c = new CudaException(error, message);
+    c.initCause(this);
+    return c;
+  }
+
   /** The raw {@code cudaError_t}. */
   public int error() {
     return error;

@@ -25,6 +25,17 @@ public class NcclUsageException extends UsageException {
     this.groupUsable = groupUsable;
   }
 
+  private NcclUsageException(NcclUsageException original) {
+    super(original);
+    this.result = original.result;
+    this.groupUsable = original.groupUsable;
+  }
+
+  @Override
+  public NcclUsageException rethrown() {
+    return new NcclUsageException(this);
+  }
+
   /** The raw {@code ncclResult_t}: {@code ncclInvalidArgument} (4) or {@code ncclInvalidUsage} (5). */
   public int result() {
     return result;

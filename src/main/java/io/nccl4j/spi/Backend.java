@@ -76,6 +76,14 @@ public interface Backend extends AutoCloseable {
   }
 
   /**
+   * The group's cross-rank validation is now {@code mode} (at creation and when it changes): a
+   * backend that can check fingerprints in band ({@link io.nccl4j.Validation#IN_BAND} and above)
+   * does so from its next operation on. Ranks switch at different moments, so a backend compares
+   * fingerprints only when both sides carry one. The default ignores it.
+   */
+  default void validation(io.nccl4j.Validation mode) {}
+
+  /**
    * How long a thread waiting for one of this backend's operations polls for its completion before
    * it blocks, in nanoseconds; 0 (the default) blocks at once. Worth it for a backend whose
    * operations complete on a thread of its own while the waiter has a core to spare.

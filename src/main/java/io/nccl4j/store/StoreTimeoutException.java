@@ -13,4 +13,11 @@ public class StoreTimeoutException extends BackendException {
   public StoreTimeoutException(String message) {
     super(message);
   }
+
+  @Override
+  public StoreTimeoutException withMessage(String message) {
+    StoreTimeoutException t = new StoreTimeoutException(message);
+    t.initCause(this);
+    return t;
+  }
 }

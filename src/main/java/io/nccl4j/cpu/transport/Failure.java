@@ -1,5 +1,6 @@
 package io.nccl4j.cpu.transport;
 
+import io.nccl4j.CollectiveMismatchException;
 import io.nccl4j.CollectiveTimeoutException;
 import io.nccl4j.PeerFailureException;
 
@@ -8,7 +9,9 @@ import io.nccl4j.PeerFailureException;
  * in what words, and what every waiter then throws. A rank that reports a peer's failure passes
  * the blame on to that peer; a rank that timed out did not fail — it waited, like its peers, for a
  * stopped or slow one — so its peers time out too, quoting it ({@code "rank N timed out: …"}),
- * instead of failing with a {@link PeerFailureException} against it.
+ * instead of failing with a {@link PeerFailureException} against it. A rank that found the ranks
+ * running different collectives did not fail either: every rank then throws the same
+ * {@link CollectiveMismatchException}, naming the ranks and fields that differ.
  */
 public final class Failure {
   /** The rank to blame (the one that timed out, when {@link #timeout}). */
@@ -17,12 +20,19 @@ public final class Failure {
   final Throwable cause;
   /** {@code rank} waited too long rather than failed; waiters time out instead of failing. */
   final boolean timeout;
+  /** The ranks run different collectives ({@code message} says how); waiters throw a mismatch. */
+  final boolean mismatch;
 
   private Failure(int rank, String message, Throwable cause, boolean timeout) {
+    this(rank, message, cause, timeout, false);
+  }
+
+  private Failure(int rank, String message, Throwable cause, boolean timeout, boolean mismatch) {
     this.rank = rank;
     this.message = message;
     this.cause = cause;
     this.timeout = timeout;
+    this.mismatch = mismatch;
   }
 
   /**
@@ -48,6 +58,9 @@ public final class Failure {
     if (cause instanceof PeerFailureException p) {
       return new Failure(p.failedRank(), cause.getMessage(), cause, false);
     }
+    if (cause instanceof CollectiveMismatchException) {
+      return mismatched(rank, cause.getMessage());
+    }
     return new Failure(rank, PeerFailureException.describe(rank, cause), cause, false);
   }
 
@@ -56,8 +69,16 @@ public final class Failure {
     return new Failure(rank, message, null, true);
   }
 
+  /** {@code rank}'s finding that the ranks run different collectives, in {@code message}'s words. */
+  static Failure mismatched(int rank, String message) {
+    return new Failure(rank, message, null, false, true);
+  }
+
   /** What every wait of the failed group throws. */
   RuntimeException toException() {
+    if (mismatch) {
+      return new CollectiveMismatchException(message);
+    }
     if (timeout) {
       return new TransportTimeoutException("interrupted when " + quoted(message), rank);
     }

@@ -99,15 +99,21 @@ public final class LocalFabric {
     return departed.get(peer) != null;
   }
 
-  /** Fails the fabric because {@code peer} left while {@code rank} was doing {@code what}; returns the error. */
-  PeerFailureException departedError(int rank, int peer, String what) {
+  /**
+   * Fails the fabric because {@code peer} left while {@code rank} was doing {@code what}; returns the
+   * error to throw. A failure recorded first wins: a rank whose task threw is aborted, then closes
+   * its group, and a waiter that sees the departure before the failure must still report the
+   * failure, the rank's own words, rather than the departure it caused.
+   */
+  RuntimeException departedError(int rank, int peer, String what) {
     PeerFailureException e = new PeerFailureException(peer, departed.get(peer) + " while rank " + rank
         + " was " + what);
     fail(peer, e);
-    return e;
+    Failure first = failure.get();
+    return first.cause == e ? e : first.toException();
   }
 
-  /** {@code rank} waits for a message of collective {@code tag} (null: no longer). */
+  /** {@code rank} waits for a message of collective {@code tag} to arrive or to be taken (null: no longer). */
   void waitingForMessage(int rank, Tag tag) {
     inMessage.set(rank, tag);
   }
@@ -117,8 +123,20 @@ public final class LocalFabric {
     inWindow.set(rank, p);
   }
 
-  /** Throws if {@code peer} waits in a window for the collective {@code rank} exchanges a message of. */
+  /**
+   * Throws if {@code peer} waits in a window for the collective {@code rank} exchanges a message of,
+   * or waits for a message of it to or from {@code rank}'s peers with another fingerprint: ranks
+   * that disagree on a root can wait for each other with no message between them to compare.
+   */
   void checkPeerNotInWindow(int rank, int peer, Tag tag) {
+    Tag theirs = inMessage.get(peer);
+    if (theirs != null && theirs.sameOperation(tag)) {
+      String differs = tag.mismatch(theirs, rank, peer);
+      if (differs != null) {
+        inMessage.set(rank, null);
+        throw new CollectiveMismatchException(differs);
+      }
+    }
     Windows.Publication window = inWindow.get(peer);
     if (window != null && sameCollective(window.tag(), tag)) {
       inMessage.set(rank, null);

@@ -117,10 +117,8 @@ final class Mailboxes {
       fabric.checkFailed();
       throw new PeerFailureException(from, "rank " + from + " withdrew its message for " + tag);
     }
-    String problem = null;
-    if (!m.tag.equals(tag)) {
-      problem = "rank " + from + " sent data for " + m.tag + " but rank " + rank + " is running " + tag;
-    } else if (m.bytes != dstBytes) {
+    String problem = tag.mismatch(m.tag, rank, from);
+    if (problem == null && m.bytes != dstBytes) {
       problem = "in " + tag + ", rank " + from + " sends " + m.bytes + " bytes to rank " + rank
           + ", but rank " + rank + " expects " + dstBytes + " bytes from rank " + from;
     }
@@ -148,16 +146,27 @@ final class Mailboxes {
   private void awaitConsumed(int rank, Message m, long deadline, int to) {
     int round = 0;
     int s;
-    while ((s = m.state.get()) == POSTED || s == READING) {
-      if (s == POSTED && !waitable(rank, to, deadline, m.tag, false)) {
-        // The peer left; it may have taken the message just before leaving.
-        s = m.state.get();
-        if (s != POSTED && s != READING) {
-          break;
+    boolean published = false;
+    try {
+      while ((s = m.state.get()) == POSTED || s == READING) {
+        if (!published && m.tag.channel() == Tag.Channel.COLLECTIVE) {
+          fabric.waitingForMessage(rank, m.tag); // peers that wait for this rank compare fingerprints with it
+          published = true;
         }
-        throw fabric.departedError(rank, to, "waiting for rank " + to + " to receive " + m.tag);
+        if (s == POSTED && !waitable(rank, to, deadline, m.tag, false)) {
+          // The peer left; it may have taken the message just before leaving.
+          s = m.state.get();
+          if (s != POSTED && s != READING) {
+            break;
+          }
+          throw fabric.departedError(rank, to, "waiting for rank " + to + " to receive " + m.tag);
+        }
+        fabric.backoff().pause(round++, deadline);
       }
-      fabric.backoff().pause(round++, deadline);
+    } finally {
+      if (published) {
+        fabric.waitingForMessage(rank, null);
+      }
     }
     if (s == REJECTED) {
       throw new CollectiveMismatchException(m.rejection);

@@ -1,16 +1,66 @@
 package io.nccl4j.cpu.transport;
 
 import io.nccl4j.OpType;
+import io.nccl4j.spi.Fingerprint;
 
 /**
  * Identifies the operation a message belongs to. Collectives use the group's sequence number;
- * point-to-point messages use a per-pair counter.
+ * point-to-point messages use a per-pair counter. A collective's tag may carry its
+ * {@link Fingerprint} ({@link Fingerprint#forTransfer}), which every transfer then takes along: the receiver
+ * compares it with its own, so ranks that disagree on dtype, counts, operator or root fail instead
+ * of returning wrong data. Without one (validation off, or a rank that has not switched yet) only
+ * channel, operation and sequence number are compared.
+ *
+ * @param channel collective or point-to-point traffic
+ * @param op the operation
+ * @param seq the sequence number
+ * @param fingerprint the collective's fingerprint as transfers carry it, or null
  */
-public record Tag(Channel channel, OpType op, long seq) {
+public record Tag(Channel channel, OpType op, long seq, Fingerprint fingerprint) {
   /** Collective and point-to-point traffic use separate ordered channels. */
   public enum Channel {
     COLLECTIVE,
     P2P
+  }
+
+  /** A tag without fingerprint. */
+  public Tag(Channel channel, OpType op, long seq) {
+    this(channel, op, seq, null);
+  }
+
+  /** The tag of a collective whose transfers carry {@code fingerprint} ({@link Fingerprint#forTransfer}). */
+  public static Tag collective(Fingerprint fingerprint, OpType op) {
+    return new Tag(Channel.COLLECTIVE, op, fingerprint.seq(), fingerprint.forTransfer());
+  }
+
+  /**
+   * Why rank {@code from}'s message tagged {@code got} does not belong to what rank {@code self} runs
+   * under this tag, or null when it does: PyTorch's mismatch message when both carry fingerprints
+   * that differ, else a description of the differing operation or sequence number.
+   */
+  public String mismatch(Tag got, int self, int from) {
+    if (sameAs(got)) {
+      return null;
+    }
+    if (fingerprint != null && got.fingerprint != null && channel == Channel.COLLECTIVE
+        && got.channel == Channel.COLLECTIVE) {
+      String m = Fingerprint.mismatch(fingerprint, self, got.fingerprint, from);
+      if (m != null) {
+        return m;
+      }
+    }
+    return "rank " + from + " sent data for " + got + " but rank " + self + " is running " + this;
+  }
+
+  /** The same channel, operation and sequence number, whatever the fingerprints say. */
+  public boolean sameOperation(Tag other) {
+    return channel == other.channel && op == other.op && seq == other.seq;
+  }
+
+  /** Equal as {@link #mismatch} judges (both fingerprints compared only when both are present). */
+  public boolean sameAs(Tag other) {
+    return sameOperation(other)
+        && (fingerprint == null || other.fingerprint == null || fingerprint.equals(other.fingerprint));
   }
 
   @Override

@@ -76,6 +76,9 @@ final class TcpConnection {
     }
     socket = s;
     lock.notifyAll();
+    // A connection made after the group failed (a peer that only now needs this rank) is told why
+    // at once; record() tells those that existed then.
+    transport.tellIfFailed(this);
   }
 
   void awaitAttached(long deadline, String what) {
@@ -102,13 +105,17 @@ final class TcpConnection {
     }
   }
 
-  /** The connection is gone because {@code why}: fails the transport because of the peer. */
-  PeerFailureException lost(String why) {
+  /**
+   * The connection is gone because {@code why}: fails the transport because of the peer, and returns
+   * what to throw — the failure recorded first, when there is one (a peer that failed sends its
+   * abort frame, then exits: its closed connection is the consequence, not the cause).
+   */
+  RuntimeException lost(String why) {
     lostReason = why;
     PeerFailureException e = new PeerFailureException(peer, "rank " + rank + ": " + why + ": rank " + peer
         + (socket == null ? "" : " (" + socket.getRemoteSocketAddress() + ")"));
     transport.fail(peer, e);
-    return e;
+    return transport.failureOr(e);
   }
 
   /** Queues {@code bytes} at {@code src} for the writer thread. */
@@ -117,6 +124,10 @@ final class TcpConnection {
     queue.add(s);
     return s;
   }
+
+  /** The last tag the writer sent and its encoded fingerprint (the writer thread's own). */
+  private Tag encodedTag;
+  private byte[] encodedFingerprint;
 
   private void writeLoop() {
     byte[] buf = new byte[TcpTransport.CHUNK];
@@ -143,9 +154,15 @@ final class TcpConnection {
       }
       writeLock.lock();
       try {
-        TcpFrames.encodeDataHeader(header, job.tag, job.bytes);
+        if (job.tag != encodedTag) {
+          // The steps of one collective share its tag: encode its fingerprint once.
+          encodedTag = job.tag;
+          encodedFingerprint = TcpFrames.encodeFingerprint(job.tag.fingerprint());
+        }
+        TcpFrames.encodeDataHeader(header, job.tag, job.bytes, encodedFingerprint.length);
         OutputStream o = out;
         o.write(header);
+        o.write(encodedFingerprint);
         for (long off = 0; off < job.bytes; ) {
           int part = (int) Math.min(TcpTransport.CHUNK, job.bytes - off);
           NativeMemory.copyToArray(job.src + off, buf, 0, part);

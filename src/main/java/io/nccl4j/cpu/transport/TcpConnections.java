@@ -246,6 +246,7 @@ final class TcpConnections {
     IOException last = null;
     long refusedSince = 0;
     for (int round = 0; System.nanoTime() - deadline < 0; round++) {
+      transport.checkFailed(); // the group failed meanwhile: stop dialling a peer that may be gone
       Socket s = new Socket();
       try {
         s.connect(new InetSocketAddress(host, port),

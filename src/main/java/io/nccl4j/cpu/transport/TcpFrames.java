@@ -1,10 +1,13 @@
 package io.nccl4j.cpu.transport;
 
 import io.nccl4j.OpType;
+import io.nccl4j.spi.Fingerprint;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
 
 /**
  * The wire format of {@link TcpTransport}, all integers big-endian.
@@ -16,16 +19,17 @@ import java.nio.charset.StandardCharsets;
  *       the connecting rank with its proof (as many bytes: HMAC-SHA256 of the nonce and {@link #proofContext}),
  *       the accepting rank with {@link #HELLO_OK} or {@link #HELLO_REFUSED}.
  *   <li>Data frame: {@link #DATA} (1), channel (1), operation (1), sequence number (8), payload
- *       length (8), then the payload.
- *   <li>Abort frame: {@link #ABORT} or {@link #ABORT_TIMEOUT} (1), then 8 bytes holding the root
+ *       length (8), fingerprint length (2, at most {@link #MAX_FINGERPRINT_BYTES}; 0 for none), then
+ *       the fingerprint ({@link #encodeFingerprint}) and the payload.
+ *   <li>Abort frame: {@link #ABORT}, {@link #ABORT_TIMEOUT} or {@link #ABORT_MISMATCH} (1), then 8 bytes holding the root
  *       rank (high 32 bits) and the message length (low 32 bits, at most {@link #MAX_ABORT_TEXT}),
  *       then the UTF-8 message.
  * </ul>
  */
 final class TcpFrames {
   static final int MAGIC = 0x4e344a54; // "N4JT"
-  /** 3: the challenge after the hello. */
-  static final short VERSION = 3;
+  /** 3: data frames carry the fingerprint; 4: the challenge after the hello. */
+  static final short VERSION = 4;
   /** A group id is a UUID; anything much longer is not one of ours. */
   static final int MAX_GROUP_ID_BYTES = 256;
   static final byte HELLO_OK = 0;
@@ -34,7 +38,12 @@ final class TcpFrames {
   static final byte ABORT = 2;
   /** An abort frame whose root rank timed out. */
   static final byte ABORT_TIMEOUT = 3;
-  static final int HEADER_BYTES = 19;
+  /** An abort frame whose root rank found the ranks running different collectives. */
+  static final byte ABORT_MISMATCH = 4;
+  static final int HEADER_BYTES = 21;
+  /** The longest fingerprint a reader accepts; an honest one is under 200 bytes. */
+  static final int MAX_FINGERPRINT_BYTES = 1024;
+  private static final int MAX_FINGERPRINT_LIST = 8;
   /** The length of an abort frame before its message. */
   static final int ABORT_HEADER_BYTES = 9;
   static final int MAX_ABORT_TEXT = 1 << 16;
@@ -83,18 +92,117 @@ final class TcpFrames {
     return "transport:" + groupId + ":" + rank + ":" + channel;
   }
 
-  /** Writes the header of a data frame of {@code bytes} payload bytes for {@code tag}. */
-  static void encodeDataHeader(byte[] header, Tag tag, long bytes) {
+  /**
+   * Writes the header of a data frame of {@code bytes} payload bytes for {@code tag}, whose encoded
+   * fingerprint ({@link #encodeFingerprint}) of {@code fingerprintBytes} bytes follows it.
+   */
+  static void encodeDataHeader(byte[] header, Tag tag, long bytes, int fingerprintBytes) {
     header[0] = DATA;
     header[1] = (byte) tag.channel().ordinal();
     header[2] = (byte) tag.op().ordinal();
     putLong(header, 3, tag.seq());
     putLong(header, 11, bytes);
+    header[19] = (byte) (fingerprintBytes >>> 8);
+    header[20] = (byte) fingerprintBytes;
   }
 
-  /** The tag of a data frame's header. */
+  /** The tag of a data frame's header (without fingerprint), or null for a channel or operation that does not exist. */
   static Tag dataTag(byte[] header) {
-    return new Tag(Tag.Channel.values()[header[1]], OpType.values()[header[2]], getLong(header, 3));
+    int channel = header[1] & 0xff;
+    int op = header[2] & 0xff;
+    if (channel >= Tag.Channel.values().length || op >= OpType.values().length) {
+      return null;
+    }
+    return new Tag(Tag.Channel.values()[channel], OpType.values()[op], getLong(header, 3));
+  }
+
+  /** The length of the fingerprint that follows a data frame's header. */
+  static int dataFingerprintBytes(byte[] header) {
+    return ((header[19] & 0xff) << 8) | (header[20] & 0xff);
+  }
+
+  /**
+   * {@code f} as a data frame carries it (empty for null): element counts (1 + 8 each), dtypes and
+   * device types (1 + a length byte and UTF-8 each), the reduce op (a length byte and UTF-8) and the
+   * root (4). Sequence number and operation travel in the header; split sizes not at all.
+   */
+  static byte[] encodeFingerprint(Fingerprint f) {
+    if (f == null) {
+      return new byte[0];
+    }
+    java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream(96);
+    try (DataOutputStream o = new DataOutputStream(bytes)) {
+      o.writeByte(f.shapes().size());
+      for (long n : f.shapes()) {
+        o.writeLong(n);
+      }
+      writeStrings(o, f.dtypes());
+      writeStrings(o, f.deviceTypes());
+      writeString(o, f.reduceOp());
+      o.writeInt(f.root());
+    } catch (IOException e) {
+      throw new IllegalStateException(e); // in memory
+    }
+    return bytes.toByteArray();
+  }
+
+  /**
+   * The fingerprint {@link #encodeFingerprint} wrote, for the collective {@code op} #{@code seq};
+   * null when the bytes are not one (a peer's bytes are not trusted: every length is checked).
+   */
+  static Fingerprint decodeFingerprint(byte[] b, long seq, OpType op) {
+    try (DataInputStream in = new DataInputStream(new java.io.ByteArrayInputStream(b))) {
+      int n = in.readUnsignedByte();
+      if (n > MAX_FINGERPRINT_LIST) {
+        return null;
+      }
+      List<Long> shapes = new ArrayList<>();
+      for (int i = 0; i < n; i++) {
+        shapes.add(in.readLong());
+      }
+      List<String> dtypes = readStrings(in);
+      List<String> devices = readStrings(in);
+      String reduceOp = readString(in);
+      int root = in.readInt();
+      if (dtypes == null || devices == null || in.available() != 0) {
+        return null;
+      }
+      return new Fingerprint(seq, op.torchName(), shapes, dtypes, devices, reduceOp, root, List.of(), List.of());
+    } catch (IOException e) {
+      return null; // too short
+    }
+  }
+
+  private static void writeStrings(DataOutputStream o, List<String> strings) throws IOException {
+    o.writeByte(strings.size());
+    for (String s : strings) {
+      writeString(o, s);
+    }
+  }
+
+  private static void writeString(DataOutputStream o, String s) throws IOException {
+    byte[] b = s.getBytes(StandardCharsets.UTF_8);
+    int n = Math.min(b.length, 255);
+    o.writeByte(n);
+    o.write(b, 0, n);
+  }
+
+  private static List<String> readStrings(DataInputStream in) throws IOException {
+    int n = in.readUnsignedByte();
+    if (n > MAX_FINGERPRINT_LIST) {
+      return null;
+    }
+    List<String> out = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      out.add(readString(in));
+    }
+    return out;
+  }
+
+  private static String readString(DataInputStream in) throws IOException {
+    byte[] b = new byte[in.readUnsignedByte()];
+    in.readFully(b);
+    return new String(b, StandardCharsets.UTF_8);
   }
 
   /** The payload length of a data frame's header. */

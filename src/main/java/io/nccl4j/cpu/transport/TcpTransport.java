@@ -6,6 +6,7 @@ import io.nccl4j.concurrent.Backoff;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.memory.ScratchBuffer;
+import io.nccl4j.spi.Fingerprint;
 import io.nccl4j.store.JobIdentity;
 import io.nccl4j.store.Store;
 import java.io.IOException;
@@ -35,7 +36,8 @@ import org.slf4j.LoggerFactory;
  * peers (and their peers) fail with a {@link TransportTimeoutException} quoting it — the backend's
  * {@link io.nccl4j.CollectiveTimeoutException}, as if their own watchdog had fired — rather than a
  * {@link PeerFailureException} blaming a rank that did not fail but waited, like them, for a
- * stopped or slow one ({@link Failure}).
+ * stopped or slow one ({@link Failure}). A rank whose creating thread dies of an uncaught exception
+ * sends that exception in its abort frames before it exits ({@link UncaughtFailures}).
  */
 public final class TcpTransport implements Transport {
   private static final Logger LOG = LoggerFactory.getLogger(TcpTransport.class);
@@ -84,6 +86,7 @@ public final class TcpTransport implements Transport {
     this.scratch = Allocator.host().child("tcp-transport/rank" + rank);
     this.staging = new ScratchBuffer(scratch, "TCP receive staging");
     this.stagingAddress = staging.ensure(CHUNK);
+    UncaughtFailures.opened(this);
   }
 
   /** Peers on the loopback need listen only there; else every interface, as before a bind address was chosen. */
@@ -131,15 +134,27 @@ public final class TcpTransport implements Transport {
     InputStream in = c.in;
     byte[] header = new byte[TcpFrames.HEADER_BYTES];
     readFully(c, in, header, 0, 1, deadline, tag);
-    if (header[0] == TcpFrames.ABORT || header[0] == TcpFrames.ABORT_TIMEOUT) {
-      throw readAbort(c, in, deadline, tag, header[0] == TcpFrames.ABORT_TIMEOUT);
+    if (header[0] == TcpFrames.ABORT || header[0] == TcpFrames.ABORT_TIMEOUT
+        || header[0] == TcpFrames.ABORT_MISMATCH) {
+      throw readAbort(c, in, deadline, tag, header[0]);
     }
     readFully(c, in, header, 1, TcpFrames.HEADER_BYTES - 1, deadline, tag);
     Tag got = TcpFrames.dataTag(header);
+    int fingerprintBytes = TcpFrames.dataFingerprintBytes(header);
+    if (header[0] != TcpFrames.DATA || got == null || fingerprintBytes > TcpFrames.MAX_FINGERPRINT_BYTES) {
+      throw c.lost("rank " + from + " sent a frame that is not nccl4j's (kind " + header[0] + ", " + fingerprintBytes
+          + " fingerprint bytes)");
+    }
+    byte[] fingerprint = new byte[fingerprintBytes];
+    readFully(c, in, fingerprint, 0, fingerprintBytes, deadline, tag);
     long n = TcpFrames.dataBytes(header);
-    if (!got.equals(tag)) {
-      throw new CollectiveMismatchException("rank " + from + " sent data for " + got + " but rank " + rank
-          + " is running " + tag);
+    String differs = mismatch(tag, got, fingerprint, from);
+    if (differs != null) {
+      // Recorded at once, so the abort frames go out before a cancelled send of this step closes a
+      // socket (which a peer would report as this rank's death).
+      CollectiveMismatchException e = new CollectiveMismatchException(differs);
+      fail(rank, e);
+      throw e;
     }
     if (n != bytes) {
       throw new CollectiveMismatchException("in " + tag + ", rank " + from + " sends " + n + " bytes to rank "
@@ -158,14 +173,47 @@ public final class TcpTransport implements Transport {
     }
   }
 
-  private RuntimeException readAbort(TcpConnection c, InputStream in, long deadline, Tag tag, boolean timeout) {
+  /** What the receiver of a frame tagged {@code got} with {@code fingerprint} finds wrong with it for {@code tag}. */
+  private String mismatch(Tag tag, Tag got, byte[] fingerprint, int from) {
+    if (tag.fingerprint() == null || fingerprint.length == 0) {
+      return tag.mismatch(got, rank, from);
+    }
+    if (tag.sameOperation(got)) {
+      Encoded mine = encoded;
+      if (mine == null || mine.tag != tag) {
+        mine = new Encoded(tag, TcpFrames.encodeFingerprint(tag.fingerprint()));
+        encoded = mine;
+      }
+      if (java.util.Arrays.equals(mine.fingerprint, fingerprint)) {
+        return null;
+      }
+    }
+    Fingerprint theirs = TcpFrames.decodeFingerprint(fingerprint, got.seq(), got.op());
+    if (theirs == null) {
+      return "rank " + from + " sent " + tag + " with an unreadable fingerprint of " + fingerprint.length + " bytes";
+    }
+    return tag.mismatch(new Tag(got.channel(), got.op(), got.seq(), theirs), rank, from);
+  }
+
+  /** A tag this rank receives for, with its fingerprint as frames carry it (compared byte for byte). */
+  private record Encoded(Tag tag, byte[] fingerprint) {}
+
+  /** The last receive's; one reference, so a reader never pairs one tag with another's bytes. */
+  private volatile Encoded encoded;
+
+  private RuntimeException readAbort(TcpConnection c, InputStream in, long deadline, Tag tag, byte kind) {
     byte[] b = new byte[TcpFrames.ABORT_HEADER_BYTES - 1];
     readFully(c, in, b, 0, b.length, deadline, tag);
     int root = TcpFrames.abortRoot(b);
     byte[] msg = new byte[TcpFrames.abortTextBytes(b)];
     readFully(c, in, msg, 0, msg.length, deadline, tag);
     String text = new String(msg, StandardCharsets.UTF_8);
-    if (timeout) {
+    if (kind == TcpFrames.ABORT_MISMATCH) {
+      Failure f = Failure.mismatched(root, text);
+      record(f);
+      return f.toException();
+    }
+    if (kind == TcpFrames.ABORT_TIMEOUT) {
       record(Failure.timedOut(root, text));
       return new TransportTimeoutException("waiting for " + tag + " data from rank " + c.peer + " when "
           + Failure.quoted(text));
@@ -220,6 +268,12 @@ public final class TcpTransport implements Transport {
     }
   }
 
+  /** What to throw for {@code mine}, a failure this rank just recorded: the one recorded first. */
+  RuntimeException failureOr(RuntimeException mine) {
+    Failure f = failure.get();
+    return f == null || f.cause == mine ? mine : f.toException();
+  }
+
   @Override
   public void fail(int failedRank, Throwable cause) {
     record(Failure.of(failedRank, cause));
@@ -231,10 +285,22 @@ public final class TcpTransport implements Transport {
       return;
     }
     // Tell every connected peer why, then stop: blocked readers and writers wake up.
-    byte[] text = f.message.getBytes(StandardCharsets.UTF_8);
     for (TcpConnection c : connections.all()) {
-      c.abort(f.timeout ? TcpFrames.ABORT_TIMEOUT : TcpFrames.ABORT, f.rank, text);
+      tell(c, f);
     }
+  }
+
+  /** Sends {@code c}'s peer the group's failure, if there is one (a second abort frame on a connection is harmless). */
+  void tellIfFailed(TcpConnection c) {
+    Failure f = failure.get();
+    if (f != null) {
+      tell(c, f);
+    }
+  }
+
+  private static void tell(TcpConnection c, Failure f) {
+    c.abort(f.mismatch ? TcpFrames.ABORT_MISMATCH : f.timeout ? TcpFrames.ABORT_TIMEOUT : TcpFrames.ABORT, f.rank,
+        f.message.getBytes(StandardCharsets.UTF_8));
   }
 
   @Override
@@ -243,6 +309,7 @@ public final class TcpTransport implements Transport {
       return;
     }
     closed = true;
+    UncaughtFailures.closed(this);
     connections.close();
     // A receive abandoned by its backend (still running after the timeout) may be reducing from the
     // staging buffer; closed sockets stop it within one read. Freeing under it would corrupt memory,

@@ -138,6 +138,9 @@ final class Windows {
       int round = 0;
       while (((v = slot.arrived.get()) & ~ABORTED) < target) {
         if ((v & ABORTED) != 0) {
+          // The rank that withdrew records why a moment later (its backend makes its error the group's
+          // failure): wait for that, so that this rank reports the cause and not only the withdrawal.
+          TcpTransport.awaitFor(fabric::isFailed);
           fabric.checkFailed();
           throw new PeerFailureException(-1, "a rank gave up waiting in " + tag + "; the group failed");
         }
@@ -165,7 +168,11 @@ final class Windows {
     Publication first = slot.published.get(0);
     for (int q = 1; q < size; q++) {
       Publication other = slot.published.get(q);
-      if (!other.tag().equals(first.tag()) || !other.algorithm().equals(first.algorithm())
+      String differs = first.tag().mismatch(other.tag(), 0, q);
+      if (differs != null && first.tag().sameOperation(other.tag())) {
+        throw new CollectiveMismatchException(differs); // the fingerprints differ: name every field
+      }
+      if (differs != null || !other.algorithm().equals(first.algorithm())
           || other.bytes() != first.bytes() || other.addresses().length != first.addresses().length) {
         throw new CollectiveMismatchException("rank 0 is running " + first.describe() + " but rank " + q
             + " is running " + other.describe());
@@ -216,7 +223,7 @@ final class Windows {
     fabric.checkFailed();
     for (int q = 0; q < size; q++) {
       Publication theirs = slot.published.get(q);
-      if (theirs != null && theirs.tag().equals(mine.tag())) {
+      if (theirs != null && theirs.tag().sameOperation(mine.tag())) {
         continue; // arrived
       }
       if (fabric.departed(q)) {

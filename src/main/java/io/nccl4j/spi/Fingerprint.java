@@ -1,6 +1,8 @@
-package io.nccl4j;
+package io.nccl4j.spi;
 
-import io.nccl4j.spi.Collective;
+import io.nccl4j.CollectiveMismatchException;
+import io.nccl4j.DType;
+import io.nccl4j.OpType;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -8,13 +10,26 @@ import java.util.List;
 import java.util.Objects;
 
 /**
- * What a rank is about to run, for cross-rank validation ({@link Validation}); printed and compared
- * the way PyTorch's CollectiveFingerPrint is, plus reduce op, root and all-to-all split sizes.
+ * What a rank is about to run, as ranks compare it ({@link io.nccl4j.Validation}); printed and
+ * compared the way PyTorch's CollectiveFingerPrint is, plus reduce op, root and all-to-all split
+ * sizes. The process group exchanges whole fingerprints through the store (DETAIL); the CPU
+ * transports carry one in every transfer (IN_BAND, {@link #forTransfer}).
+ *
+ * @param seq the collective's sequence number
+ * @param op PyTorch's name of the operation ({@link OpType#torchName()})
+ * @param shapes the element counts of the input and the output buffer, those the operation has
+ * @param dtypes PyTorch's names of their element types ({@link #torchTypeName})
+ * @param deviceTypes {@code cpu} or {@code cuda}, per buffer
+ * @param reduceOp the reduction ({@link io.nccl4j.ReduceOp#toString()}), or empty
+ * @param root the root rank, or -1
+ * @param inputSplits all-to-all: elements sent to each rank; else empty
+ * @param outputSplits all-to-all: elements received from each rank; else empty
  */
-record CollectiveFingerprint(long seq, String op, List<Long> shapes, List<String> dtypes,
+public record Fingerprint(long seq, String op, List<Long> shapes, List<String> dtypes,
     List<String> deviceTypes, String reduceOp, int root, List<Long> inputSplits, List<Long> outputSplits) {
 
-  static CollectiveFingerprint of(Collective c) {
+  /** The fingerprint of {@code c} (its root, or -1 for point-to-point, whose peer is no root). */
+  public static Fingerprint of(Collective c) {
     List<Long> shapes = new ArrayList<>();
     List<String> dtypes = new ArrayList<>();
     List<String> devices = new ArrayList<>();
@@ -25,8 +40,21 @@ record CollectiveFingerprint(long seq, String op, List<Long> shapes, List<String
         devices.add(b.device().type().name().toLowerCase(java.util.Locale.ROOT));
       }
     }
-    return new CollectiveFingerprint(c.seq(), c.op().torchName(), shapes, dtypes, devices,
-        c.reduceOp() == null ? "" : c.reduceOp().toString(), c.peer(), boxed(c.inputSplits()), boxed(c.outputSplits()));
+    return new Fingerprint(c.seq(), c.op().torchName(), shapes, dtypes, devices,
+        c.reduceOp() == null ? "" : c.reduceOp().toString(), c.op().isPointToPoint() ? -1 : c.peer(),
+        boxed(c.inputSplits()), boxed(c.outputSplits()));
+  }
+
+  /**
+   * What a transfer carries: this fingerprint without the all-to-all split sizes and element
+   * counts, since each rank legitimately sends every peer a different part and the receiver's size
+   * check compares the one that matters (what this sender sends it against what it expects).
+   */
+  public Fingerprint forTransfer() {
+    if (!allToAll()) {
+      return this;
+    }
+    return new Fingerprint(seq, op, List.of(), dtypes, deviceTypes, reduceOp, root, List.of(), List.of());
   }
 
   private static List<Long> boxed(long[] a) {
@@ -34,7 +62,7 @@ record CollectiveFingerprint(long seq, String op, List<Long> shapes, List<String
   }
 
   /** PyTorch's ScalarType names: Float, Half, BFloat16, Long, … */
-  static String torchTypeName(DType t) {
+  public static String torchTypeName(DType t) {
     switch (t) {
       case INT8: return "Char";
       case UINT8: return "Byte";
@@ -61,7 +89,7 @@ record CollectiveFingerprint(long seq, String op, List<Long> shapes, List<String
    * Hash of (sequence number, operation, total element count): what CHEAP compares. All-to-all
    * leaves the count out: with uneven splits each rank legitimately moves a different amount.
    */
-  long cheapHash() {
+  public long cheapHash() {
     long total = allToAll() ? 0 : shapes.stream().mapToLong(Long::longValue).sum();
     long h = seq * 0x9E3779B97F4A7C15L;
     h ^= op.hashCode() * 0xC2B2AE3D27D4EB4FL;
@@ -84,9 +112,10 @@ record CollectiveFingerprint(long seq, String op, List<Long> shapes, List<String
    * type: …", with PyTorch's own wording, "Tensor Tensor shapes" included — or null when they agree.
    * All-to-all is compared as it must agree, not field by field: split sizes legitimately differ
    * between ranks, but what {@code myRank} sends to {@code otherRank} must be what {@code otherRank}
-   * expects from it, and the other way round.
+   * expects from it, and the other way round; a fingerprint without split sizes (a transfer's)
+   * leaves that comparison to the receiver's size check.
    */
-  String differences(CollectiveFingerprint other, int myRank, int otherRank) {
+  public String differences(Fingerprint other, int myRank, int otherRank) {
     StringBuilder sb = new StringBuilder("Collectives differ in the following aspects: ");
     boolean found = false;
     if (seq != other.seq) {
@@ -102,7 +131,7 @@ record CollectiveFingerprint(long seq, String op, List<Long> shapes, List<String
     found |= aspect(sb, "Tensor devices", deviceTypes, other.deviceTypes, true);
     found |= aspect(sb, "Reduce op", reduceOp, other.reduceOp, false);
     found |= aspect(sb, "Root", root, other.root, false);
-    if (bothAllToAll) {
+    if (bothAllToAll && !inputSplits.isEmpty() && !other.inputSplits.isEmpty()) {
       found |= splits(sb, this, myRank, other, otherRank);
       found |= splits(sb, other, otherRank, this, myRank);
     }
@@ -110,7 +139,7 @@ record CollectiveFingerprint(long seq, String op, List<Long> shapes, List<String
   }
 
   /** Whether what {@code from} sends to {@code to} is what {@code to} expects; describes it if not. */
-  private static boolean splits(StringBuilder sb, CollectiveFingerprint from, int fromRank, CollectiveFingerprint to,
+  private static boolean splits(StringBuilder sb, Fingerprint from, int fromRank, Fingerprint to,
       int toRank) {
     long sent = toRank < from.inputSplits.size() ? from.inputSplits.get(toRank) : -1;
     long expected = fromRank < to.outputSplits.size() ? to.outputSplits.get(fromRank) : -1;
@@ -121,6 +150,19 @@ record CollectiveFingerprint(long seq, String op, List<Long> shapes, List<String
         .append(toRank).append("vs Rank ").append(toRank).append(" expects ").append(expected)
         .append(" elements from Rank ").append(fromRank);
     return true;
+  }
+
+  /**
+   * PyTorch's message for rank {@code myRank} running {@code mine} while rank {@code otherRank} runs
+   * {@code theirs} ("Detected mismatch between collectives on ranks. Rank 0 is running collective:
+   * CollectiveFingerPrint(…), but Rank 1 is running collective: CollectiveFingerPrint(…).
+   * Collectives differ in the following aspects: …"), or null when they agree.
+   */
+  public static String mismatch(Fingerprint mine, int myRank, Fingerprint theirs, int otherRank) {
+    String diff = mine.differences(theirs, myRank, otherRank);
+    return diff == null ? null : "Detected mismatch between collectives on ranks. Rank " + myRank
+        + " is running collective: " + mine + ", but Rank " + otherRank + " is running collective: " + theirs + "."
+        + diff;
   }
 
   private static boolean aspect(StringBuilder sb, String name, Object mine, Object theirs, boolean tensor) {
@@ -134,7 +176,8 @@ record CollectiveFingerprint(long seq, String op, List<Long> shapes, List<String
 
   private static final com.fasterxml.jackson.databind.ObjectMapper JSON = new com.fasterxml.jackson.databind.ObjectMapper();
 
-  byte[] encode() {
+  /** As JSON, for the store. */
+  public byte[] encode() {
     try {
       return JSON.writeValueAsBytes(this);
     } catch (java.io.IOException e) {
@@ -142,9 +185,14 @@ record CollectiveFingerprint(long seq, String op, List<Long> shapes, List<String
     }
   }
 
-  static CollectiveFingerprint decode(byte[] bytes) {
+  /**
+   * From {@link #encode}'s JSON.
+   *
+   * @throws CollectiveMismatchException if the bytes are no fingerprint
+   */
+  public static Fingerprint decode(byte[] bytes) {
     try {
-      return JSON.readValue(bytes, CollectiveFingerprint.class);
+      return JSON.readValue(bytes, Fingerprint.class);
     } catch (java.io.IOException e) {
       throw new CollectiveMismatchException("a peer published an unreadable collective fingerprint: "
           + new String(bytes, StandardCharsets.UTF_8));

@@ -1,0 +1,75 @@
+package io.nccl4j.launch;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.nccl4j.PeerFailureException;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The right blame across processes: under the {@link Launcher}, rank 2 of 3 dies of its own
+ * exception while its peers wait for it inside a collective. Every peer's exception names rank 2
+ * and quotes its exception — type and message, cut after 1024 characters with a marker — not a
+ * closed connection; the launcher's summary names rank 2 and quotes the line its JVM printed. The
+ * ranks' group timeout is 60 s: nothing here waits for it.
+ */
+@Tag("multiprocess")
+class BlameAcrossProcessesTest {
+  /** Guards against a hang only: the launcher must be done well within it. */
+  private static final Duration GUARD = Duration.ofSeconds(240);
+  private static final String MARKER = "rank 2 found its input corrupt (distinctive 7f3a)";
+
+  private ChildJvms children;
+
+  @BeforeEach
+  void remember() {
+    children = new ChildJvms();
+  }
+
+  @AfterEach
+  void killEverythingStartedHere() {
+    children.killAll();
+  }
+
+  @Test
+  void everyRankAndTheLauncherNameTheRankThatThrewAndQuoteIt() throws Exception {
+    String tail = "x".repeat(1100);
+    String message = MARKER + " " + tail;
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
+    PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8);
+    Launcher launcher = new Launcher(ChildJvms.javaCommand(BlameMains.ThrowMidCollective.class, "60000", "2",
+        message)).nprocPerNode(3).grace(Duration.ofSeconds(30)).output(o, e);
+    long start = System.nanoTime();
+    int status = CompletableFuture.supplyAsync(launcher::run).get(GUARD.toSeconds(), TimeUnit.SECONDS);
+    Duration took = Duration.ofNanos(System.nanoTime() - start);
+    List<String> outLines = out.toString(StandardCharsets.UTF_8).lines().toList();
+    List<String> errLines = err.toString(StandardCharsets.UTF_8).lines().toList();
+    String all = String.join("\n", outLines) + "\n--- stderr ---\n" + String.join("\n", errLines);
+
+    assertThat(status).as(all).isEqualTo(1);
+    // Three JVMs start and end in this; what matters is that nobody waited for the 60 s timeout.
+    assertThat(took).as(all).isLessThan(Duration.ofSeconds(45));
+    assertThat(outLines).as(all).contains("[rank 2] rank 2 throws");
+    String quoted = "rank 2 failed: IllegalStateException: " + message.substring(0, 1024) + "… ["
+        + (message.length() - 1024) + " more characters]";
+    for (int r = 0; r < 2; r++) {
+      assertThat(outLines).as(all).contains("[rank " + r + "] rank " + r + " caught "
+          + PeerFailureException.class.getName() + " failedRank=2: " + quoted);
+    }
+    assertThat(errLines).as(all).anyMatch(s -> s.startsWith("nccl4j run: failed: rank 2 exited with status 1:"
+        + " java.lang.IllegalStateException: " + MARKER));
+    assertThat(errLines).as(all).noneMatch(s -> s.startsWith("nccl4j run: failed: rank 0")
+        || s.startsWith("nccl4j run: failed: rank 1"));
+  }
+}

@@ -1,0 +1,170 @@
+package io.nccl4j.samples;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.nccl4j.CollectiveMismatchException;
+import io.nccl4j.CollectiveTimeoutException;
+import io.nccl4j.PeerFailureException;
+import io.nccl4j.RankFailedException;
+import io.nccl4j.UsageException;
+import io.nccl4j.cpu.transport.TransportTimeoutException;
+import io.nccl4j.launch.Launcher;
+import io.nccl4j.store.StoreTimeoutException;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.concurrent.Callable;
+import java.util.function.Supplier;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+
+/**
+ * The CLI's exit codes — 0 ok, 1 a wrong result, 2 usage or setup, 3 a failed or timed-out
+ * collective — and its errors: one line on standard error, {@code nccl4j: …}, with the stack trace
+ * only under {@code --verbose}. Each path is taken by a real command: picocli's parse errors, a
+ * command that throws (the CLI's commands, with a test command added for each kind of failure),
+ * and {@code run}, whose status is its failed rank's.
+ */
+@Tag("multirank")
+class CliExitCodesTest {
+  /** A command that throws what the test gives it, as a sample's collective would. */
+  @Command(name = "fails")
+  static final class Fails implements Callable<Integer> {
+    private final Supplier<RuntimeException> failure;
+
+    Fails(Supplier<RuntimeException> failure) {
+      this.failure = failure;
+    }
+
+    @Override
+    public Integer call() {
+      throw failure.get();
+    }
+  }
+
+  private record Executed(int code, String out, String err) {
+    List<String> errLines() {
+      return err.lines().toList();
+    }
+  }
+
+  private static synchronized Executed execute(Supplier<RuntimeException> failure, String... args) {
+    PrintStream oldOut = System.out;
+    PrintStream oldErr = System.err;
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    int code;
+    try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
+         PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
+      System.setOut(o);
+      System.setErr(e);
+      CommandLine cl = new CommandLine(new Cli());
+      if (failure != null) {
+        cl.addSubcommand("fails", new Fails(failure));
+      }
+      code = Cli.execute(cl, args);
+    } finally {
+      System.setOut(oldOut);
+      System.setErr(oldErr);
+    }
+    return new Executed(code, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
+  }
+
+  static Stream<Arguments> failures() {
+    return Stream.of(
+        Arguments.of(3, "PeerFailureException: rank 2 failed: IllegalStateException: boom",
+            (Supplier<RuntimeException>) () -> new PeerFailureException(2, "rank 2 failed: IllegalStateException: boom")),
+        Arguments.of(3, "RankFailedException: rank 1 failed: io.nccl4j.CollectiveTimeoutException: Watchdog caught",
+            (Supplier<RuntimeException>) () -> new RankFailedException(1,
+                new CollectiveTimeoutException("Watchdog caught", 1))),
+        Arguments.of(3, "CollectiveMismatchException: rank 0 is running ALLREDUCE but rank 1 is running BROADCAST",
+            (Supplier<RuntimeException>) () -> new CollectiveMismatchException(
+                "rank 0 is running ALLREDUCE but rank 1 is running BROADCAST")),
+        Arguments.of(3, "StoreTimeoutException: rank 0: rank 1 of 2 did not arrive within 2000 ms",
+            (Supplier<RuntimeException>) () -> new StoreTimeoutException(
+                "rank 0: rank 1 of 2 did not arrive within 2000 ms")),
+        Arguments.of(3, "IllegalStateException: the store is gone",
+            (Supplier<RuntimeException>) () -> new IllegalStateException("the store is gone",
+                new TransportTimeoutException("waiting for rank 1"))),
+        Arguments.of(1, "2 of 5 contracts failed",
+            (Supplier<RuntimeException>) () -> new SampleException(1, "2 of 5 contracts failed")),
+        Arguments.of(2, "UsageException: invalid root rank: 5 (valid ranks are 0..3)",
+            (Supplier<RuntimeException>) () -> new UsageException("invalid root rank: 5", "valid ranks are 0..3")),
+        Arguments.of(2, "IllegalStateException: no free TCP port: a two-line reason, second line",
+            (Supplier<RuntimeException>) () -> new IllegalStateException("no free TCP port: a two-line reason,\n"
+                + "  second line")));
+  }
+
+  @ParameterizedTest(name = "{0}: {1}")
+  @MethodSource("failures")
+  void aCommandThatThrowsExitsWithItsCodeAndOneLine(int code, String line, Supplier<RuntimeException> failure) {
+    Executed e = execute(failure, "fails");
+    assertThat(e.code()).as(e.err()).isEqualTo(code);
+    assertThat(e.errLines()).containsExactly("nccl4j: " + line);
+  }
+
+  @Test
+  void verbosePrintsTheStackTraceAfterTheLine() {
+    Supplier<RuntimeException> f = () -> new PeerFailureException(2, "rank 2 failed: IllegalStateException: boom");
+    Executed before = execute(f, "--verbose", "fails");
+    Executed after = execute(f, "fails", "--verbose");
+    for (Executed e : List.of(before, after)) {
+      assertThat(e.code()).isEqualTo(3);
+      assertThat(e.errLines().get(0)).isEqualTo("nccl4j: PeerFailureException: rank 2 failed: IllegalStateException:"
+          + " boom");
+      assertThat(e.errLines()).anyMatch(s -> s.startsWith("\tat "));
+    }
+    assertThat(execute(f, "fails").err()).doesNotContain("\tat ");
+  }
+
+  @Test
+  void aBadOptionIsOneUsageLineAndExitsTwo() {
+    Executed e = execute(null, "contracts", "--no-such-option");
+    assertThat(e.code()).isEqualTo(2);
+    assertThat(e.errLines()).containsExactly("nccl4j: Unknown option: '--no-such-option' (see 'nccl4j contracts"
+        + " --help')");
+    Executed missing = execute(null, "run");
+    assertThat(missing.code()).isEqualTo(2);
+    assertThat(missing.errLines()).hasSize(1);
+    assertThat(missing.errLines().get(0)).startsWith("nccl4j: Missing required option: '--nproc-per-node=N'");
+  }
+
+  @Test
+  void aRealCommandThatPassesExitsZeroAndPrintsNoError() {
+    Executed e = execute(null, "contracts", "--world-size", "2", "--timeout", "60");
+    assertThat(e.code()).as(e.out() + e.err()).isZero();
+    assertThat(e.err()).isEmpty();
+  }
+
+  /** Every rank of a launched job that fails prints one line; {@code run} exits with the failed rank's code. */
+  @Test
+  @Tag("multiprocess")
+  void runExitsThreeWhenARankCannotCompleteItsCollective() {
+    // Node 1 never comes: rank 0's first collective gives up waiting for rank 1 after the 2 s timeout.
+    int port = Launcher.freePort();
+    Executed e = execute(null, "run", "--nnodes", "2", "--node-rank", "0", "--nproc-per-node", "1",
+        "--master-port", Integer.toString(port), "--", "demo", "--timeout", "2");
+    assertThat(e.code()).as(e.out() + e.err()).isEqualTo(3);
+    assertThat(e.errLines()).as(e.err()).anyMatch(s -> s.startsWith("[rank 0] nccl4j: CollectiveTimeoutException: Watchdog caught collective operation timeout")
+        && s.endsWith("Rank 0 was waiting for rank 1 to join the group (ALLREDUCE #1)."));
+    assertThat(e.errLines()).as(e.err()).noneMatch(s -> s.contains("\tat "));
+    assertThat(e.errLines()).as(e.err()).anyMatch(s -> s.startsWith("nccl4j run: failed: rank 0 exited with status 3:"
+        + " CollectiveTimeoutException: Watchdog caught"));
+  }
+
+  @Test
+  @Tag("multiprocess")
+  void runMapsARankKilledBySignalToThreeAndPassesTheCliCodesThrough() {
+    Executed killed = execute(null, "run", "--nproc-per-node", "2", "--class",
+        "io.nccl4j.launch.RankMains$Rank1KillsItself");
+    assertThat(killed.code()).as(killed.err()).isEqualTo(3);
+    assertThat(killed.errLines()).contains("nccl4j run: failed: rank 1 was killed by signal 9 (SIGKILL)");
+  }
+}
