@@ -1,5 +1,6 @@
 package io.nccl4j;
 
+import io.nccl4j.concurrent.Durations;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.time.Duration;
@@ -139,9 +140,9 @@ abstract class AbstractWork implements Work {
   public void waitFor() {
     Duration timeout = waitTimeout();
     // The backend enforces the timeout itself; the margin only guards against a backend bug.
-    if (!waitFor(timeout.plus(WAIT_MARGIN))) {
+    if (!waitFor(Durations.plus(timeout, WAIT_MARGIN))) {
       throw new CollectiveTimeoutException("Work(SeqNum=" + sequenceNumber() + ", OpType=" + opType().torchName()
-          + ") did not complete within the group timeout of " + timeout.toMillis() + " ms plus "
+          + ") did not complete within the group timeout of " + Durations.describe(timeout) + " plus "
           + WAIT_MARGIN.toSeconds() + " s; the backend failed to enforce its timeout");
     }
   }
@@ -149,7 +150,7 @@ abstract class AbstractWork implements Work {
   @Override
   public boolean waitFor(Duration limit) {
     if (pending(outcome)) {
-      long nanos = limit.toNanos();
+      long nanos = Durations.toNanos(limit);
       long start = System.nanoTime();
       long spin = Math.min(spinNanos(), nanos);
       while (spin > 0 && pending(outcome) && System.nanoTime() - start < spin) {

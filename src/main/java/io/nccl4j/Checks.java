@@ -57,8 +57,9 @@ public final class Checks {
       throw new UsageException("input tensor must be the same type as the output tensor.",
           "input: " + input.dtype() + ", output: " + output.dtype());
     }
-    if (input.count() != output.count() * worldSize) {
-      throw new UsageException("input tensor must be the same size as output size times world size",
+    String sizes = "input tensor must be the same size as output size times world size";
+    if (input.count() != timesWorld(output, "output", sizes)) {
+      throw new UsageException(sizes,
           "input: " + input.count() + " elements, output: " + output.count() + " elements × world size "
               + worldSize + " = " + output.count() * worldSize);
     }
@@ -73,7 +74,8 @@ public final class Checks {
       throw new UsageException("output tensor must have the same type as input tensor",
           "input: " + input.dtype() + ", output: " + output.dtype());
     }
-    if (input.count() * worldSize != output.count()) {
+    if (timesWorld(input, "input", "output tensor size must be equal to world_size times input tensor size")
+        != output.count()) {
       throw new UsageException("output tensor size must be equal to world_size times input tensor size",
           "input: " + input.count() + " elements × world size " + worldSize + " = "
               + input.count() * worldSize + ", output: " + output.count() + " elements");
@@ -211,6 +213,18 @@ public final class Checks {
     }
   }
 
+  /**
+   * {@code t.count() × worldSize}; a product that does not fit in a long (a wrapped tensor with a
+   * false count) would wrap and could match the other tensor's count, so it is refused.
+   */
+  private long timesWorld(Tensor t, String name, String torchMessage) {
+    if (t.count() > Long.MAX_VALUE / worldSize) {
+      throw new UsageException(torchMessage, name + ": " + t.count() + " elements × world size " + worldSize
+          + " is more than " + Long.MAX_VALUE);
+    }
+    return t.count() * worldSize;
+  }
+
   private void inPlaceOffset(Tensor part, Tensor whole, String partName, String wholeName, String rule) {
     if (!part.overlaps(whole)) {
       return;
@@ -255,6 +269,11 @@ public final class Checks {
       if (given[i] < 0 || given[i] > t.count()) {
         throw new UsageException("Split sizes doesn't match total dim 0 size",
             name + " split " + i + " is " + given[i] + ", outside 0.." + t.count());
+      }
+      if (given[i] > Long.MAX_VALUE - sum) {
+        throw new UsageException("Split sizes doesn't match total dim 0 size",
+            name + " splits 0.." + i + " sum to more than " + Long.MAX_VALUE + ", " + name + " has " + t.count()
+                + " elements");
       }
       sum += given[i];
     }

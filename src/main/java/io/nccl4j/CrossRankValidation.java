@@ -1,5 +1,6 @@
 package io.nccl4j;
 
+import io.nccl4j.concurrent.Durations;
 import io.nccl4j.spi.Backend;
 import io.nccl4j.spi.Collective;
 import io.nccl4j.spi.Fingerprint;
@@ -26,6 +27,8 @@ final class CrossRankValidation {
   private volatile Validation mode = Validation.fromEnvironment();
   private volatile Store store;
   private Tensor cheapBuffer;
+  /** IN_BAND for a backend that cannot check in band, once there is a store; else null. */
+  private FingerprintDigests digests;
 
   CrossRankValidation(Backend backend, FlightRecorderDumps dumps) {
     this.backend = backend;
@@ -46,11 +49,28 @@ final class CrossRankValidation {
     }
     mode = Objects.requireNonNull(newMode, "mode");
     backend.validation(newMode);
+    if (digests != null && (newStore != null || !newMode.inBand())) {
+      digests.close(); // a new store, or none needed: every rank switches at this same point
+      digests = null;
+    }
+    if (newMode.inBand() && !backend.checksInBand() && store != null && backend.size() > 1) {
+      digests = new FingerprintDigests(backend, store, e -> {
+        backend.abort(e);
+        dumps.onFailure(e);
+      });
+    }
   }
 
   void validate(Collective c) {
     Validation m = mode;
-    if (m == Validation.OFF || m == Validation.IN_BAND || c.op().isPointToPoint()) {
+    if (m == Validation.OFF || c.op().isPointToPoint()) {
+      return;
+    }
+    FingerprintDigests d = digests;
+    if (d != null) {
+      d.record(c);
+    }
+    if (m == Validation.IN_BAND) {
       return;
     }
     Fingerprint mine = Fingerprint.of(c);
@@ -80,7 +100,7 @@ final class CrossRankValidation {
       Collective check = Collective.Call.allReduce(-mine.seq(), b, b, ReduceOp.MAX).withTimeout(limit);
       Backend.Submission s = backend.submit(check, true);
       try {
-        s.done().get(limit.plusSeconds(30).toMillis(), TimeUnit.MILLISECONDS);
+        s.done().get(Durations.toMillis(Durations.plus(limit, Duration.ofSeconds(30))), TimeUnit.MILLISECONDS);
       } catch (ExecutionException e) {
         throw e.getCause() instanceof RuntimeException ? (RuntimeException) e.getCause()
             : new BackendException(String.valueOf(e.getCause()), e.getCause());
@@ -117,7 +137,7 @@ final class CrossRankValidation {
       }
       CollectiveTimeoutException t = new CollectiveTimeoutException("Rank " + rank + " is running collective: "
           + mine + ", but ranks " + absent + " did not reach collective #" + mine.seq() + " within "
-          + limit.toMillis() + " ms", rank);
+          + Durations.describe(limit), rank);
       backend.abort(t);
       throw t;
     }
@@ -146,8 +166,11 @@ final class CrossRankValidation {
     return e;
   }
 
-  /** Frees the CHEAP check's device buffer. */
+  /** Stops the digest checker and frees the CHEAP check's device buffer. */
   void close() {
+    if (digests != null) {
+      digests.close();
+    }
     if (cheapBuffer != null) {
       cheapBuffer.close();
     }

@@ -380,6 +380,17 @@ public final class LocalCluster {
       }
       LOG.warn("rank {} returned without closing its tensors: {}", rank, leak.getMessage());
     }
+    // Tensor.empty(n, dtype) and the other host factories allocate from the process-wide host
+    // allocator, which is never closed; what this rank's thread left there is its leak too.
+    List<String> host = Allocator.host().liveBlocksAllocatedBy(Thread.currentThread());
+    if (!host.isEmpty()) {
+      String leak = "rank " + rank + " returned without closing " + host.size() + " host tensor(s) of the"
+          + " process-wide host allocator:\n  " + String.join("\n  ", host);
+      if (strictMemory) {
+        throw new IllegalStateException(leak);
+      }
+      LOG.warn(leak);
+    }
   }
 
   private static void awaitUninterruptibly(CountDownLatch latch) {

@@ -5,6 +5,8 @@ import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.MemoryBlock;
 import io.nccl4j.memory.MemoryResource;
 import io.nccl4j.memory.NativeMemory;
+import io.nccl4j.memory.OwnedReference;
+import java.lang.ref.Reference;
 import java.util.Objects;
 
 // Over 400 lines because a tensor's public surface is wide (factories from Java arrays, element
@@ -36,6 +38,14 @@ public final class Tensor implements AutoCloseable {
   private final Tensor base;
   private volatile boolean closed;
   /**
+   * The block's first reference, for a base tensor that owns its memory (null for views and wrapped
+   * memory): released by {@link #close()}, or — when the tensor is collected unclosed — reported
+   * as a leak and released by a Cleaner. Methods that touch the memory through an address keep
+   * {@code this} reachable to their end ({@link Reference#reachabilityFence}), or the Cleaner could
+   * free the memory under them once the JIT sees no later use of the tensor.
+   */
+  private final OwnedReference owner;
+  /**
    * This tensor as a collective sees it, made on first use and kept: a tensor's address, count,
    * type and device never change, and a training loop passes the same tensors on every step. A
    * racing first use may make two equal ones; the record's fields are final, so either is safe.
@@ -49,6 +59,8 @@ public final class Tensor implements AutoCloseable {
     this.dtype = dtype;
     this.device = device;
     this.base = base == null ? this : base;
+    this.owner = base == null && block.isOwned()
+        ? OwnedReference.register(this, block, "tensor " + block.description()) : null;
   }
 
   // ---------------------------------------------------------------- factories
@@ -62,10 +74,7 @@ public final class Tensor implements AutoCloseable {
   public static Tensor empty(long count, DType dtype, Allocator allocator) {
     Objects.requireNonNull(dtype, "dtype");
     Objects.requireNonNull(allocator, "allocator");
-    if (count < 0) {
-      throw new IllegalArgumentException("Tensor element count must be >= 0, got " + count);
-    }
-    long bytes = Math.multiplyExact(count, (long) dtype.size());
+    long bytes = byteSize(count, dtype);
     MemoryBlock block = allocator.allocate(bytes, dtype + "[" + count + "] on " + allocator.device());
     return new Tensor(block, 0, count, dtype, allocator.device(), null);
   }
@@ -108,6 +117,10 @@ public final class Tensor implements AutoCloseable {
   public static Tensor arange(long start, long end, DType dtype, Allocator allocator) {
     if (end < start) {
       throw new IllegalArgumentException("arange needs start <= end, got start=" + start + ", end=" + end);
+    }
+    if (end - start < 0) {
+      throw new IllegalArgumentException("arange(" + start + ", " + end + ") spans more than " + Long.MAX_VALUE
+          + " elements");
     }
     Tensor t = empty(end - start, dtype, allocator);
     t.requireHost("arange");
@@ -184,10 +197,7 @@ public final class Tensor implements AutoCloseable {
   public static Tensor wrap(long address, long count, DType dtype, Device device) {
     Objects.requireNonNull(dtype, "dtype");
     Objects.requireNonNull(device, "device");
-    if (count < 0) {
-      throw new IllegalArgumentException("Tensor element count must be >= 0, got " + count);
-    }
-    long bytes = Math.multiplyExact(count, (long) dtype.size());
+    long bytes = byteSize(count, dtype);
     if (address % dtype.size() != 0) {
       throw new IllegalArgumentException("Address 0x" + Long.toHexString(address)
           + " is not aligned to the " + dtype.size() + "-byte elements of " + dtype);
@@ -329,6 +339,7 @@ public final class Tensor implements AutoCloseable {
       }
       closed = true;
     }
+    owner.disown();
     return new Tensor(block, byteOffset, newCount, dtype, device, null);
   }
 
@@ -353,7 +364,11 @@ public final class Tensor implements AutoCloseable {
    */
   public long getLong(long index) {
     checkIndex(index);
-    return Elements.loadLong(dtype, elementAddress(index));
+    try {
+      return Elements.loadLong(dtype, elementAddress(index));
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /**
@@ -365,7 +380,11 @@ public final class Tensor implements AutoCloseable {
    */
   public double getDouble(long index) {
     checkIndex(index);
-    return Elements.loadDouble(dtype, elementAddress(index));
+    try {
+      return Elements.loadDouble(dtype, elementAddress(index));
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /** Element {@code index} as an exact {@link Scalar}. */
@@ -379,6 +398,7 @@ public final class Tensor implements AutoCloseable {
       case 4: bits = NativeMemory.getInt(a); break;
       default: bits = NativeMemory.getLong(a);
     }
+    Reference.reachabilityFence(this);
     return Scalar.ofBits(dtype, bits);
   }
 
@@ -392,6 +412,7 @@ public final class Tensor implements AutoCloseable {
   public void setLong(long index, long value) {
     checkIndex(index);
     setLongUnchecked(index, value);
+    Reference.reachabilityFence(this);
   }
 
   /**
@@ -404,6 +425,7 @@ public final class Tensor implements AutoCloseable {
   public void setDouble(long index, double value) {
     checkIndex(index);
     Elements.storeDouble(dtype, elementAddress(index), value);
+    Reference.reachabilityFence(this);
   }
 
   /** Sets every element to {@code value}, which must have this tensor's dtype. */
@@ -431,6 +453,7 @@ public final class Tensor implements AutoCloseable {
         default: NativeMemory.putLong(e, bits);
       }
     }
+    Reference.reachabilityFence(this);
   }
 
   /** Sets every element to {@code value} converted to this dtype. */
@@ -449,6 +472,8 @@ public final class Tensor implements AutoCloseable {
       throw new IllegalArgumentException("copyFrom: expected " + describe() + ", got " + src.describe());
     }
     copier(this, src).copy(address(), device, src.address(), src.device, nbytes());
+    Reference.reachabilityFence(this);
+    Reference.reachabilityFence(src);
   }
 
   /** Host copies use host memory; otherwise the resource of whichever side is device memory. */
@@ -487,6 +512,7 @@ public final class Tensor implements AutoCloseable {
         out[i] = Elements.loadLong(dtype, elementAddress(i));
       }
     }
+    Reference.reachabilityFence(this);
     return out;
   }
 
@@ -501,6 +527,7 @@ public final class Tensor implements AutoCloseable {
         out[i] = Elements.loadDouble(dtype, elementAddress(i));
       }
     }
+    Reference.reachabilityFence(this);
     return out;
   }
 
@@ -515,6 +542,7 @@ public final class Tensor implements AutoCloseable {
         out[i] = (float) Elements.loadDouble(dtype, elementAddress(i));
       }
     }
+    Reference.reachabilityFence(this);
     return out;
   }
 
@@ -574,6 +602,8 @@ public final class Tensor implements AutoCloseable {
         wrong++;
       }
     }
+    Reference.reachabilityFence(this);
+    Reference.reachabilityFence(expected);
     return new Diff(wrong, first, first < 0 ? null : get(first), first < 0 ? null : expected.get(first));
   }
 
@@ -626,8 +656,8 @@ public final class Tensor implements AutoCloseable {
       }
       closed = true;
     }
-    if (base == this) {
-      block.release();
+    if (owner != null) {
+      owner.release();
     }
   }
 
@@ -651,6 +681,22 @@ public final class Tensor implements AutoCloseable {
   }
 
   // ---------------------------------------------------------------- internals
+
+  /**
+   * {@code count × dtype.size()}, checked: a negative count, or one whose bytes do not fit in a
+   * long (a wrapped tensor's false count), is an error naming both, before any memory is touched.
+   */
+  private static long byteSize(long count, DType dtype) {
+    if (count < 0) {
+      throw new IllegalArgumentException("Tensor element count must be >= 0, got " + count);
+    }
+    if (count > Long.MAX_VALUE / dtype.size()) {
+      throw new IllegalArgumentException("Tensor of " + count + " " + dtype + " elements would be " + count + " × "
+          + dtype.size() + " bytes, more than " + Long.MAX_VALUE + "; the most a " + dtype + " tensor holds is "
+          + Long.MAX_VALUE / dtype.size() + " elements");
+    }
+    return count * dtype.size();
+  }
 
   void ensureOpen() {
     if (isClosed()) {

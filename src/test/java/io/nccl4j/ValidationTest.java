@@ -298,7 +298,7 @@ class ValidationTest {
     assertThat(Validation.parse(" detail ")).isEqualTo(Validation.DETAIL);
     assertThat(Validation.parse("Cheap")).isEqualTo(Validation.CHEAP);
     assertThatThrownBy(() -> Validation.parse("full"))
-        .hasMessage("validation must be off, cheap or detail, got 'full'");
+        .hasMessage("validation must be off, in_band, cheap or detail, got 'full'");
   }
 
   @Test

@@ -6,6 +6,7 @@ import io.nccl4j.CollectiveTimeoutException;
 import io.nccl4j.Device;
 import io.nccl4j.OpType;
 import io.nccl4j.Validation;
+import io.nccl4j.concurrent.Durations;
 import io.nccl4j.cpu.transport.Failure;
 import io.nccl4j.cpu.transport.Tag;
 import io.nccl4j.cpu.transport.Transport;
@@ -137,6 +138,11 @@ public final class CpuBackend implements Backend {
   }
 
   @Override
+  public boolean checksInBand() {
+    return true;
+  }
+
+  @Override
   public Duration timeout() {
     return timeout;
   }
@@ -251,7 +257,7 @@ public final class CpuBackend implements Backend {
       return;
     }
     Duration limit = c.timeoutOr(timeout);
-    long deadline = enqueued + limit.toNanos();
+    long deadline = Durations.deadline(enqueued, limit);
     try {
       f.complete(body.run(deadline));
     } catch (TransportTimeoutException e) {
@@ -259,7 +265,7 @@ public final class CpuBackend implements Backend {
       CollectiveTimeoutException t = new CollectiveTimeoutException(
           "Watchdog caught collective operation timeout: WorkCPU(SeqNum=" + c.seq() + ", OpType="
               + c.op().torchName() + ", NumelIn=" + c.numelIn() + ", NumelOut=" + c.numelOut()
-              + ", Timeout(ms)=" + limit.toMillis() + ") ran for " + ranMs
+              + ", Timeout(ms)=" + Durations.toMillis(limit) + ") ran for " + ranMs
               + " milliseconds before timing out. Rank " + rank() + " was " + e.getMessage() + ".",
           e.timedOutRank() < 0 ? rank() : e.timedOutRank());
       fail(f, t);
@@ -339,7 +345,7 @@ public final class CpuBackend implements Backend {
     closed = true;
     stream.shutdown();
     try {
-      if (!stream.awaitTermination(timeout.plus(CLOSE_MARGIN).toMillis(), TimeUnit.MILLISECONDS)) {
+      if (!stream.awaitTermination(Durations.toMillis(Durations.plus(timeout, CLOSE_MARGIN)), TimeUnit.MILLISECONDS)) {
         LOG.warn("rank {}: operations still running {} after close; abandoning them", rank(), timeout);
         stream.shutdownNow();
       }

@@ -1,5 +1,6 @@
 package io.nccl4j.cpu;
 
+import io.nccl4j.concurrent.Durations;
 import java.util.ArrayDeque;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -144,7 +145,7 @@ final class ExecutionStream {
 
   /** Waits until the worker has finished everything (after {@link #shutdown}). */
   boolean awaitTermination(long time, TimeUnit unit) throws InterruptedException {
-    long deadline = System.nanoTime() + unit.toNanos(time);
+    long deadline = Durations.deadline(System.nanoTime(), unit.toNanos(time));
     lock.lock();
     try {
       while (!terminated) {

@@ -1,5 +1,6 @@
 package io.nccl4j.launch;
 
+import io.nccl4j.concurrent.Durations;
 import io.nccl4j.store.JobIdentity;
 import java.io.BufferedReader;
 import java.io.IOException;
@@ -22,7 +23,9 @@ import java.util.concurrent.TimeUnit;
  * line prefixed with its rank. If a rank exits non-zero or dies, the others are stopped (SIGTERM,
  * then SIGKILL after a grace period) and {@link #run()} returns non-zero, naming the first failing
  * rank and its status — or the rank it says failed, quoting that rank's exception
- * ({@code RankFailureReport}). A shutdown of the launcher (Ctrl-C, SIGTERM) reaches every rank.
+ * ({@code RankFailureReport}). A shutdown of the launcher (Ctrl-C, SIGTERM) reaches every rank; a
+ * launcher killed outright (SIGKILL) is noticed by each rank that created a group
+ * ({@code LauncherWatch}).
  */
 public final class Launcher {
   private final List<String> command;
@@ -147,6 +150,8 @@ public final class Launcher {
         env.put("LOCAL_WORLD_SIZE", Integer.toString(nprocPerNode));
         env.put("GROUP_RANK", Integer.toString(nodeRank));
         env.putAll(job.environment());
+        // The rank exits if this process dies, even by SIGKILL, when no hook of ours can run.
+        env.put(LauncherWatch.LAUNCHER_PID, Long.toString(ProcessHandle.current().pid()));
         Process p;
         try {
           p = pb.start();
@@ -235,7 +240,7 @@ public final class Launcher {
         p.destroy();
       }
     }
-    long until = System.nanoTime() + grace.toNanos();
+    long until = Durations.deadlineFromNow(grace);
     for (Process p : live) {
       long left = until - System.nanoTime();
       try {

@@ -118,6 +118,7 @@ public final class ProcessGroups {
 
   /** With cross-rank validation {@code mode} (DETAIL exchanges fingerprints through the job's store). */
   public static Joined init(DistEnv env, String backend, Duration timeout, io.nccl4j.Validation mode) {
+    LauncherWatch.startIfLaunched(env.rank());
     java.util.Map<String, String> vars = System.getenv();
     return init(env, identity(env, vars), BindAddress.choose(env, vars), backend, timeout, mode);
   }

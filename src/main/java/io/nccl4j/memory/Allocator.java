@@ -149,6 +149,21 @@ public final class Allocator implements AutoCloseable {
     return out;
   }
 
+  /**
+   * Descriptions of the blocks allocated directly here by {@code thread} that are still live: what a
+   * rank thread left behind in an allocator it shares with others, such as {@link #host()}, which
+   * is never closed and so never checked by {@link #close()}.
+   */
+  public List<String> liveBlocksAllocatedBy(Thread thread) {
+    List<String> out = new ArrayList<>();
+    for (MemoryBlock b : live) {
+      if (b.allocatedBy() == thread) {
+        out.add(name + ": " + describeWithSite(b));
+      }
+    }
+    return out;
+  }
+
   /** True once {@link #close()} succeeded, here or on an ancestor (which closes its children). */
   public boolean isClosed() {
     return closed;
@@ -186,17 +201,21 @@ public final class Allocator implements AutoCloseable {
 
   private void collectLeaks(List<String> out) {
     for (MemoryBlock b : live) {
-      String entry = name + ": " + b;
-      if (b.allocationSite() != null) {
-        StringWriter sw = new StringWriter();
-        b.allocationSite().printStackTrace(new PrintWriter(sw));
-        entry += "\n    " + sw.toString().replace("\n", "\n    ").trim();
-      }
-      out.add(entry);
+      out.add(name + ": " + describeWithSite(b));
     }
     for (Allocator c : children) {
       c.collectLeaks(out);
     }
+  }
+
+  private static String describeWithSite(MemoryBlock b) {
+    String entry = b.toString();
+    if (b.allocationSite() != null) {
+      StringWriter sw = new StringWriter();
+      b.allocationSite().printStackTrace(new PrintWriter(sw));
+      entry += "\n    " + sw.toString().replace("\n", "\n    ").trim();
+    }
+    return entry;
   }
 
   private void ensureOpen() {

@@ -27,6 +27,8 @@ public final class MemoryBlock {
   private final long bytes;
   private final String description;
   private final Throwable allocationSite;
+  /** The thread that allocated an owned block, for leak checks per rank thread (null when external). */
+  private final Thread allocatedBy;
   private final AtomicInteger refs = new AtomicInteger(1);
   /** Null until the first operation uses the block. */
   private volatile OperationCounts ops;
@@ -54,12 +56,21 @@ public final class MemoryBlock {
     this.bytes = bytes;
     this.description = description;
     this.allocationSite = site;
+    this.allocatedBy = allocator == null ? null : Thread.currentThread();
   }
 
   /** Wraps memory someone else owns: no accounting, never freed by nccl4j. */
   public static MemoryBlock external(long address, long bytes, String description) {
+    if (bytes < 0) {
+      throw new IllegalArgumentException("Cannot wrap a negative number of bytes: " + bytes + " for " + description);
+    }
     if (address == 0 && bytes > 0) {
       throw new IllegalArgumentException("Cannot wrap a null address for " + bytes + " bytes");
+    }
+    // Addresses are unsigned: a range that runs past the top of the address space wraps to 0.
+    if (bytes > 0 && Long.compareUnsigned(address + bytes - 1, address) < 0) {
+      throw new IllegalArgumentException("Cannot wrap " + bytes + " bytes at 0x" + Long.toHexString(address)
+          + ": the range runs past the end of the address space (" + description + ")");
     }
     return new MemoryBlock(null, address, bytes, description, null);
   }
@@ -172,6 +183,14 @@ public final class MemoryBlock {
 
   Throwable allocationSite() {
     return allocationSite;
+  }
+
+  Thread allocatedBy() {
+    return allocatedBy;
+  }
+
+  String allocatorName() {
+    return allocator == null ? "(none: external memory)" : allocator.name();
   }
 
   @Override

@@ -1,14 +1,16 @@
 package io.nccl4j.memory;
 
 import java.lang.reflect.Field;
+import java.util.Objects;
 import sun.misc.Unsafe;
 
 /**
  * Raw access to native (off-heap) memory by address.
  *
  * <p>Java 17 has no stable foreign-memory API, so the CPU backend reads and writes tensors through
- * {@code sun.misc.Unsafe} (module jdk.unsupported), whose accessors are JIT intrinsics. Everything
- * here is unchecked: callers (Tensor, the allocators, the CPU kernels) validate bounds first.
+ * {@code sun.misc.Unsafe} (module jdk.unsupported), whose accessors are JIT intrinsics. Native
+ * addresses are unchecked: callers (Tensor, the allocators, the CPU kernels) validate bounds first;
+ * the heap array of a copy is checked here, which costs a comparison per call.
  * Multi-byte values use the platform's native byte order, which is what NCCL and CUDA use.
  */
 public final class NativeMemory {
@@ -71,41 +73,49 @@ public final class NativeMemory {
 
   /** Copies {@code n} elements from native memory into a heap array (an intrinsic memcpy). */
   public static void toArray(long src, float[] dst, int n) {
+    Objects.checkFromIndexSize(0, n, dst.length);
     U.copyMemory(null, src, dst, Unsafe.ARRAY_FLOAT_BASE_OFFSET, 4L * n);
   }
 
   /** As {@link #toArray(long, float[], int)}, for doubles: 8·n bytes. */
   public static void toArray(long src, double[] dst, int n) {
+    Objects.checkFromIndexSize(0, n, dst.length);
     U.copyMemory(null, src, dst, Unsafe.ARRAY_DOUBLE_BASE_OFFSET, 8L * n);
   }
 
   /** As {@link #toArray(long, float[], int)}, for ints: 4·n bytes. */
   public static void toArray(long src, int[] dst, int n) {
+    Objects.checkFromIndexSize(0, n, dst.length);
     U.copyMemory(null, src, dst, Unsafe.ARRAY_INT_BASE_OFFSET, 4L * n);
   }
 
   /** As {@link #toArray(long, float[], int)}, for longs: 8·n bytes. */
   public static void toArray(long src, long[] dst, int n) {
+    Objects.checkFromIndexSize(0, n, dst.length);
     U.copyMemory(null, src, dst, Unsafe.ARRAY_LONG_BASE_OFFSET, 8L * n);
   }
 
   /** Copies {@code n} elements of a heap array into native memory. */
   public static void fromArray(float[] src, long dst, int n) {
+    Objects.checkFromIndexSize(0, n, src.length);
     U.copyMemory(src, Unsafe.ARRAY_FLOAT_BASE_OFFSET, null, dst, 4L * n);
   }
 
   /** As {@link #fromArray(float[], long, int)}, for doubles: 8·n bytes. */
   public static void fromArray(double[] src, long dst, int n) {
+    Objects.checkFromIndexSize(0, n, src.length);
     U.copyMemory(src, Unsafe.ARRAY_DOUBLE_BASE_OFFSET, null, dst, 8L * n);
   }
 
   /** As {@link #fromArray(float[], long, int)}, for ints: 4·n bytes. */
   public static void fromArray(int[] src, long dst, int n) {
+    Objects.checkFromIndexSize(0, n, src.length);
     U.copyMemory(src, Unsafe.ARRAY_INT_BASE_OFFSET, null, dst, 4L * n);
   }
 
   /** As {@link #fromArray(float[], long, int)}, for longs: 8·n bytes. */
   public static void fromArray(long[] src, long dst, int n) {
+    Objects.checkFromIndexSize(0, n, src.length);
     U.copyMemory(src, Unsafe.ARRAY_LONG_BASE_OFFSET, null, dst, 8L * n);
   }
 
@@ -144,12 +154,27 @@ public final class NativeMemory {
 
   /** Copies native memory into a Java array (any primitive array type). */
   public static void copyToArray(long src, Object array, long arrayByteOffset, long bytes) {
+    checkArrayRange(array, arrayByteOffset, bytes);
     U.copyMemory(null, src, array, arrayBaseOffset(array) + arrayByteOffset, bytes);
   }
 
   /** Copies a Java array's bytes (any primitive array type) into native memory. */
   public static void copyFromArray(Object array, long arrayByteOffset, long dst, long bytes) {
+    checkArrayRange(array, arrayByteOffset, bytes);
     U.copyMemory(array, arrayBaseOffset(array) + arrayByteOffset, null, dst, bytes);
+  }
+
+  /**
+   * The one check on the heap side of a copy: native memory cannot be checked here, but a Java
+   * array can, and writing past one corrupts the heap and crashes the JVM later, far from the cause.
+   */
+  private static void checkArrayRange(Object array, long arrayByteOffset, long bytes) {
+    long length = (long) java.lang.reflect.Array.getLength(array) * U.arrayIndexScale(array.getClass());
+    if (arrayByteOffset < 0 || bytes < 0 || arrayByteOffset > length - bytes) {
+      throw new IndexOutOfBoundsException("Copy of " + bytes + " bytes at byte " + arrayByteOffset + " of a "
+          + array.getClass().getComponentType() + "[" + java.lang.reflect.Array.getLength(array) + "] ("
+          + length + " bytes) is outside the array");
+    }
   }
 
   private static long arrayBaseOffset(Object array) {

@@ -4,6 +4,7 @@ import io.nccl4j.BackendException;
 import io.nccl4j.CollectiveTimeoutException;
 import io.nccl4j.Device;
 import io.nccl4j.concurrent.Backoff;
+import io.nccl4j.concurrent.Durations;
 import io.nccl4j.nccl.bind.NcclApi;
 import java.time.Duration;
 import java.util.concurrent.CountDownLatch;
@@ -155,7 +156,7 @@ public final class Communicator implements AutoCloseable {
     if (mode == Mode.NONBLOCKING) {
       c.lock.lock();
       try {
-        c.begin(function, timeout.toNanos(), System.nanoTime());
+        c.begin(function, Durations.toNanos(timeout), System.nanoTime());
         NcclCall.check(c.complete(rc, function), api, c.context(), function);
       } catch (RuntimeException e) {
         c.exit();
@@ -300,7 +301,7 @@ public final class Communicator implements AutoCloseable {
    * is NCCL's, checked by the caller.
    */
   public int call(String function, Duration limit, java.util.function.LongToIntFunction call) {
-    long h = enter(function, limit.toNanos(), System.nanoTime());
+    long h = enter(function, Durations.toNanos(limit), System.nanoTime());
     try {
       return complete(call.applyAsInt(h), function);
     } finally {
@@ -463,9 +464,9 @@ public final class Communicator implements AutoCloseable {
       done = abortDone;
     }
     try {
-      if (!done.await(deadline.toMillis(), TimeUnit.MILLISECONDS)) {
+      if (!done.await(Durations.toMillis(deadline), TimeUnit.MILLISECONDS)) {
         LOG.warn("rank {}: ncclCommAbort did not return within {} ms; leaving it running in the background",
-            rank, deadline.toMillis());
+            rank, Durations.toMillis(deadline));
         return false;
       }
     } catch (InterruptedException e) {
@@ -480,7 +481,7 @@ public final class Communicator implements AutoCloseable {
     boolean locked = false;
     if (!callerHoldsLock) {
       try {
-        locked = lock.tryLock(options.abortGrace().toNanos(), TimeUnit.NANOSECONDS);
+        locked = lock.tryLock(Durations.toNanos(options.abortGrace()), TimeUnit.NANOSECONDS);
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
       }
@@ -564,14 +565,14 @@ public final class Communicator implements AutoCloseable {
     t.start();
     boolean finished;
     try {
-      finished = done.await(deadline.toMillis(), TimeUnit.MILLISECONDS);
+      finished = done.await(Durations.toMillis(deadline), TimeUnit.MILLISECONDS);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       finished = false;
     }
     if (!finished) {
       LOG.warn("rank {}: closing the NCCL communicator did not finish within {} ms ({}); aborting it", rank,
-          deadline.toMillis(), callFunction);
+          Durations.toMillis(deadline), callFunction);
       abort(deadline);
       return;
     }
@@ -586,7 +587,7 @@ public final class Communicator implements AutoCloseable {
   private void finalizeAndDestroy(Duration deadline) {
     long h;
     try {
-      h = enter("ncclCommFinalize", deadline.toNanos(), System.nanoTime());
+      h = enter("ncclCommFinalize", Durations.toNanos(deadline), System.nanoTime());
     } catch (BackendException e) {
       return; // aborted or closed meanwhile
     }

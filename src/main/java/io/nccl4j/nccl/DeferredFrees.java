@@ -1,5 +1,6 @@
 package io.nccl4j.nccl;
 
+import io.nccl4j.concurrent.Durations;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
@@ -37,7 +38,7 @@ final class DeferredFrees {
    */
   static boolean awaitDone(java.time.Duration limit) throws InterruptedException {
     long target = SUBMITTED.get();
-    long deadline = System.nanoTime() + limit.toNanos();
+    long deadline = Durations.deadlineFromNow(limit);
     synchronized (DONE) {
       while (DONE.get() < target) {
         long left = deadline - System.nanoTime();

@@ -4,6 +4,7 @@ import io.nccl4j.BackendException;
 import io.nccl4j.CollectiveStats;
 import io.nccl4j.Device;
 import io.nccl4j.DeviceStream;
+import io.nccl4j.concurrent.Durations;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.nccl.bind.CudaApi;
 import io.nccl4j.nccl.bind.NcclApi;
@@ -255,7 +256,7 @@ public final class NcclBackend implements Backend {
         : "ncclGroupEnd (" + ops.size() + " operations)";
     long h;
     try {
-      h = comm.enter(function, first.timeoutOr(timeout).toNanos(), enqueued);
+      h = comm.enter(function, Durations.toNanos(first.timeoutOr(timeout)), enqueued);
     } catch (BackendException e) {
       BackendException b = broken;
       completion.completed(null, b != null ? stillBroken(b) : e);
@@ -430,7 +431,7 @@ public final class NcclBackend implements Backend {
     progress.stop = true;
     java.util.concurrent.locks.LockSupport.unpark(progressThread);
     try {
-      progressThread.join(timeout.plusSeconds(5).toMillis());
+      progressThread.join(Durations.toMillis(Durations.plus(timeout, Duration.ofSeconds(5))));
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }

@@ -3,6 +3,7 @@ package io.nccl4j.nccl;
 import io.nccl4j.concurrent.Backoff;
 import io.nccl4j.BackendException;
 import io.nccl4j.CollectiveTimeoutException;
+import io.nccl4j.concurrent.Durations;
 import io.nccl4j.nccl.bind.CudaApi;
 import io.nccl4j.spi.Backend.Completion;
 import io.nccl4j.spi.Collective;
@@ -167,10 +168,10 @@ final class NcclProgress implements Runnable {
       }
       long now = System.nanoTime();
       Duration limit = c.timeoutOr(timeout);
-      if (now - enqueued > limit.toNanos()) {
+      if (now - enqueued > Durations.toNanos(limit)) {
         backend.fail(new CollectiveTimeoutException("Watchdog caught collective operation timeout: WorkNCCL(SeqNum="
             + c.seq() + ", OpType=" + c.op().torchName() + ", NumelIn=" + c.numelIn() + ", NumelOut="
-            + c.numelOut() + ", Timeout(ms)=" + limit.toMillis() + ") ran for "
+            + c.numelOut() + ", Timeout(ms)=" + Durations.toMillis(limit) + ") ran for "
             + (now - enqueued) / 1_000_000 + " milliseconds before timing out. Rank " + comm.rank() + " on "
             + comm.device() + "; the communicator was aborted.", comm.rank()));
         continue;

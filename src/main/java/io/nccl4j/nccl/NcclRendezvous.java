@@ -1,5 +1,6 @@
 package io.nccl4j.nccl;
 
+import io.nccl4j.concurrent.Durations;
 import io.nccl4j.store.Store;
 import io.nccl4j.store.StoreTimeoutException;
 import java.time.Duration;
@@ -70,7 +71,7 @@ public final class NcclRendezvous {
       }
       throw new StoreTimeoutException("rank " + rank + ": " + (missing.size() == 1 ? "rank " : "ranks ")
           + missing.stream().map(String::valueOf).collect(Collectors.joining(", ")) + " of " + size
-          + " did not arrive to create the NCCL communicator within " + timeout.toMillis() + " ms");
+          + " did not arrive to create the NCCL communicator within " + Durations.describe(timeout));
     }
   }
 }

@@ -84,6 +84,15 @@ public interface Backend extends AutoCloseable {
   default void validation(io.nccl4j.Validation mode) {}
 
   /**
+   * Whether this backend checks fingerprints in band itself ({@link #validation}); for one that
+   * cannot (NCCL: nothing rides with the data), the process group compares digests of the issued
+   * collectives through its store in the background instead. The default: false.
+   */
+  default boolean checksInBand() {
+    return false;
+  }
+
+  /**
    * How long a thread waiting for one of this backend's operations polls for its completion before
    * it blocks, in nanoseconds; 0 (the default) blocks at once. Worth it for a backend whose
    * operations complete on a thread of its own while the waiter has a core to spare.

@@ -1,5 +1,6 @@
 package io.nccl4j.store;
 
+import io.nccl4j.concurrent.Durations;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -66,7 +67,7 @@ public final class HashStore implements Store {
   }
 
   private void waitFor(List<String> keys, Duration wait) {
-    long deadline = System.nanoTime() + Deadlines.nanos(wait);
+    long deadline = Durations.deadlineFromNow(wait);
     while (true) {
       ensureOpen();
       if (map.keySet().containsAll(keys)) {
@@ -74,7 +75,7 @@ public final class HashStore implements Store {
       }
       long left = deadline - System.nanoTime();
       if (left <= 0) {
-        throw new StoreTimeoutException("HashStore: timed out after " + Deadlines.millis(wait) + " ms waiting for keys "
+        throw new StoreTimeoutException("HashStore: timed out after " + Durations.describe(wait) + " waiting for keys "
             + keys + " (missing: " + keys.stream().filter(k -> !map.containsKey(k)).toList() + ")");
       }
       try {

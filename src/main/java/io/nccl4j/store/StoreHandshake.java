@@ -1,6 +1,7 @@
 package io.nccl4j.store;
 
 import io.nccl4j.BackendException;
+import io.nccl4j.concurrent.Durations;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.EOFException;
@@ -39,7 +40,7 @@ final class StoreHandshake {
    */
   static void join(Socket socket, DataInputStream in, DataOutputStream out, String host, int port, long leftMillis,
       JobIdentity job) throws IOException {
-    socket.setSoTimeout((int) Math.min(Integer.MAX_VALUE, leftMillis));
+    socket.setSoTimeout(Durations.clampIntMillis(leftMillis));
     out.writeInt(Wire.MAGIC);
     out.writeShort(Wire.VERSION);
     Wire.writeShortString(out, job.id(), JobIdentity.MAX_ID_BYTES);

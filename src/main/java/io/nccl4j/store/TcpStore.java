@@ -1,6 +1,7 @@
 package io.nccl4j.store;
 
 import io.nccl4j.BackendException;
+import io.nccl4j.concurrent.Durations;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
 import java.io.ByteArrayInputStream;
@@ -106,7 +107,7 @@ public final class TcpStore implements Store {
           + " host");
     }
     long started = System.nanoTime();
-    long deadline = started + Deadlines.nanos(timeout);
+    long deadline = Durations.deadline(started, timeout);
     long backoff = 50;
     IOException last = null;
     long notAStoreSince = 0;
@@ -162,7 +163,7 @@ public final class TcpStore implements Store {
       long pause = Math.min(backoff, left / 1_000_000);
       if (pause <= 0) {
         throw new StoreTimeoutException("TCP store: could not connect to " + host + ":" + port + " within "
-            + Deadlines.millis(timeout) + " ms (" + attempts + " attempts; last error: " + describe(last) + ")");
+            + Durations.describe(timeout) + " (" + attempts + " attempts; last error: " + describe(last) + ")");
       }
       sleep(pause);
       backoff = Math.min(2000, backoff * 2);
@@ -223,7 +224,7 @@ public final class TcpStore implements Store {
       o.writeByte(op);
       body.write(o);
       o.flush();
-      socket.setSoTimeout(Deadlines.socketTimeout(wait, NETWORK_MARGIN));
+      socket.setSoTimeout(Durations.toIntMillis(Durations.plus(wait, NETWORK_MARGIN)));
       Wire.writeFrame(out, b.toByteArray());
       DataInputStream r = new DataInputStream(new ByteArrayInputStream(
           Wire.readFrame(in, limits.maxFrameBytes(), "NCCL4J_STORE_MAX_VALUE_BYTES", host + ":" + port)));
@@ -237,7 +238,7 @@ public final class TcpStore implements Store {
       return r;
     } catch (SocketTimeoutException e) {
       throw new StoreTimeoutException("TCP store " + host + ":" + port + ": no answer to " + what + " within "
-          + Deadlines.millis(wait.plus(NETWORK_MARGIN)) + " ms");
+          + Durations.describe(Durations.plus(wait, NETWORK_MARGIN)));
     } catch (IOException e) {
       lost = "the store's host closed or reset the connection during " + what + ": " + e.getMessage()
           + "; the process hosting the store (rank 0) may have exited";
@@ -284,7 +285,7 @@ public final class TcpStore implements Store {
       checkKey(key);
       return value(request(Wire.GET, "get(" + key + ")", wait, o -> {
         Wire.writeString(o, key);
-        o.writeLong(Deadlines.millis(wait));
+        o.writeLong(Durations.toMillis(wait));
       }));
     } catch (IOException e) {
       throw new BackendException("TCP store " + host + ":" + port + ": corrupt answer to get(" + key + ")", e);
@@ -326,7 +327,7 @@ public final class TcpStore implements Store {
       for (String k : keys) {
         Wire.writeString(o, k);
       }
-      o.writeLong(Deadlines.millis(wait));
+      o.writeLong(Durations.toMillis(wait));
     });
   }
 

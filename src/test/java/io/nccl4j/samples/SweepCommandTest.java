@@ -163,26 +163,24 @@ class SweepCommandTest {
   }
 
   @Test
-  void validationOverheadComparesTheThreeModesOnExactResults() {
+  void validationOverheadComparesTheFourModesOnExactResults() {
     SampleRunner.Output o = sweep("--backend", "cpu", "--world-size", "3", "-b", "1K", "-e", "64K", "-f", "64",
         "-n", "3", "-w", "1", "--rounds", "2", "--validation-overhead");
     assertThat(o.ok()).as(o.text()).isTrue();
     assertThat(o.lines().get(1)).isEqualTo("# validation overhead: allreduce, 3 ranks, float32, 2 rounds x"
         + " (1 warm-up + 3 timed) per mode, rotating order");
-    assertThat(SampleRunner.cells(o.lines().get(2))).containsExactly("size", "count", "off(us)", "cheap(us)",
-        "cheap/off", "detail(us)", "detail/off", "#wrong");
+    assertThat(SampleRunner.cells(o.lines().get(2))).containsExactly("size", "count", "off(us)", "in_band(us)",
+        "in_band/off", "cheap(us)", "cheap/off", "detail(us)", "detail/off", "#wrong");
     List<List<String>> rows = dataRows(o);
     assertThat(rows).hasSize(2);
     for (List<String> r : rows) {
       double off = Double.parseDouble(r.get(2));
-      double cheap = Double.parseDouble(r.get(3));
-      double detail = Double.parseDouble(r.get(5));
       assertThat(off).isPositive();
-      assertThat(r.get(4)).matches("\\d+\\.\\d{2}x");
-      assertThat(r.get(6)).matches("\\d+\\.\\d{2}x");
-      assertRatio(r.get(4), cheap, off);
-      assertRatio(r.get(6), detail, off);
-      assertThat(r.get(7)).isEqualTo("0");
+      for (int col = 3; col <= 7; col += 2) { // in_band, cheap, detail: time, then its ratio to off
+        assertThat(r.get(col + 1)).matches("\\d+\\.\\d{2}x");
+        assertRatio(r.get(col + 1), Double.parseDouble(r.get(col)), off);
+      }
+      assertThat(r.get(9)).isEqualTo("0");
     }
     assertThat(o.last()).isEqualTo("# out-of-bounds values: 0 OK");
     assertThatThrownBy(() -> sweep("--backend", "cpu", "--world-size", "2", "--op", "sendrecv",

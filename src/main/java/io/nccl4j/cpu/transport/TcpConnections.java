@@ -3,6 +3,7 @@ package io.nccl4j.cpu.transport;
 import io.nccl4j.BackendException;
 import io.nccl4j.PeerFailureException;
 import io.nccl4j.concurrent.Backoff;
+import io.nccl4j.concurrent.Durations;
 import io.nccl4j.store.JobIdentity;
 import io.nccl4j.store.ListenerLimits;
 import io.nccl4j.store.Store;
@@ -229,7 +230,7 @@ final class TcpConnections {
    */
   Socket dial(int peer, Tag.Channel channel, Tag tag, long opDeadline) {
     long started = System.nanoTime();
-    long deadline = started + saturatedNanos(connectTimeout);
+    long deadline = Durations.deadline(started, connectTimeout);
     if (opDeadline - deadline < 0) {
       deadline = opDeadline;
     }
@@ -249,8 +250,9 @@ final class TcpConnections {
       transport.checkFailed(); // the group failed meanwhile: stop dialling a peer that may be gone
       Socket s = new Socket();
       try {
+        // deadline is started + connectTimeout, so what is left never exceeds the timeout itself.
         s.connect(new InetSocketAddress(host, port),
-            (int) Math.max(1, Math.min(Integer.MAX_VALUE, (deadline - System.nanoTime()) / 1_000_000)));
+            Durations.clampIntMillis(Durations.nanosLeft(deadline) / 1_000_000));
         if (s.getLocalSocketAddress().equals(s.getRemoteSocketAddress())) {
           // Connecting to a port of this machine that nothing listens on may pick that port as the source:
           // TCP's simultaneous open then connects the socket to itself. Nothing listens: that is a refusal.
@@ -302,14 +304,6 @@ final class TcpConnections {
       throw new BackendException("rank " + rank + ": rank " + peer + " at " + addr + " refused this rank's"
           + " connection (" + (verdict < 0 ? "closed it" : "verdict " + verdict) + "): the two ranks do not hold the"
           + " same job token (" + JobIdentity.TOKEN_ENV + "); are they of one job?");
-    }
-  }
-
-  private static long saturatedNanos(Duration d) {
-    try {
-      return Math.min(d.toNanos(), Long.MAX_VALUE / 4);
-    } catch (ArithmeticException e) {
-      return Long.MAX_VALUE / 4;
     }
   }
 
