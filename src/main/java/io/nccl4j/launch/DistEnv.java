@@ -1,6 +1,9 @@
 package io.nccl4j.launch;
 
+import java.util.List;
 import java.util.Map;
+import java.util.stream.Collectors;
+import java.util.stream.Stream;
 
 /**
  * Where this process sits in a multi-process job, read from the environment as the ecosystem names
@@ -33,9 +36,19 @@ public record DistEnv(String masterAddr, int masterPort, int rank, int worldSize
     }
   }
 
-  /** True when the environment names a rank under any of the supported conventions. */
+  /**
+   * The variables that say "this process is one rank of a job". A launcher sets RANK and WORLD_SIZE together;
+   * either one alone is a half-set environment, which {@link #from} reports rather than a local job running.
+   */
+  private static final List<String> RANK_OR_SIZE = List.of("RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+      "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID");
+
+  /**
+   * True when the environment names a rank or a world size under any of the supported conventions: then the
+   * process must join a job, and {@link #from} fails on a half-set environment instead of a local job starting.
+   */
   public static boolean present(Map<String, String> env) {
-    return env.containsKey("RANK") || env.containsKey("OMPI_COMM_WORLD_RANK") || env.containsKey("SLURM_PROCID");
+    return RANK_OR_SIZE.stream().anyMatch(env::containsKey);
   }
 
   /** From this process's environment. */
@@ -49,6 +62,9 @@ public record DistEnv(String masterAddr, int masterPort, int rank, int worldSize
    * @throws IllegalArgumentException naming the missing or malformed variable
    */
   public static DistEnv from(Map<String, String> env) {
+    halfSet(env, "RANK", "WORLD_SIZE");
+    halfSet(env, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE");
+    halfSet(env, "MASTER_ADDR", "MASTER_PORT");
     String addr = required(env, "MASTER_ADDR");
     int port = integer(env, "MASTER_PORT", 1, 65535);
     if (env.containsKey("RANK") || env.containsKey("WORLD_SIZE")) {
@@ -77,6 +93,35 @@ public record DistEnv(String masterAddr, int masterPort, int rank, int worldSize
     }
     throw new IllegalArgumentException("RANK is not set (nor OMPI_COMM_WORLD_RANK, nor SLURM_PROCID): this"
         + " process was not started by a launcher such as ./nccl4j run, torchrun, mpirun or srun");
+  }
+
+  /**
+   * One of a pair that launchers set together, without the other: a mistake in the launch, reported with what is
+   * set, so that the message says which half is missing (not that a launcher never ran).
+   */
+  private static void halfSet(Map<String, String> env, String a, String b) {
+    boolean hasA = isSet(env, a);
+    boolean hasB = isSet(env, b);
+    if (hasA == hasB) {
+      return;
+    }
+    String missing = hasA ? b : a;
+    String set = hasA ? a : b;
+    throw new IllegalArgumentException(missing + " is not set, but " + set + "=" + env.get(set).trim() + " is: "
+        + a + " and " + b + " go together; set both (a launcher such as ./nccl4j run or torchrun does), or neither"
+        + " (set " + setVariables(env) + ")");
+  }
+
+  private static boolean isSet(Map<String, String> env, String name) {
+    String v = env.get(name);
+    return v != null && !v.isBlank();
+  }
+
+  /** The rendezvous variables that are set, for error messages. */
+  private static String setVariables(Map<String, String> env) {
+    return Stream.of("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+            "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS")
+        .filter(n -> isSet(env, n)).collect(Collectors.joining(", ", "[", "]"));
   }
 
   private static String required(Map<String, String> env, String name) {

@@ -1,6 +1,7 @@
 package io.nccl4j.launch;
 
 import io.nccl4j.concurrent.Durations;
+import io.nccl4j.store.JobIdentity;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStream;
@@ -124,6 +125,12 @@ public final class Launcher {
       masterPort = freePort();
     }
     int world = nnodes * nprocPerNode;
+    // The job's identity: fresh for a job on one node; every node of a larger one must be given the same
+    // (NCCL4J_JOB_ID, NCCL4J_JOB_TOKEN), else its ranks are told apart from another job by the address only.
+    Map<String, String> own = new java.util.HashMap<>(System.getenv());
+    own.putAll(extraEnv);
+    JobIdentity job = nnodes == 1 && !own.containsKey(JobIdentity.JOB_ID_ENV) ? JobIdentity.create()
+        : JobIdentity.fromEnvironment(own, "nccl4j-run:" + masterAddr + ":" + masterPort);
     List<Process> procs = new ArrayList<>();
     List<Thread> pumps = new ArrayList<>();
     RankFailureReport report = new RankFailureReport();
@@ -142,6 +149,7 @@ public final class Launcher {
         env.put("LOCAL_RANK", Integer.toString(local));
         env.put("LOCAL_WORLD_SIZE", Integer.toString(nprocPerNode));
         env.put("GROUP_RANK", Integer.toString(nodeRank));
+        env.putAll(job.environment());
         // The rank exits if this process dies, even by SIGKILL, when no hook of ours can run.
         env.put(LauncherWatch.LAUNCHER_PID, Long.toString(ProcessHandle.current().pid()));
         Process p;

@@ -11,6 +11,7 @@ import io.nccl4j.nccl.NcclBackend;
 import io.nccl4j.nccl.NcclCluster;
 import io.nccl4j.nccl.NcclRendezvous;
 import io.nccl4j.spi.Backend;
+import io.nccl4j.store.JobIdentity;
 import io.nccl4j.store.PrefixStore;
 import io.nccl4j.store.Store;
 import io.nccl4j.store.TcpStore;
@@ -42,27 +43,64 @@ public final class ProcessGroups {
     }
   }
 
-  private static final java.util.Map<String, TcpStore> STORES = new java.util.HashMap<>();
-  private static int groups;
+  private static final java.util.Map<String, TcpStore> STORES = new java.util.concurrent.ConcurrentHashMap<>();
+  private static final java.util.Map<String, Object> LOCKS = new java.util.concurrent.ConcurrentHashMap<>();
+  /** Groups made so far per store connection: the n-th group of a rank is {@code pg<n>} (a JVM may host ranks). */
+  private static final java.util.Map<TcpStore, Integer> GROUPS = new java.util.IdentityHashMap<>();
 
   /**
    * This process's connection to rank 0's store, made once: rank 0 hosts the server, which lives
-   * until the process ends, so that one process can create several groups in turn.
+   * until the process ends, so that one process can create several groups in turn. Each rank then claims its
+   * rank in the store: a second claim is another process with this rank — another job on the same port whose
+   * id is the same (a job without a launcher's id) — and fails before it touches anything of the first job.
    */
-  private static synchronized TcpStore sharedStore(DistEnv env, Duration timeout) {
-    String key = env.masterAddr() + ":" + env.masterPort();
-    TcpStore s = STORES.get(key);
-    if (s == null) {
-      s = env.rank() == 0
-          ? TcpStore.hostAndConnect(env.masterPort(), timeout)
-          : TcpStore.connect(env.masterAddr(), env.masterPort(), timeout);
-      STORES.put(key, s);
+  private static TcpStore sharedStore(DistEnv env, JobIdentity job, InetAddress bind, Duration timeout) {
+    String key = env.masterAddr() + ":" + env.masterPort() + "/" + job.id() + "/" + env.rank();
+    // One lock per connection, not one for all: a rank that waits for the store to appear must not keep the
+    // rank that would host it (in the same JVM) from starting it.
+    synchronized (LOCKS.computeIfAbsent(key, k -> new Object())) {
+      TcpStore s = STORES.get(key);
+      if (s == null) {
+        s = env.rank() == 0
+            ? TcpStore.hostAndConnect(bind, env.masterPort(), timeout, job)
+            : TcpStore.connect(env.masterAddr(), env.masterPort(), timeout, job);
+        claimRank(s, env, job);
+        STORES.put(key, s);
+      }
+      return s;
     }
-    return s;
   }
 
-  private static synchronized int nextGroup() {
-    return ++groups;
+  /** Claims this process's rank in the job's store; closes the store and throws when it was taken. */
+  static void claimRank(TcpStore s, DistEnv env, JobIdentity job) {
+    long claims = s.add("nccl4j/rank/" + env.rank(), 1);
+    if (claims != 1) {
+      s.close();
+      throw new IllegalStateException("rank " + env.rank() + ": another process already joined the store at "
+          + env.masterAddr() + ":" + env.masterPort() + " as rank " + env.rank() + " (" + job + "): another job"
+          + " holds port " + env.masterPort() + "; give each job its own MASTER_PORT");
+    }
+  }
+
+  /**
+   * The job this process belongs to: the launcher's {@code NCCL4J_JOB_ID}/{@code NCCL4J_JOB_TOKEN}; without
+   * them (torchrun, Slurm), an id from what the launcher offers — torchrun's run id, Slurm's job and step —
+   * else the rendezvous address, and no token.
+   */
+  static JobIdentity identity(DistEnv env, java.util.Map<String, String> vars) {
+    String derived;
+    if (vars.containsKey("TORCHELASTIC_RUN_ID")) {
+      derived = "torchelastic:" + vars.get("TORCHELASTIC_RUN_ID");
+    } else if (vars.containsKey("SLURM_JOB_ID")) {
+      derived = "slurm:" + vars.get("SLURM_JOB_ID") + "." + vars.getOrDefault("SLURM_STEP_ID", "0");
+    } else {
+      derived = "env:" + env.masterAddr() + ":" + env.masterPort();
+    }
+    return JobIdentity.fromEnvironment(vars, derived);
+  }
+
+  private static synchronized int nextGroup(TcpStore store) {
+    return GROUPS.merge(store, 1, Integer::sum);
   }
 
   /** {@code backend} is {@code cpu} or {@code nccl}; the rendezvous comes from the environment. */
@@ -81,13 +119,21 @@ public final class ProcessGroups {
   /** With cross-rank validation {@code mode} (DETAIL exchanges fingerprints through the job's store). */
   public static Joined init(DistEnv env, String backend, Duration timeout, io.nccl4j.Validation mode) {
     LauncherWatch.startIfLaunched(env.rank());
-    TcpStore tcp = sharedStore(env, timeout);
+    java.util.Map<String, String> vars = System.getenv();
+    return init(env, identity(env, vars), BindAddress.choose(env, vars), backend, timeout, mode);
+  }
+
+  /** With the job's identity and the address to listen on given (what tests of two jobs in one JVM need). */
+  static Joined init(DistEnv env, JobIdentity job, InetAddress bind, String backend, Duration timeout,
+      io.nccl4j.Validation mode) {
+    TcpStore tcp = sharedStore(env, job, bind, timeout);
     {
-      Store store = new PrefixStore("pg" + nextGroup(), tcp);
+      Store store = new PrefixStore("pg" + nextGroup(tcp), tcp);
       Backend b;
       switch (backend.toLowerCase(Locale.ROOT)) {
         case "cpu":
-          TcpTransport transport = new TcpTransport(env.rank(), env.worldSize(), store, advertisedHost(env), timeout);
+          TcpTransport transport = new TcpTransport(env.rank(), env.worldSize(), store, advertisedHost(env, bind), bind,
+              job, timeout);
           b = new CpuBackend(transport, Allocator.host().child("rank" + env.rank()), timeout);
           break;
         case "nccl": {
@@ -113,10 +159,18 @@ public final class ProcessGroups {
   }
 
   /**
-   * The address peers use to reach this process: {@code NCCL4J_ADVERTISE_ADDR} when set; 127.0.0.1
-   * when rank 0 is on the loopback; else the local address of the interface that routes to
-   * MASTER_ADDR.
+   * The address peers use to reach this process: {@code NCCL4J_ADVERTISE_ADDR} when set; else the address
+   * its listeners are bound to, when they are bound to one; 127.0.0.1 when rank 0 is on the loopback; else
+   * the local address of the interface that routes to MASTER_ADDR.
    */
+  static String advertisedHost(DistEnv env, InetAddress bind) {
+    if (bind != null && !bind.isAnyLocalAddress() && (System.getenv("NCCL4J_ADVERTISE_ADDR") == null
+        || System.getenv("NCCL4J_ADVERTISE_ADDR").isBlank())) {
+      return bind.getHostAddress();
+    }
+    return advertisedHost(env);
+  }
+
   static String advertisedHost(DistEnv env) {
     String explicit = System.getenv("NCCL4J_ADVERTISE_ADDR");
     if (explicit != null && !explicit.isBlank()) {

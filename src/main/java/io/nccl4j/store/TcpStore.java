@@ -9,6 +9,7 @@ import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.net.SocketTimeoutException;
@@ -34,6 +35,9 @@ public final class TcpStore implements Store {
   private final DataOutputStream out;
   private final TcpStoreServer server;
   private boolean closed;
+  /** Why the connection broke, once it has: later requests fail at once with it. */
+  private String lost;
+  private final ListenerLimits limits = ListenerLimits.fromEnvironment();
 
   private TcpStore(String host, int port, Duration timeout, Socket socket, TcpStoreServer server) throws IOException {
     this.host = host;
@@ -47,42 +51,93 @@ public final class TcpStore implements Store {
 
   /**
    * Connects to the server at {@code host:port}, retrying with exponential backoff (50 ms … 2 s)
-   * until {@code timeout}.
+   * until {@code timeout}, as a client of no job (a server of a job refuses it).
    *
    * @throws StoreTimeoutException naming the address and the wait when no server answers in time
    */
   public static TcpStore connect(String host, int port, Duration timeout) {
-    return connect(host, port, timeout, null);
+    return connect(host, port, timeout, JobIdentity.anonymous(), null);
+  }
+
+  /**
+   * Connects as a member of {@code job}. Nothing listening is retried until {@code timeout} (the store's host
+   * may still be starting); what cannot get better fails at once: a host name that does not resolve, a store of
+   * another job; a listener that answers but is not a store fails after {@link #NOT_A_STORE_GRACE}.
+   *
+   * @throws StoreTimeoutException naming the address and the wait when no server answers in time
+   * @throws BackendException naming the address when the host does not resolve, the listener is not an nccl4j
+   *     store, or the store belongs to another job
+   */
+  public static TcpStore connect(String host, int port, Duration timeout, JobIdentity job) {
+    return connect(host, port, timeout, job, null);
   }
 
   /** Starts a server on {@code port} (0: any free port) and connects to it: what rank 0 does. */
   public static TcpStore hostAndConnect(int port, Duration timeout) {
-    TcpStoreServer server = TcpStoreServer.start(port);
+    return hostAndConnect(null, port, timeout, JobIdentity.anonymous());
+  }
+
+  /**
+   * Starts a server of {@code job} on {@code bind}:{@code port} (null: every interface) and connects to it: what
+   * rank 0 of a job does.
+   */
+  public static TcpStore hostAndConnect(InetAddress bind, int port, Duration timeout, JobIdentity job) {
+    TcpStoreServer server = TcpStoreServer.start(bind, port, job, ListenerLimits.fromEnvironment());
     try {
-      return connect("127.0.0.1", server.port(), timeout, server);
+      String self = bind == null || bind.isAnyLocalAddress() ? "127.0.0.1" : bind.getHostAddress();
+      return connect(self, server.port(), timeout, job, server);
     } catch (RuntimeException e) {
       server.close();
       throw e;
     }
   }
 
-  private static TcpStore connect(String host, int port, Duration timeout, TcpStoreServer server) {
+  /**
+   * How long a listener that answers but not as a store is retried before the client gives up on it: long
+   * enough for a store restarting on the port, far below any timeout.
+   */
+  static final Duration NOT_A_STORE_GRACE = Duration.ofSeconds(2);
+
+  private static TcpStore connect(String host, int port, Duration timeout, JobIdentity job, TcpStoreServer server) {
     Objects.requireNonNull(host, "host");
-    long deadline = Durations.deadlineFromNow(timeout);
+    InetSocketAddress address = new InetSocketAddress(host, port);
+    if (address.isUnresolved()) {
+      // A name that does not resolve now will not while the job waits: say so at once.
+      throw new BackendException("TCP store: cannot resolve the store's host '" + host + "' (MASTER_ADDR): no such"
+          + " host");
+    }
+    long started = System.nanoTime();
+    long deadline = Durations.deadline(started, timeout);
     long backoff = 50;
     IOException last = null;
+    long notAStoreSince = 0;
     int attempts = 0;
     while (true) {
       attempts++;
       Socket s = new Socket();
       try {
         long left = Math.max(1, (deadline - System.nanoTime()) / 1_000_000);
-        s.connect(new InetSocketAddress(host, port), (int) Math.min(left, 10_000));
+        s.connect(address, (int) Math.min(left, 10_000));
+        if (s.getLocalSocketAddress().equals(s.getRemoteSocketAddress())) {
+          // A port of this machine that nothing listens on may be picked as the source port too: the socket is
+          // then connected to itself (TCP's simultaneous open) and would hear its own handshake as a store's.
+          throw new java.net.ConnectException("Connection refused (connected to itself: nothing listens on port "
+              + port + ")");
+        }
         s.setTcpNoDelay(true);
         s.setKeepAlive(true);
+        tuneKeepAlive(s);
         TcpStore store = new TcpStore(host, port, timeout, s, server);
-        store.handshake(Math.max(1, (deadline - System.nanoTime()) / 1_000_000));
+        StoreHandshake.join(s, store.in, store.out, host, port, Math.max(1, (deadline - System.nanoTime()) / 1_000_000),
+            job);
         return store;
+      } catch (RuntimeException e) {
+        try {
+          s.close();
+        } catch (IOException ignored) {
+          // failing anyway
+        }
+        throw e;
       } catch (IOException e) {
         // Keep the most informative error: a timeout of the last, shortest attempt says less than
         // what an earlier attempt learned (refused, not a store, ...).
@@ -93,6 +148,15 @@ public final class TcpStore implements Store {
           s.close();
         } catch (IOException ignored) {
           // retrying
+        }
+        if (e instanceof StoreHandshake.NotAStore) {
+          notAStoreSince = notAStoreSince == 0 ? System.nanoTime() : notAStoreSince;
+          long since = System.nanoTime() - notAStoreSince;
+          if (since >= NOT_A_STORE_GRACE.toNanos() && deadline - System.nanoTime() > 0) {
+            throw new BackendException("TCP store: gave up on " + host + ":" + port + " after "
+                + (System.nanoTime() - started) / 1_000_000 + " ms (" + attempts + " attempts): " + e.getMessage()
+                + "; is MASTER_PORT another program's port?");
+          }
         }
       }
       long left = deadline - System.nanoTime();
@@ -106,21 +170,23 @@ public final class TcpStore implements Store {
     }
   }
 
-  private static String describe(IOException e) {
-    return e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName();
+  /**
+   * A store host that vanishes (powered off, cut off) sends no reset: with the system's keepalive defaults
+   * (two hours) a blocked get would wait out its own timeout. Probing an idle connection after 5 s, every 2 s,
+   * 3 times, ends it within about 11 s. Where the platform lacks the options, the defaults stay.
+   */
+  static void tuneKeepAlive(Socket s) {
+    try {
+      s.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPIDLE, 5);
+      s.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPINTERVAL, 2);
+      s.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPCOUNT, 3);
+    } catch (UnsupportedOperationException | IOException e) {
+      // the system's keepalive it is
+    }
   }
 
-  private void handshake(long leftMillis) throws IOException {
-    socket.setSoTimeout(Durations.clampIntMillis(leftMillis));
-    out.writeInt(Wire.MAGIC);
-    out.writeShort(Wire.VERSION);
-    out.flush();
-    int magic = in.readInt();
-    short version = in.readShort();
-    if (magic != Wire.MAGIC || version != Wire.VERSION) {
-      throw new IOException(host + ":" + port + " is not an nccl4j store (magic 0x" + Integer.toHexString(magic)
-          + ", version " + version + "; expected 0x" + Integer.toHexString(Wire.MAGIC) + " version " + Wire.VERSION + ")");
-    }
+  private static String describe(IOException e) {
+    return e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName();
   }
 
   private static void sleep(long ms) {
@@ -147,6 +213,11 @@ public final class TcpStore implements Store {
     if (closed) {
       throw new IllegalStateException("TCP store client of " + host + ":" + port + " is closed");
     }
+    if (lost != null) {
+      // The connection broke under an earlier request: every later one fails at once, for the same reason.
+      throw new BackendException("TCP store " + host + ":" + port + ": connection failed earlier (" + lost + "),"
+          + " so " + what + " cannot be sent");
+    }
     try {
       ByteArrayOutputStream b = new ByteArrayOutputStream();
       DataOutputStream o = new DataOutputStream(b);
@@ -155,26 +226,53 @@ public final class TcpStore implements Store {
       o.flush();
       socket.setSoTimeout(Durations.toIntMillis(Durations.plus(wait, NETWORK_MARGIN)));
       Wire.writeFrame(out, b.toByteArray());
-      DataInputStream r = new DataInputStream(new ByteArrayInputStream(Wire.readFrame(in)));
+      DataInputStream r = new DataInputStream(new ByteArrayInputStream(
+          Wire.readFrame(in, limits.maxFrameBytes(), "NCCL4J_STORE_MAX_VALUE_BYTES", host + ":" + port)));
       byte status = r.readByte();
       if (status == Wire.TIMEOUT) {
-        throw new StoreTimeoutException("TCP store " + host + ":" + port + ": " + Wire.readString(r));
+        throw new StoreTimeoutException("TCP store " + host + ":" + port + ": " + Wire.readText(r));
       }
       if (status == Wire.ERROR) {
-        throw new BackendException("TCP store " + host + ":" + port + " failed " + what + ": " + Wire.readString(r));
+        throw new BackendException("TCP store " + host + ":" + port + " failed " + what + ": " + Wire.readText(r));
       }
       return r;
     } catch (SocketTimeoutException e) {
       throw new StoreTimeoutException("TCP store " + host + ":" + port + ": no answer to " + what + " within "
           + Durations.describe(Durations.plus(wait, NETWORK_MARGIN)));
     } catch (IOException e) {
+      lost = "the store's host closed or reset the connection during " + what + ": " + e.getMessage()
+          + "; the process hosting the store (rank 0) may have exited";
       throw new BackendException("TCP store " + host + ":" + port + ": connection failed during " + what + ": "
-          + e.getMessage(), e);
+          + e.getMessage() + " (the process hosting the store, rank 0, may have exited)", e);
     }
+  }
+
+  /** A value the server would refuse is refused here, before it is sent, with the cap's name. */
+  private void checkSize(String what, String key, long bytes, long cap, String setting) {
+    if (bytes > cap) {
+      throw new IllegalArgumentException("TCP store " + host + ":" + port + ": " + what + " of " + bytes
+          + " bytes for key '" + (key.length() > 80 ? key.substring(0, 80) + "…" : key) + "' exceeds the cap of "
+          + cap + " bytes (" + setting + ")");
+    }
+  }
+
+  private void checkKey(String key) {
+    checkSize("a key", key, key.getBytes(java.nio.charset.StandardCharsets.UTF_8).length, limits.maxKeyBytes(),
+        "NCCL4J_STORE_MAX_KEY_BYTES");
+  }
+
+  private void checkValue(String key, byte[] value) {
+    checkSize("a value", key, value.length, limits.maxValueBytes(), "NCCL4J_STORE_MAX_VALUE_BYTES");
+  }
+
+  private byte[] value(DataInputStream r) throws IOException {
+    return Wire.readBytes(r, limits.maxValueBytes(), "a value", "NCCL4J_STORE_MAX_VALUE_BYTES", host + ":" + port);
   }
 
   @Override
   public void set(String key, byte[] value) {
+    checkKey(key);
+    checkValue(key, value);
     request(Wire.SET, "set(" + key + ")", Duration.ZERO, o -> {
       Wire.writeString(o, key);
       Wire.writeBytes(o, value);
@@ -184,7 +282,8 @@ public final class TcpStore implements Store {
   @Override
   public byte[] get(String key, Duration wait) {
     try {
-      return Wire.readBytes(request(Wire.GET, "get(" + key + ")", wait, o -> {
+      checkKey(key);
+      return value(request(Wire.GET, "get(" + key + ")", wait, o -> {
         Wire.writeString(o, key);
         o.writeLong(Durations.toMillis(wait));
       }));
@@ -208,7 +307,10 @@ public final class TcpStore implements Store {
   @Override
   public byte[] compareSet(String key, byte[] expected, byte[] desired) {
     try {
-      return Wire.readBytes(request(Wire.COMPARE_SET, "compareSet(" + key + ")", Duration.ZERO, o -> {
+      checkKey(key);
+      checkValue(key, expected);
+      checkValue(key, desired);
+      return value(request(Wire.COMPARE_SET, "compareSet(" + key + ")", Duration.ZERO, o -> {
         Wire.writeString(o, key);
         Wire.writeBytes(o, expected);
         Wire.writeBytes(o, desired);

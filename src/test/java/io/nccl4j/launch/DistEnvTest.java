@@ -242,6 +242,40 @@ class DistEnvTest {
     assertThat(m).startsWith("RANK is not set").contains("OMPI_COMM_WORLD_RANK").contains("SLURM_PROCID");
   }
 
+  // ------------------------------------------------------------------ half-set environments (issue 15)
+
+  @Test
+  void halfSetEnvironmentIsALaunchNotALocalRun() {
+    // Before: WORLD_SIZE alone made present() false, so the CLI ran a local job on every rank.
+    assertThat(DistEnv.present(Map.of("WORLD_SIZE", "4"))).isTrue();
+    assertThat(DistEnv.present(Map.of("OMPI_COMM_WORLD_SIZE", "4"))).isTrue();
+  }
+
+  @Test
+  void halfSetEnvironmentsNameWhatIsSetAndWhatIsMissing() {
+    Map<String, String> sizeOnly = master();
+    sizeOnly.put("WORLD_SIZE", "4");
+    assertThat(error(sizeOnly)).startsWith("RANK is not set, but WORLD_SIZE=4 is")
+        .contains("[MASTER_ADDR, MASTER_PORT, WORLD_SIZE]");
+    Map<String, String> rankOnly = master();
+    rankOnly.put("RANK", "1");
+    assertThat(error(rankOnly)).startsWith("WORLD_SIZE is not set, but RANK=1 is");
+    Map<String, String> addrOnly = torchrun(0, 2, 0, 2);
+    addrOnly.remove("MASTER_PORT");
+    assertThat(error(addrOnly)).startsWith("MASTER_PORT is not set, but MASTER_ADDR=10.1.2.3 is");
+    Map<String, String> portOnly = torchrun(0, 2, 0, 2);
+    portOnly.remove("MASTER_ADDR");
+    assertThat(error(portOnly)).startsWith("MASTER_ADDR is not set, but MASTER_PORT=29500 is");
+    Map<String, String> mpi = master();
+    mpi.put("OMPI_COMM_WORLD_SIZE", "2");
+    assertThat(error(mpi)).startsWith("OMPI_COMM_WORLD_RANK is not set, but OMPI_COMM_WORLD_SIZE=2 is");
+    Map<String, String> tooBig = torchrun(2, 2, 0, 2);
+    assertThat(error(tooBig)).isEqualTo("RANK must be in 0..1, got 2");
+    Map<String, String> words = torchrun(0, 2, 0, 2);
+    words.put("WORLD_SIZE", "two");
+    assertThat(error(words)).isEqualTo("WORLD_SIZE must be an integer, got 'two'");
+  }
+
   // ------------------------------------------------------------------ helpers
 
   @Test

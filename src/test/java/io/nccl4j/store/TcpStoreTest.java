@@ -319,7 +319,7 @@ class TcpStoreTest {
       DataInputStream in = new DataInputStream(raw.getInputStream());
       // The server answers with its own magic (so the stranger can tell) and hangs up.
       assertThat(in.readInt()).isEqualTo(0x4e344a53);
-      assertThat(in.readShort()).isEqualTo((short) 1);
+      assertThat(in.readShort()).isEqualTo((short) 2);
       assertThat(readUntilClosed(in)).as("connection closed by the server").isTrue();
     }
     // A right magic with a wrong version is rejected too.
@@ -331,7 +331,7 @@ class TcpStoreTest {
       o.flush();
       DataInputStream in = new DataInputStream(raw.getInputStream());
       assertThat(in.readInt()).isEqualTo(0x4e344a53);
-      assertThat(in.readShort()).isEqualTo((short) 1);
+      assertThat(in.readShort()).isEqualTo((short) 2);
       assertThat(readUntilClosed(in)).isTrue();
     }
     assertThat(good.get("k", LONG)).isEqualTo(b("before"));

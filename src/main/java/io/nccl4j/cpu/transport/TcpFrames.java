@@ -14,7 +14,10 @@ import java.util.List;
  *
  * <ul>
  *   <li>Handshake, once per connection, from the connecting (lower) rank: magic {@code "N4JT"} (4),
- *       version (2), group id length (4) and UTF-8 bytes, the connecting rank (4), the channel (1).
+ *       version (2), group id length (4, at most {@link #MAX_GROUP_ID_BYTES}) and UTF-8 bytes, the connecting
+ *       rank (4), the channel (1); the accepting rank answers with a nonce ({@code JobIdentity.NONCE_BYTES}),
+ *       the connecting rank with its proof (as many bytes: HMAC-SHA256 of the nonce and {@link #proofContext}),
+ *       the accepting rank with {@link #HELLO_OK} or {@link #HELLO_REFUSED}.
  *   <li>Data frame: {@link #DATA} (1), channel (1), operation (1), sequence number (8), payload
  *       length (8), fingerprint length (2, at most {@link #MAX_FINGERPRINT_BYTES}; 0 for none), then
  *       the fingerprint ({@link #encodeFingerprint}) and the payload.
@@ -25,7 +28,12 @@ import java.util.List;
  */
 final class TcpFrames {
   static final int MAGIC = 0x4e344a54; // "N4JT"
-  static final short VERSION = 3;
+  /** 3: data frames carry the fingerprint; 4: the challenge after the hello. */
+  static final short VERSION = 4;
+  /** A group id is a UUID; anything much longer is not one of ours. */
+  static final int MAX_GROUP_ID_BYTES = 256;
+  static final byte HELLO_OK = 0;
+  static final byte HELLO_REFUSED = 1;
   static final byte DATA = 1;
   static final byte ABORT = 2;
   /** An abort frame whose root rank timed out. */
@@ -62,13 +70,26 @@ final class TcpFrames {
     o.flush();
   }
 
+  /** Reads a hello from a stranger: a wrong magic or version ends it before any length is believed. */
   static Hello readHello(DataInputStream in) throws IOException {
     int magic = in.readInt();
     short version = in.readShort();
-    String gid = new String(in.readNBytes(in.readInt()), StandardCharsets.UTF_8);
+    if (magic != MAGIC || version != VERSION) {
+      return new Hello(magic, version, "", -1, -1);
+    }
+    int n = in.readInt();
+    if (n < 0 || n > MAX_GROUP_ID_BYTES) {
+      throw new IOException("a group id of " + n + " bytes (at most " + MAX_GROUP_ID_BYTES + ")");
+    }
+    String gid = new String(in.readNBytes(n), StandardCharsets.UTF_8);
     int peer = in.readInt();
     int ch = in.readByte();
     return new Hello(magic, version, gid, peer, ch);
+  }
+
+  /** What a connecting rank's proof covers: the group, its rank and the channel it claims. */
+  static String proofContext(String groupId, int rank, int channel) {
+    return "transport:" + groupId + ":" + rank + ":" + channel;
   }
 
   /**

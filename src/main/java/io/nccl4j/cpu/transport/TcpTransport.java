@@ -7,9 +7,11 @@ import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.memory.ScratchBuffer;
 import io.nccl4j.spi.Fingerprint;
+import io.nccl4j.store.JobIdentity;
 import io.nccl4j.store.Store;
 import java.io.IOException;
 import java.io.InputStream;
+import java.net.InetAddress;
 import java.net.SocketTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -69,14 +71,31 @@ public final class TcpTransport implements Transport {
    * @param advertisedHost the address peers should connect to (reachable from every rank)
    */
   public TcpTransport(int rank, int size, Store store, String advertisedHost, Duration connectTimeout) {
+    this(rank, size, store, advertisedHost, loopbackOrAny(advertisedHost), JobIdentity.anonymous(), connectTimeout);
+  }
+
+  /**
+   * Creates this rank's endpoint, listening on {@code bind} (null: every interface) and admitting only peers
+   * that prove {@code job}'s token (docs/RENDEZVOUS.md).
+   *
+   * @param advertisedHost the address peers should connect to (reachable from every rank)
+   */
+  public TcpTransport(int rank, int size, Store store, String advertisedHost, InetAddress bind, JobIdentity job,
+      Duration connectTimeout) {
     this.rank = rank;
     this.size = size;
     this.store = store;
-    this.connections = new TcpConnections(this, store, advertisedHost, connectTimeout);
+    this.connections = new TcpConnections(this, store, advertisedHost, bind, job, connectTimeout);
     this.scratch = Allocator.host().child("tcp-transport/rank" + rank);
     this.staging = new ScratchBuffer(scratch, "TCP receive staging");
     this.stagingAddress = staging.ensure(CHUNK);
     UncaughtFailures.opened(this);
+  }
+
+  /** Peers on the loopback need listen only there; else every interface, as before a bind address was chosen. */
+  private static InetAddress loopbackOrAny(String advertisedHost) {
+    return advertisedHost.startsWith("127.") || advertisedHost.equals("localhost")
+        ? InetAddress.getLoopbackAddress() : null;
   }
 
   @Override

@@ -1,0 +1,70 @@
+package io.nccl4j.store;
+
+import java.time.Duration;
+import java.util.Map;
+
+/**
+ * What a listener accepts from a peer before trusting it: bytes read from a socket are hostile until the
+ * handshake proves otherwise, so nothing is allocated by a length read from the wire beyond these caps, and a
+ * peer that says too little within {@link #handshakeTimeout} is dropped. Each is set by a system property or,
+ * failing that, an environment variable (docs/RENDEZVOUS.md).
+ *
+ * @param maxKeyBytes the longest store key (and the most keys of one request): {@code nccl4j.store.maxKeyBytes},
+ *     {@code NCCL4J_STORE_MAX_KEY_BYTES}, default 64 KiB
+ * @param maxValueBytes the largest store value: {@code nccl4j.store.maxValueBytes},
+ *     {@code NCCL4J_STORE_MAX_VALUE_BYTES}, default 512 MiB
+ * @param handshakeTimeout how long a new connection may take to introduce itself (store and transport):
+ *     {@code nccl4j.handshakeTimeoutMs}, {@code NCCL4J_HANDSHAKE_TIMEOUT_MS}, default 5 s
+ */
+public record ListenerLimits(int maxKeyBytes, int maxValueBytes, Duration handshakeTimeout) {
+  /** The defaults. */
+  public static final ListenerLimits DEFAULT = new ListenerLimits(64 << 10, 512 << 20, Duration.ofSeconds(5));
+
+  /**
+   * Checks the numbers.
+   *
+   * @throws IllegalArgumentException when a cap is below 1 or the timeout is not positive
+   */
+  public ListenerLimits {
+    if (maxKeyBytes < 1 || maxValueBytes < 1 || handshakeTimeout.isNegative() || handshakeTimeout.isZero()) {
+      throw new IllegalArgumentException("listener limits must be positive, got key " + maxKeyBytes + " B, value "
+          + maxValueBytes + " B, handshake " + handshakeTimeout.toMillis() + " ms");
+    }
+  }
+
+  /** From the system properties and this process's environment. */
+  public static ListenerLimits fromEnvironment() {
+    return from(System.getenv());
+  }
+
+  static ListenerLimits from(Map<String, String> env) {
+    return new ListenerLimits(
+        (int) setting(env, "nccl4j.store.maxKeyBytes", "NCCL4J_STORE_MAX_KEY_BYTES", DEFAULT.maxKeyBytes),
+        (int) setting(env, "nccl4j.store.maxValueBytes", "NCCL4J_STORE_MAX_VALUE_BYTES", DEFAULT.maxValueBytes),
+        Duration.ofMillis(setting(env, "nccl4j.handshakeTimeoutMs", "NCCL4J_HANDSHAKE_TIMEOUT_MS",
+            DEFAULT.handshakeTimeout.toMillis())));
+  }
+
+  private static long setting(Map<String, String> env, String property, String variable, long dflt) {
+    String p = System.getProperty(property);
+    String name = p != null ? property : variable;
+    String v = p != null ? p : env.get(variable);
+    if (v == null || v.isBlank()) {
+      return dflt;
+    }
+    try {
+      long n = Long.parseLong(v.trim());
+      if (n < 1 || n > Integer.MAX_VALUE - 8) {
+        throw new IllegalArgumentException(name + " must be in 1.." + (Integer.MAX_VALUE - 8) + ", got " + n);
+      }
+      return n;
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException(name + " must be an integer, got '" + v + "'");
+    }
+  }
+
+  /** The largest frame: a compare-and-set carries a key and two values. */
+  long maxFrameBytes() {
+    return Math.min(Integer.MAX_VALUE - 8L, 2L * maxValueBytes + maxKeyBytes + 64);
+  }
+}
