@@ -152,6 +152,21 @@ class InBandMismatchTest {
     }
   }
 
+  /**
+   * Over TCP, two ranks that each take the other for the root both wait to receive: after half a
+   * second each tells the other what it waits for, and the fingerprints differ. (Two that each take
+   * themselves for the root both only send, and return; their next collective meets the stale frame.)
+   */
+  @Test
+  void twoRanksThatEachWaitForTheOtherAsRootFailOverTcp() {
+    List<Throwable> errors = errors(new TcpThreadsCluster(), 2, null, pg -> {
+      try (Tensor x = rankData(pg, 64, DType.FLOAT32, 100)) {
+        pg.broadcast(x, 1 - pg.rank());
+      }
+    });
+    assertEveryRankMismatch(errors, "  Root: ");
+  }
+
   @Test
   void afterTheMismatchTheGroupIsBrokenOnEveryRank() {
     AtomicReferenceArray<Throwable> later = new AtomicReferenceArray<>(3);

@@ -125,6 +125,31 @@ final class TcpConnection {
     return s;
   }
 
+  /** Tells the peer, through the writer, that this rank waits for its data of {@code tag} ({@link TcpFrames#WAITING}). */
+  void sendWaiting(Tag tag) {
+    queue.add(tag);
+  }
+
+  private void writeWaiting(Tag tag, byte[] header) {
+    byte[] fingerprint = TcpFrames.encodeFingerprint(tag.fingerprint());
+    writeLock.lock();
+    try {
+      OutputStream o = out;
+      if (o == null) {
+        return;
+      }
+      TcpFrames.encodeDataHeader(header, tag, 0, fingerprint.length);
+      header[0] = TcpFrames.WAITING;
+      o.write(header);
+      o.write(fingerprint);
+      o.flush();
+    } catch (IOException e) {
+      // The connection is failing; the receive that asked notices that itself.
+    } finally {
+      writeLock.unlock();
+    }
+  }
+
   /** The last tag the writer sent and its encoded fingerprint (the writer thread's own). */
   private Tag encodedTag;
   private byte[] encodedFingerprint;
@@ -141,6 +166,10 @@ final class TcpConnection {
       }
       if (next == STOP) {
         return;
+      }
+      if (next instanceof Tag waiting) {
+        writeWaiting(waiting, header);
+        continue;
       }
       Send job = (Send) next;
       if (!job.state.compareAndSet(Send.QUEUED, Send.WRITING)) {

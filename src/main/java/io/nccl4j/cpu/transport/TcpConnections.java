@@ -277,6 +277,8 @@ final class TcpConnections {
       } catch (IOException e) {
         last = e;
         closeQuietly(s);
+        transport.adoptFailureFromStore();
+        transport.checkFailed();
       } catch (RuntimeException e) {
         closeQuietly(s);
         throw e;
@@ -303,9 +305,14 @@ final class TcpConnections {
     out.write(job.prove(nonce, TcpFrames.proofContext(groupId, rank, channel.ordinal())));
     out.flush();
     int verdict = in.read();
+    if (verdict < 0) {
+      // Closed without a verdict: the peer closed its transport (perhaps failing: then its cause is
+      // in the store), or an older peer. Retried like a refusal.
+      throw new java.io.EOFException("rank " + peer + " at " + addr + " closed the connection during the handshake");
+    }
     if (verdict != TcpFrames.HELLO_OK) {
       throw new BackendException("rank " + rank + ": rank " + peer + " at " + addr + " refused this rank's"
-          + " connection (" + (verdict < 0 ? "closed it" : "verdict " + verdict) + "): the two ranks do not hold the"
+          + " connection (verdict " + verdict + "): the two ranks do not hold the"
           + " same job token (" + JobIdentity.TOKEN_ENV + "); are they of one job?");
     }
   }

@@ -21,6 +21,8 @@ import java.util.List;
  *   <li>Data frame: {@link #DATA} (1), channel (1), operation (1), sequence number (8), payload
  *       length (8), fingerprint length (2, at most {@link #MAX_FINGERPRINT_BYTES}; 0 for none), then
  *       the fingerprint ({@link #encodeFingerprint}) and the payload.
+ *   <li>Waiting notice: {@link #WAITING} (1) and the rest of a data frame's header (payload length
+ *       0), then the fingerprint: sent once by a receive that has waited half a second.
  *   <li>Abort frame: {@link #ABORT}, {@link #ABORT_TIMEOUT} or {@link #ABORT_MISMATCH} (1), then 8 bytes holding the root
  *       rank (high 32 bits) and the message length (low 32 bits, at most {@link #MAX_ABORT_TEXT}),
  *       then the UTF-8 message.
@@ -29,7 +31,7 @@ import java.util.List;
 final class TcpFrames {
   static final int MAGIC = 0x4e344a54; // "N4JT"
   /** 3: data frames carry the fingerprint; 4: the challenge after the hello. */
-  static final short VERSION = 4;
+  static final short VERSION = 5;
   /** A group id is a UUID; anything much longer is not one of ours. */
   static final int MAX_GROUP_ID_BYTES = 256;
   static final byte HELLO_OK = 0;
@@ -40,6 +42,12 @@ final class TcpFrames {
   static final byte ABORT_TIMEOUT = 3;
   /** An abort frame whose root rank found the ranks running different collectives. */
   static final byte ABORT_MISMATCH = 4;
+  /**
+   * A receiver's notice that it has waited a while for the sender's data of the collective its
+   * header and fingerprint name (a data frame's layout, no payload). Read like a data frame and
+   * compared, then skipped.
+   */
+  static final byte WAITING = 5;
   static final int HEADER_BYTES = 21;
   /** The longest fingerprint a reader accepts; an honest one is under 200 bytes. */
   static final int MAX_FINGERPRINT_BYTES = 1024;

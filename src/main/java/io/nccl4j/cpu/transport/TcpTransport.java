@@ -136,20 +136,37 @@ public final class TcpTransport implements Transport {
     c.awaitAttached(deadline, "waiting for rank " + from + " to connect (" + tag + ")");
     InputStream in = c.in;
     byte[] header = new byte[TcpFrames.HEADER_BYTES];
-    readFully(c, in, header, 0, 1, deadline, tag);
-    if (header[0] == TcpFrames.ABORT || header[0] == TcpFrames.ABORT_TIMEOUT
-        || header[0] == TcpFrames.ABORT_MISMATCH) {
-      throw readAbort(c, in, deadline, tag, header[0]);
+    Tag got;
+    byte[] fingerprint;
+    while (true) {
+      readFirstByte(c, in, header, deadline, tag);
+      if (header[0] == TcpFrames.ABORT || header[0] == TcpFrames.ABORT_TIMEOUT
+          || header[0] == TcpFrames.ABORT_MISMATCH) {
+        throw readAbort(c, in, deadline, tag, header[0]);
+      }
+      readFully(c, in, header, 1, TcpFrames.HEADER_BYTES - 1, deadline, tag);
+      got = TcpFrames.dataTag(header);
+      int fingerprintBytes = TcpFrames.dataFingerprintBytes(header);
+      if ((header[0] != TcpFrames.DATA && header[0] != TcpFrames.WAITING) || got == null
+          || fingerprintBytes > TcpFrames.MAX_FINGERPRINT_BYTES) {
+        throw c.lost("rank " + from + " sent a frame that is not nccl4j's (kind " + header[0] + ", "
+            + fingerprintBytes + " fingerprint bytes)");
+      }
+      fingerprint = new byte[fingerprintBytes];
+      readFully(c, in, fingerprint, 0, fingerprintBytes, deadline, tag);
+      if (header[0] == TcpFrames.DATA) {
+        break;
+      }
+      // The peer waits for this rank's data of the collective it names. Only another fingerprint
+      // of this very collective is news (two ranks that disagree on a root wait for each other);
+      // anything else it will get in time, or has been sent already.
+      String differs = got.sameOperation(tag) ? mismatch(tag, got, fingerprint, from) : null;
+      if (differs != null) {
+        CollectiveMismatchException e = new CollectiveMismatchException(differs);
+        fail(rank, e);
+        throw e;
+      }
     }
-    readFully(c, in, header, 1, TcpFrames.HEADER_BYTES - 1, deadline, tag);
-    Tag got = TcpFrames.dataTag(header);
-    int fingerprintBytes = TcpFrames.dataFingerprintBytes(header);
-    if (header[0] != TcpFrames.DATA || got == null || fingerprintBytes > TcpFrames.MAX_FINGERPRINT_BYTES) {
-      throw c.lost("rank " + from + " sent a frame that is not nccl4j's (kind " + header[0] + ", " + fingerprintBytes
-          + " fingerprint bytes)");
-    }
-    byte[] fingerprint = new byte[fingerprintBytes];
-    readFully(c, in, fingerprint, 0, fingerprintBytes, deadline, tag);
     long n = TcpFrames.dataBytes(header);
     String differs = mismatch(tag, got, fingerprint, from);
     if (differs != null) {
@@ -225,6 +242,46 @@ public final class TcpTransport implements Transport {
     fail(root, e);
     return e;
   }
+
+  /**
+   * Reads a frame's first byte. A receive that has waited {@link #WAITING_NOTICE_NANOS} for it tells
+   * the peer what it waits for, once ({@link TcpFrames#WAITING}): a peer that waits for this rank in
+   * the same collective with another fingerprint then finds the mismatch, where no data would ever
+   * flow between the two to carry it.
+   */
+  private void readFirstByte(TcpConnection c, InputStream in, byte[] header, long deadline, Tag tag) {
+    long noticeAt = System.nanoTime() + WAITING_NOTICE_NANOS;
+    boolean told = tag.fingerprint() == null; // nothing to compare without one
+    while (true) {
+      int r;
+      try {
+        r = in.read(header, 0, 1);
+      } catch (SocketTimeoutException e) {
+        checkFailed();
+        if (System.nanoTime() - deadline > 0) {
+          throw new TransportTimeoutException("waiting for " + tag + " data from rank " + c.peer);
+        }
+        if (!told && System.nanoTime() - noticeAt > 0) {
+          told = true;
+          c.sendWaiting(tag);
+        }
+        continue;
+      } catch (IOException e) {
+        checkFailed();
+        throw c.lost("connection closed by peer (" + e.getMessage() + ")");
+      }
+      if (r < 0) {
+        checkFailed();
+        throw c.lost("connection closed by peer");
+      }
+      if (r == 1) {
+        return;
+      }
+    }
+  }
+
+  /** How long a receive waits for a frame before it tells the peer what it waits for. */
+  static final long WAITING_NOTICE_NANOS = TimeUnit.MILLISECONDS.toNanos(500);
 
   /** Reads exactly {@code len} bytes, polling so that deadlines and failures are noticed. */
   private void readFully(TcpConnection c, InputStream in, byte[] b, int off, int len, long deadline, Tag tag) {
