@@ -265,7 +265,7 @@ final class FingerprintDigests implements AutoCloseable {
       }
       for (Fingerprint y : fb) {
         if (y.seq() == x.seq()) {
-          String m = Fingerprint.mismatch(x.forTransfer(), a, y.forTransfer(), b);
+          String m = Fingerprint.mismatch(x.forTransfer().withSeq(x.seq()), a, y.forTransfer().withSeq(y.seq()), b);
           if (m != null) {
             return m;
           }

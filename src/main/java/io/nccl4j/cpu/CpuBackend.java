@@ -14,7 +14,6 @@ import io.nccl4j.cpu.transport.TransportTimeoutException;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.spi.Backend;
 import io.nccl4j.spi.Collective;
-import io.nccl4j.spi.Fingerprint;
 import java.time.Duration;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
@@ -51,6 +50,8 @@ public final class CpuBackend implements Backend {
   private volatile boolean closed;
   /** Collectives' transfers carry their fingerprints ({@link Validation#inBand()}). */
   private volatile boolean inBand = true;
+  /** Used by the execution thread only. */
+  private final TransferFingerprints transferFingerprints = new TransferFingerprints();
 
   /**
    * What the shared-memory algorithms (ranks as threads) reduce with in this process, in words:
@@ -289,7 +290,8 @@ public final class CpuBackend implements Backend {
   }
 
   private CollectiveStats execute(Collective c, long deadline) {
-    Tag tag = inBand ? Tag.collective(Fingerprint.of(c), c.op()) : new Tag(Tag.Channel.COLLECTIVE, c.op(), c.seq());
+    Tag tag = inBand ? Tag.collective(c.op(), c.seq(), transferFingerprints.of(c))
+        : new Tag(Tag.Channel.COLLECTIVE, c.op(), c.seq());
     switch (c.op()) {
       case ALLREDUCE:
         return algorithms.allReduce(tag, deadline, c.input().address(), c.output().address(),

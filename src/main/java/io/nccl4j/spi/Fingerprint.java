@@ -46,15 +46,22 @@ public record Fingerprint(long seq, String op, List<Long> shapes, List<String> d
   }
 
   /**
-   * What a transfer carries: this fingerprint without the all-to-all split sizes and element
-   * counts, since each rank legitimately sends every peer a different part and the receiver's size
-   * check compares the one that matters (what this sender sends it against what it expects).
+   * What a transfer carries: this fingerprint without its sequence number (the transfer's tag has
+   * it, so that consecutive collectives of one shape can share one fingerprint) and without the
+   * all-to-all split sizes and element counts, since each rank legitimately sends every peer a
+   * different part and the receiver's size check compares the one that matters (what this sender
+   * sends it against what it expects).
    */
   public Fingerprint forTransfer() {
-    if (!allToAll()) {
-      return this;
-    }
-    return new Fingerprint(seq, op, List.of(), dtypes, deviceTypes, reduceOp, root, List.of(), List.of());
+    boolean allToAll = allToAll();
+    return new Fingerprint(0, op, allToAll ? List.of() : shapes, dtypes, deviceTypes, reduceOp, root, List.of(),
+        List.of());
+  }
+
+  /** This fingerprint with sequence number {@code s}: a transfer's, to describe it. */
+  public Fingerprint withSeq(long s) {
+    return s == seq ? this
+        : new Fingerprint(s, op, shapes, dtypes, deviceTypes, reduceOp, root, inputSplits, outputSplits);
   }
 
   private static List<Long> boxed(long[] a) {

@@ -28,9 +28,12 @@ public record Tag(Channel channel, OpType op, long seq, Fingerprint fingerprint)
     this(channel, op, seq, null);
   }
 
-  /** The tag of a collective whose transfers carry {@code fingerprint} ({@link Fingerprint#forTransfer}). */
-  public static Tag collective(Fingerprint fingerprint, OpType op) {
-    return new Tag(Channel.COLLECTIVE, op, fingerprint.seq(), fingerprint.forTransfer());
+  /**
+   * The tag of collective {@code op} #{@code seq} whose transfers carry {@code transfer}, a
+   * fingerprint as {@link Fingerprint#forTransfer} makes it (without sequence number).
+   */
+  public static Tag collective(OpType op, long seq, Fingerprint transfer) {
+    return new Tag(Channel.COLLECTIVE, op, seq, transfer);
   }
 
   /**
@@ -44,7 +47,7 @@ public record Tag(Channel channel, OpType op, long seq, Fingerprint fingerprint)
     }
     if (fingerprint != null && got.fingerprint != null && channel == Channel.COLLECTIVE
         && got.channel == Channel.COLLECTIVE) {
-      String m = Fingerprint.mismatch(fingerprint, self, got.fingerprint, from);
+      String m = Fingerprint.mismatch(fingerprint.withSeq(seq), self, got.fingerprint.withSeq(got.seq), from);
       if (m != null) {
         return m;
       }
@@ -60,7 +63,8 @@ public record Tag(Channel channel, OpType op, long seq, Fingerprint fingerprint)
   /** Equal as {@link #mismatch} judges (both fingerprints compared only when both are present). */
   public boolean sameAs(Tag other) {
     return sameOperation(other)
-        && (fingerprint == null || other.fingerprint == null || fingerprint.equals(other.fingerprint));
+        && (fingerprint == other.fingerprint || fingerprint == null || other.fingerprint == null
+            || fingerprint.equals(other.fingerprint));
   }
 
   @Override

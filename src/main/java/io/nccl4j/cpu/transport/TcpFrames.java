@@ -155,10 +155,11 @@ final class TcpFrames {
   }
 
   /**
-   * The fingerprint {@link #encodeFingerprint} wrote, for the collective {@code op} #{@code seq};
-   * null when the bytes are not one (a peer's bytes are not trusted: every length is checked).
+   * The fingerprint {@link #encodeFingerprint} wrote, for a collective {@code op}, as transfers
+   * carry it (sequence number 0: the header has it); null when the bytes are not one (a peer's
+   * bytes are not trusted: every length is checked).
    */
-  static Fingerprint decodeFingerprint(byte[] b, long seq, OpType op) {
+  static Fingerprint decodeFingerprint(byte[] b, OpType op) {
     try (DataInputStream in = new DataInputStream(new java.io.ByteArrayInputStream(b))) {
       int n = in.readUnsignedByte();
       if (n > MAX_FINGERPRINT_LIST) {
@@ -175,7 +176,7 @@ final class TcpFrames {
       if (dtypes == null || devices == null || in.available() != 0) {
         return null;
       }
-      return new Fingerprint(seq, op.torchName(), shapes, dtypes, devices, reduceOp, root, List.of(), List.of());
+      return new Fingerprint(0, op.torchName(), shapes, dtypes, devices, reduceOp, root, List.of(), List.of());
     } catch (IOException e) {
       return null; // too short
     }

@@ -208,7 +208,7 @@ public final class TcpTransport implements Transport {
         return null;
       }
     }
-    Fingerprint theirs = TcpFrames.decodeFingerprint(fingerprint, got.seq(), got.op());
+    Fingerprint theirs = TcpFrames.decodeFingerprint(fingerprint, got.op());
     if (theirs == null) {
       return "rank " + from + " sent " + tag + " with an unreadable fingerprint of " + fingerprint.length + " bytes";
     }
