@@ -250,34 +250,7 @@ public final class TcpTransport implements Transport {
    * flow between the two to carry it.
    */
   private void readFirstByte(TcpConnection c, InputStream in, byte[] header, long deadline, Tag tag) {
-    long noticeAt = System.nanoTime() + WAITING_NOTICE_NANOS;
-    boolean told = tag.fingerprint() == null; // nothing to compare without one
-    while (true) {
-      int r;
-      try {
-        r = in.read(header, 0, 1);
-      } catch (SocketTimeoutException e) {
-        checkFailed();
-        if (System.nanoTime() - deadline > 0) {
-          throw new TransportTimeoutException("waiting for " + tag + " data from rank " + c.peer);
-        }
-        if (!told && System.nanoTime() - noticeAt > 0) {
-          told = true;
-          c.sendWaiting(tag);
-        }
-        continue;
-      } catch (IOException e) {
-        checkFailed();
-        throw c.lost("connection closed by peer (" + e.getMessage() + ")");
-      }
-      if (r < 0) {
-        checkFailed();
-        throw c.lost("connection closed by peer");
-      }
-      if (r == 1) {
-        return;
-      }
-    }
+    readFully(c, in, header, 0, 1, deadline, tag, tag.fingerprint() != null);
   }
 
   /** How long a receive waits for a frame before it tells the peer what it waits for. */
@@ -285,6 +258,13 @@ public final class TcpTransport implements Transport {
 
   /** Reads exactly {@code len} bytes, polling so that deadlines and failures are noticed. */
   private void readFully(TcpConnection c, InputStream in, byte[] b, int off, int len, long deadline, Tag tag) {
+    readFully(c, in, b, off, len, deadline, tag, false);
+  }
+
+  /** {@link #readFully}; with {@code notice}, tells the peer once what it waits for after {@link #WAITING_NOTICE_NANOS}. */
+  private void readFully(TcpConnection c, InputStream in, byte[] b, int off, int len, long deadline, Tag tag,
+      boolean notice) {
+    long noticeAt = System.nanoTime() + WAITING_NOTICE_NANOS;
     int done = 0;
     while (done < len) {
       int r;
@@ -294,6 +274,10 @@ public final class TcpTransport implements Transport {
         checkFailed();
         if (System.nanoTime() - deadline > 0) {
           throw new TransportTimeoutException("waiting for " + tag + " data from rank " + c.peer);
+        }
+        if (notice && System.nanoTime() - noticeAt > 0) {
+          c.sendWaiting(tag);
+          notice = false;
         }
         continue;
       } catch (IOException e) {
