@@ -336,49 +336,20 @@ public final class TcpTransport implements Transport {
     for (TcpConnection c : connections.all()) {
       tell(c, f);
     }
-    byte[] frame = TcpFrames.abortFrame(kindOf(f), f.rank, f.message.getBytes(StandardCharsets.UTF_8));
-    Thread publish = new Thread(() -> {
-      try {
-        store.set(FAILURE_KEY, frame);
-      } catch (RuntimeException e) {
-        LOG.debug("rank {}: could not leave the failure in the store: {}", rank, e.toString());
-      }
-    }, "nccl4j-tcp-failure-rank" + rank);
-    publish.setDaemon(true); // the store may be gone too; the failing path never waits for it
-    publish.start();
+    StoredFailure.leave(store, rank, f);
   }
-
-  /** Where {@link #record} leaves the group's failure: an abort frame. */
-  static final String FAILURE_KEY = "transport/failure";
 
   /**
    * Takes the group's failure from the store if a peer left one there (called while a dial is
    * refused: the peer may have failed and gone); then {@link #checkFailed} throws it.
    */
   void adoptFailureFromStore() {
-    if (failure.get() != null || !store.check(java.util.List.of(FAILURE_KEY))) {
-      return;
+    if (failure.get() == null) {
+      Failure f = StoredFailure.find(store);
+      if (f != null) {
+        record(f);
+      }
     }
-    byte[] frame = store.get(FAILURE_KEY, Duration.ofSeconds(1));
-    if (frame.length < TcpFrames.ABORT_HEADER_BYTES) {
-      return;
-    }
-    byte kind = frame[0];
-    byte[] header = java.util.Arrays.copyOfRange(frame, 1, TcpFrames.ABORT_HEADER_BYTES);
-    int root = TcpFrames.abortRoot(header);
-    int n = Math.min(TcpFrames.abortTextBytes(header), frame.length - TcpFrames.ABORT_HEADER_BYTES);
-    String text = new String(frame, TcpFrames.ABORT_HEADER_BYTES, n, StandardCharsets.UTF_8);
-    if (kind == TcpFrames.ABORT_MISMATCH) {
-      record(Failure.mismatched(root, text));
-    } else if (kind == TcpFrames.ABORT_TIMEOUT) {
-      record(Failure.timedOut(root, text));
-    } else if (kind == TcpFrames.ABORT) {
-      fail(root, new PeerFailureException(root, text));
-    }
-  }
-
-  private static byte kindOf(Failure f) {
-    return f.mismatch ? TcpFrames.ABORT_MISMATCH : f.timeout ? TcpFrames.ABORT_TIMEOUT : TcpFrames.ABORT;
   }
 
   /** Sends {@code c}'s peer the group's failure, if there is one (a second abort frame on a connection is harmless). */
@@ -390,7 +361,7 @@ public final class TcpTransport implements Transport {
   }
 
   private static void tell(TcpConnection c, Failure f) {
-    c.abort(kindOf(f), f.rank, f.message.getBytes(StandardCharsets.UTF_8));
+    c.abort(StoredFailure.kindOf(f), f.rank, f.message.getBytes(StandardCharsets.UTF_8));
   }
 
   @Override

@@ -1,0 +1,67 @@
+package io.nccl4j.cpu.transport;
+
+import io.nccl4j.PeerFailureException;
+import io.nccl4j.store.Store;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.List;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A TCP group's failure left in its store, for the peers an abort frame cannot reach: those not
+ * connected to the failing rank, which dial it later, when it may have closed. The failing rank
+ * leaves its abort frame under {@link #KEY}; a rank whose dial is refused reads it and fails with
+ * the same cause, in its words, instead of dialling a closed port until its timeout.
+ */
+final class StoredFailure {
+  private static final Logger LOG = LoggerFactory.getLogger(StoredFailure.class);
+  static final String KEY = "transport/failure";
+
+  private StoredFailure() {}
+
+  /** Leaves {@code f} in {@code store}, on a thread of its own: the store may be gone too, and the failing path never waits. */
+  static void leave(Store store, int rank, Failure f) {
+    byte[] frame = TcpFrames.abortFrame(kindOf(f), f.rank, f.message.getBytes(StandardCharsets.UTF_8));
+    Thread t = new Thread(() -> {
+      try {
+        store.set(KEY, frame);
+      } catch (RuntimeException e) {
+        LOG.debug("rank {}: could not leave the failure in the store: {}", rank, e.toString());
+      }
+    }, "nccl4j-tcp-failure-rank" + rank);
+    t.setDaemon(true);
+    t.start();
+  }
+
+  /** The failure a peer left in {@code store}, or null when none is there (or it is not an abort frame). */
+  static Failure find(Store store) {
+    if (!store.check(List.of(KEY))) {
+      return null;
+    }
+    byte[] frame = store.get(KEY, Duration.ofSeconds(1));
+    if (frame.length < TcpFrames.ABORT_HEADER_BYTES) {
+      return null;
+    }
+    byte[] header = Arrays.copyOfRange(frame, 1, TcpFrames.ABORT_HEADER_BYTES);
+    int root = TcpFrames.abortRoot(header);
+    int n = Math.min(TcpFrames.abortTextBytes(header), frame.length - TcpFrames.ABORT_HEADER_BYTES);
+    String text = new String(frame, TcpFrames.ABORT_HEADER_BYTES, n, StandardCharsets.UTF_8);
+    switch (frame[0]) {
+      case TcpFrames.ABORT_MISMATCH:
+        return Failure.mismatched(root, text);
+      case TcpFrames.ABORT_TIMEOUT:
+        return Failure.timedOut(root, text);
+      case TcpFrames.ABORT:
+        return Failure.of(root, new PeerFailureException(root, text));
+      default:
+        return null;
+    }
+  }
+
+  /** The abort frame's kind for {@code f}. */
+  static byte kindOf(Failure f) {
+    return f.mismatch ? TcpFrames.ABORT_MISMATCH : f.timeout ? TcpFrames.ABORT_TIMEOUT : TcpFrames.ABORT;
+  }
+}
