@@ -3,7 +3,7 @@ package io.nccl4j.cpu;
 // Over 400 lines because it is one table: NCCL's arithmetic for every element type and operator
 // (the per-type loops, AVG's two forms, PREMUL_SUM's pre-multiplication, the 16-bit and 8-bit
 // roundings) kept side by side, so that a difference from NCCL is visible in one place; split by
-// type, the same rules would be written eleven times.
+// type, the same rules would be written once per type.
 
 import io.nccl4j.memory.Elements;
 import io.nccl4j.DType;
