@@ -1,5 +1,6 @@
 package io.nccl4j.store;
 
+import static io.nccl4j.testing.Sockets.closedByPeer;
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
@@ -8,11 +9,9 @@ import io.nccl4j.BackendException;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
-import java.io.InputStream;
 import java.lang.management.ManagementFactory;
 import java.net.ServerSocket;
 import java.net.Socket;
-import java.net.SocketTimeoutException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -82,20 +81,6 @@ class TcpStoreHardeningTest {
     return raw;
   }
 
-  /** True when the peer closes the connection within FAST (read returns -1 or the connection is reset). */
-  private static boolean closedByPeer(InputStream in) throws IOException {
-    try {
-      while (true) {
-        if (in.read() < 0) {
-          return true;
-        }
-      }
-    } catch (SocketTimeoutException e) {
-      return false;
-    } catch (IOException reset) {
-      return true;
-    }
-  }
 
   /** Bytes allocated by every live thread of this JVM so far (threads that ended are not counted). */
   private static long allocatedBytes() {

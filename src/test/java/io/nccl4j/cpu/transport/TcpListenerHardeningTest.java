@@ -1,5 +1,6 @@
 package io.nccl4j.cpu.transport;
 
+import static io.nccl4j.testing.Sockets.closedByPeer;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
@@ -14,10 +15,8 @@ import io.nccl4j.store.HashStore;
 import io.nccl4j.store.JobIdentity;
 import java.io.DataOutputStream;
 import java.io.IOException;
-import java.io.InputStream;
 import java.net.InetAddress;
 import java.net.Socket;
-import java.net.SocketTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -118,19 +117,6 @@ class TcpListenerHardeningTest {
     return s;
   }
 
-  private static boolean closedByPeer(InputStream in) throws IOException {
-    try {
-      while (true) {
-        if (in.read() < 0) {
-          return true;
-        }
-      }
-    } catch (SocketTimeoutException e) {
-      return false;
-    } catch (IOException reset) {
-      return true;
-    }
-  }
 
   @Test
   void garbageAndATenBytePacketLeaveTheListenerAccepting() throws Exception {
