@@ -1,5 +1,6 @@
 package io.nccl4j.cpu;
 
+import io.nccl4j.DType;
 import io.nccl4j.Device;
 import io.nccl4j.OpType;
 import io.nccl4j.ReduceOp;
@@ -27,8 +28,8 @@ final class TransferFingerprints {
   private OpType op;
   private long inCount = -1;
   private long outCount = -1;
-  private Object inType;
-  private Object outType;
+  private DType inType;
+  private DType outType;
   private Device.Type inDevice;
   private Device.Type outDevice;
   private ReduceOp reduceOp;
@@ -39,8 +40,8 @@ final class TransferFingerprints {
     Collective.Buffer out = c.output();
     long ic = in == null ? -1 : in.count();
     long oc = out == null ? -1 : out.count();
-    Object it = in == null ? null : in.dtype();
-    Object ot = out == null ? null : out.dtype();
+    DType it = in == null ? null : in.dtype();
+    DType ot = out == null ? null : out.dtype();
     Device.Type id = in == null ? null : in.device().type();
     Device.Type od = out == null ? null : out.device().type();
     int r = c.op().isPointToPoint() ? -1 : c.peer();

@@ -1,6 +1,5 @@
 package io.nccl4j.cpu.transport;
 
-import io.nccl4j.PeerFailureException;
 import io.nccl4j.store.Store;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -23,7 +22,7 @@ final class StoredFailure {
 
   /** Leaves {@code f} in {@code store}, on a thread of its own: the store may be gone too, and the failing path never waits. */
   static void leave(Store store, int rank, Failure f) {
-    byte[] frame = TcpFrames.abortFrame(kindOf(f), f.rank, f.message.getBytes(StandardCharsets.UTF_8));
+    byte[] frame = TcpFrames.abortFrame(TcpFrames.abortKind(f), f.rank, f.message.getBytes(StandardCharsets.UTF_8));
     Thread t = new Thread(() -> {
       try {
         store.set(KEY, frame);
@@ -48,20 +47,6 @@ final class StoredFailure {
     int root = TcpFrames.abortRoot(header);
     int n = Math.min(TcpFrames.abortTextBytes(header), frame.length - TcpFrames.ABORT_HEADER_BYTES);
     String text = new String(frame, TcpFrames.ABORT_HEADER_BYTES, n, StandardCharsets.UTF_8);
-    switch (frame[0]) {
-      case TcpFrames.ABORT_MISMATCH:
-        return Failure.mismatched(root, text);
-      case TcpFrames.ABORT_TIMEOUT:
-        return Failure.timedOut(root, text);
-      case TcpFrames.ABORT:
-        return Failure.of(root, new PeerFailureException(root, text));
-      default:
-        return null;
-    }
-  }
-
-  /** The abort frame's kind for {@code f}. */
-  static byte kindOf(Failure f) {
-    return f.mismatch ? TcpFrames.ABORT_MISMATCH : f.timeout ? TcpFrames.ABORT_TIMEOUT : TcpFrames.ABORT;
+    return TcpFrames.abortFailure(frame[0], root, text);
   }
 }

@@ -1,6 +1,7 @@
 package io.nccl4j.cpu.transport;
 
 import io.nccl4j.OpType;
+import io.nccl4j.PeerFailureException;
 import io.nccl4j.spi.Fingerprint;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
@@ -226,6 +227,25 @@ final class TcpFrames {
     putLong(frame, 1, ((long) root << 32) | (frame.length - ABORT_HEADER_BYTES));
     System.arraycopy(text, 0, frame, ABORT_HEADER_BYTES, frame.length - ABORT_HEADER_BYTES);
     return frame;
+  }
+
+  /** The abort frame's kind for {@code f}. */
+  static byte abortKind(Failure f) {
+    return f.mismatch ? ABORT_MISMATCH : f.timeout ? ABORT_TIMEOUT : ABORT;
+  }
+
+  /** What an abort frame of {@code kind} from the failure of {@code root} says, or null for another kind. */
+  static Failure abortFailure(byte kind, int root, String text) {
+    switch (kind) {
+      case ABORT_MISMATCH:
+        return Failure.mismatched(root, text);
+      case ABORT_TIMEOUT:
+        return Failure.timedOut(root, text);
+      case ABORT:
+        return Failure.of(root, new PeerFailureException(root, text));
+      default:
+        return null;
+    }
   }
 
   /** The root rank in the 8 bytes after an abort frame's kind. */

@@ -228,19 +228,14 @@ public final class TcpTransport implements Transport {
     byte[] msg = new byte[TcpFrames.abortTextBytes(b)];
     readFully(c, in, msg, 0, msg.length, deadline, tag);
     String text = new String(msg, StandardCharsets.UTF_8);
-    if (kind == TcpFrames.ABORT_MISMATCH) {
-      Failure f = Failure.mismatched(root, text);
-      record(f);
-      return f.toException();
-    }
+    Failure f = TcpFrames.abortFailure(kind, root, text);
+    record(f);
     if (kind == TcpFrames.ABORT_TIMEOUT) {
-      record(Failure.timedOut(root, text));
       return new TransportTimeoutException("waiting for " + tag + " data from rank " + c.peer + " when "
           + Failure.quoted(text));
     }
-    PeerFailureException e = new PeerFailureException(root, text);
-    fail(root, e);
-    return e;
+    // A peer's failure: the exception it is recorded with; a mismatch: the group's.
+    return f.cause instanceof RuntimeException e ? e : f.toException();
   }
 
   /**
@@ -361,7 +356,7 @@ public final class TcpTransport implements Transport {
   }
 
   private static void tell(TcpConnection c, Failure f) {
-    c.abort(StoredFailure.kindOf(f), f.rank, f.message.getBytes(StandardCharsets.UTF_8));
+    c.abort(TcpFrames.abortKind(f), f.rank, f.message.getBytes(StandardCharsets.UTF_8));
   }
 
   @Override
