@@ -18,6 +18,8 @@ final class FlightRecorderDumps {
   private final int size;
   private final String backendName;
   private volatile Path dumpDir;
+  /** {@code rank3} for the world; {@code rank3-group0.2} (the global rank and the group's name) for a subgroup. */
+  private volatile String fileStem;
   private final AtomicBoolean dumped = new AtomicBoolean();
 
   private FlightRecorderDumps(FlightRecorder recorder, int rank, int size, String backendName, Path dumpDir) {
@@ -26,6 +28,12 @@ final class FlightRecorderDumps {
     this.size = size;
     this.backendName = backendName;
     this.dumpDir = dumpDir;
+    this.fileStem = "rank" + rank;
+  }
+
+  /** This recorder belongs to subgroup {@code name}, whose rank here is world rank {@code globalRank}. */
+  void forSubgroup(String name, int globalRank) {
+    fileStem = "rank" + globalRank + "-group" + name;
   }
 
   /** As the environment says: {@code NCCL4J_FLIGHT_RECORDER_SIZE} (0: none) and {@code NCCL4J_FLIGHT_RECORDER_DIR}. */
@@ -61,7 +69,7 @@ final class FlightRecorderDumps {
     if (recorder == null) {
       throw new IllegalStateException("the flight recorder is disabled (NCCL4J_FLIGHT_RECORDER_SIZE=0)");
     }
-    Path file = dir.resolve("rank" + rank + ".json");
+    Path file = dir.resolve(fileStem + ".json");
     try {
       recorder.dump(file, rank, size, backendName, reason);
     } catch (IOException e) {
@@ -75,7 +83,7 @@ final class FlightRecorderDumps {
     Path dir = dumpDir;
     if (dir != null && recorder != null && error instanceof BackendException && dumped.compareAndSet(false, true)) {
       try {
-        recorder.dump(dir.resolve("rank" + rank + ".json"), rank, size, backendName, error.getMessage());
+        recorder.dump(dir.resolve(fileStem + ".json"), rank, size, backendName, error.getMessage());
       } catch (IOException | RuntimeException e) {
         LoggerFactory.getLogger(ProcessGroup.class)
             .warn("rank {}: could not dump the flight recorder to {}: {}", rank, dir, e.getMessage());

@@ -40,6 +40,8 @@ public final class ProcessGroup implements AutoCloseable {
   /** What completing an operation needs; kept apart from the fields callers write (see there). */
   private final OperationCompleter completer;
   private final CrossRankValidation validation;
+  /** This group's name and members among the job's groups; the groups made from it. */
+  private final Subgroups groups;
   private long collectiveSeq;
   private long p2pSeq;
   private Coalesced coalescing;
@@ -48,14 +50,18 @@ public final class ProcessGroup implements AutoCloseable {
   private boolean callerWaits;
   private volatile boolean closed;
 
-  private ProcessGroup(Backend backend) {
+  private ProcessGroup(Backend backend, Subgroups groups) {
     this.backend = Objects.requireNonNull(backend, "backend");
+    this.groups = groups;
     this.checks = new Checks(backend.rank(), backend.size(), backend.device());
     this.dumps = FlightRecorderDumps.fromEnvironment(backend.rank(), backend.size(), backend.name());
     this.completer = new OperationCompleter(backend, dumps);
     this.validation = new CrossRankValidation(backend, dumps);
     if (dumps.recorder() != null) {
       completer.addObserver(dumps.recorder());
+    }
+    if (!groups.name().equals("0")) {
+      dumps.forSubgroup(groups.name(), groups.globalRank(backend.rank()));
     }
   }
 
@@ -87,7 +93,7 @@ public final class ProcessGroup implements AutoCloseable {
    * (ranks as threads) or {@link io.nccl4j.launch.ProcessGroups} (ranks as processes).
    */
   public static ProcessGroup create(Backend backend) {
-    return new ProcessGroup(backend);
+    return new ProcessGroup(backend, Subgroups.world(backend.size()));
   }
 
   /** This process's (or thread's) rank, 0 … size−1. Local. */
@@ -479,6 +485,148 @@ public final class ProcessGroup implements AutoCloseable {
     }
   }
 
+  // ------------------------------------------------------------ Subgroups
+
+  /**
+   * Collective: PyTorch's {@code new_group(ranks)}. Every rank of this group calls it, with the same
+   * ranks (of this group), in the same order relative to its other collectives; the members get
+   * their group, whose rank i is the i-th smallest of {@code ranks}, and the others get an empty
+   * Optional (PyTorch's {@code NON_GROUP_MEMBER}). The ranks agree through one all-gather on this
+   * group (ranks that pass different lists all throw a {@link UsageException} naming them); on NCCL
+   * the new communicator comes from {@code ncclCommSplit}. The new group has this group's timeout,
+   * validation and allocator; close it (PyTorch's {@code destroy_process_group(group)}) before this one.
+   *
+   * @throws UsageException for an empty list, a rank outside the group or a rank listed twice
+   */
+  public java.util.Optional<ProcessGroup> newGroup(int... ranks) {
+    int[] members = Subgroups.checkedMembers(ranks, size());
+    boolean member = java.util.Arrays.binarySearch(members, rank()) >= 0;
+    return made(member ? 0 : io.nccl4j.spi.Subgroup.NO_COLOR, rank(), members);
+  }
+
+  /**
+   * Collective: NCCL's {@code ncclCommSplit}. Every rank of this group calls it; ranks that pass the
+   * same {@code color} (≥ 0) form one new group, ordered by {@code key}, then by rank here; a rank
+   * that passes {@link io.nccl4j.spi.Subgroup#NO_COLOR} joins none and gets an empty Optional.
+   *
+   * @throws UsageException for a colour below {@code NO_COLOR}
+   */
+  public java.util.Optional<ProcessGroup> split(int color, int key) {
+    if (color < io.nccl4j.spi.Subgroup.NO_COLOR) {
+      throw new UsageException("split: the colour must be non-negative, or NO_COLOR (-1) to join no group",
+          "got " + color);
+    }
+    return made(color, key, null);
+  }
+
+  /**
+   * Local to the survivors: PyTorch's {@code shrink_group} over {@code ncclCommShrink}. After ranks of
+   * this group failed, every surviving rank calls it with the same {@code excludedRanks} (ranks of
+   * this group); they get a new group of the survivors, re-ranked in their order here (rank 0, 1, 3 of
+   * four become 0, 1, 2). This group may be broken; it stays so (close it after). No collective runs
+   * on this group, so a dead rank cannot stop it.
+   *
+   * @throws UsageException for no rank, a rank outside the group, or this rank among the excluded
+   */
+  public ProcessGroup shrink(int... excludedRanks) {
+    int[] excluded = Subgroups.checkedMembers(excludedRanks, size());
+    if (java.util.Arrays.binarySearch(excluded, rank()) >= 0) {
+      throw new UsageException("shrink_group: a rank cannot exclude itself", "rank " + rank() + " is in "
+          + java.util.Arrays.toString(excluded));
+    }
+    int[] survivors = java.util.stream.IntStream.range(0, size())
+        .filter(r -> java.util.Arrays.binarySearch(excluded, r) < 0).toArray();
+    synchronized (this) {
+      ensureOpen();
+      io.nccl4j.spi.Subgroup spec = new io.nccl4j.spi.Subgroup(groups.nextName(), survivors, 0, rank());
+      return wrap(spec, backend.shrink(spec, validation.store()));
+    }
+  }
+
+  private java.util.Optional<ProcessGroup> made(int color, int key, int[] ranks) {
+    long[] mine = Subgroups.proposal(size(), color, key, ranks);
+    long[][] all = exchange(mine);
+    if (ranks != null) {
+      String problem = Subgroups.disagreement(all);
+      if (problem != null) {
+        throw new UsageException(problem, "rank " + rank() + " of group " + groups.name());
+      }
+    }
+    synchronized (this) {
+      ensureOpen();
+      String name = groups.nextName() + (ranks == null && color >= 0 ? ":" + color : "");
+      int[] members = color >= 0 ? Subgroups.membersOf(all, color) : new int[0];
+      io.nccl4j.spi.Subgroup spec = new io.nccl4j.spi.Subgroup(name, members, color, key);
+      Backend b = backend.subgroup(spec);
+      return b == null ? java.util.Optional.empty() : java.util.Optional.of(wrap(spec, b));
+    }
+  }
+
+  private ProcessGroup wrap(io.nccl4j.spi.Subgroup spec, Backend b) {
+    ProcessGroup child;
+    try {
+      child = new ProcessGroup(b, groups.child(spec));
+      Store store = validation.store();
+      child.setValidation(validation.mode(), store == null ? null : new io.nccl4j.store.PrefixStore(
+          "group/" + spec.id(), store));
+    } catch (RuntimeException e) {
+      b.close();
+      throw e;
+    }
+    return child;
+  }
+
+  /** Every rank's {@code mine}, through one all-gather on this group (host values, any backend). */
+  private long[][] exchange(long[] mine) {
+    int n = mine.length;
+    try (Tensor in = empty(n, DType.INT64); Tensor out = empty((long) n * size(), DType.INT64);
+        Tensor hostIn = Tensor.ofLongs(mine); Tensor hostOut = Tensor.zeros((long) n * size(), DType.INT64)) {
+      in.copyFrom(hostIn);
+      allGatherIntoTensor(out, in);
+      hostOut.copyFrom(out);
+      long[][] all = new long[size()][n];
+      for (int r = 0; r < size(); r++) {
+        for (int i = 0; i < n; i++) {
+          all[r][i] = hostOut.getLong((long) r * n + i);
+        }
+      }
+      return all;
+    }
+  }
+
+  /** Local. This group's name: {@code 0} for the world, {@code 0.1} for the first group made from it, and so on. */
+  public String groupName() {
+    return groups.name();
+  }
+
+  /** Local. The world ranks of this group's members, by rank here (PyTorch's {@code get_process_group_ranks}). */
+  public int[] ranks() {
+    return groups.globalRanks();
+  }
+
+  /** Local. This rank's rank in the world (the group it was made from, all the way up). */
+  public int globalRank() {
+    return groups.globalRank(rank());
+  }
+
+  /**
+   * Local. The world rank of this group's rank {@code groupRank} (PyTorch's {@code get_global_rank}).
+   *
+   * @throws IllegalArgumentException when the group has no such rank
+   */
+  public int globalRank(int groupRank) {
+    return groups.globalRank(groupRank);
+  }
+
+  /**
+   * Local. This group's rank of world rank {@code globalRank} (PyTorch's {@code get_group_rank}).
+   *
+   * @throws IllegalArgumentException when that rank is not a member ("Global rank 3 is not part of group 0.1")
+   */
+  public int groupRank(int globalRank) {
+    return groups.groupRank(globalRank);
+  }
+
   // ------------------------------------------------------------ lifecycle
 
   /** Local. True once {@link #close()} or {@link #abort()} has been called on this rank's group. */
@@ -527,7 +675,8 @@ public final class ProcessGroup implements AutoCloseable {
 
   @Override
   public String toString() {
-    return "ProcessGroup(rank " + rank() + " of " + size() + ", " + backendName() + ", " + device()
+    return "ProcessGroup(rank " + rank() + " of " + size() + (groups.name().equals("0") ? ""
+        : ", group " + groups.name() + " as world rank " + globalRank()) + ", " + backendName() + ", " + device()
         + (closed ? ", closed" : "") + ")";
   }
 

@@ -44,6 +44,7 @@ public final class CpuBackend implements Backend {
   private final Duration timeout;
   private final ExecutionStream stream;
   private final Algorithms algorithms;
+  private final CpuOptions options;
   private final long[] p2pSent;
   private final long[] p2pReceived;
   private volatile BackendException broken;
@@ -93,6 +94,7 @@ public final class CpuBackend implements Backend {
     this.stream = new ExecutionStream("nccl4j-cpu-stream-rank" + rank);
     this.scratch = Allocator.host().child(scratchName(allocator));
     this.algorithms = new Algorithms(transport, CHUNK_BYTES, scratch, options);
+    this.options = options;
     this.p2pSent = new long[transport.size()];
     this.p2pReceived = new long[transport.size()];
   }
@@ -323,6 +325,42 @@ public final class CpuBackend implements Backend {
         return algorithms.barrier(tag, deadline);
       default:
         throw new IllegalStateException("Unknown operation " + c.op());
+    }
+  }
+
+  /**
+   * A backend over this rank's endpoint of the subgroup's transport: for threads a fabric of its own
+   * (mailboxes and windows), over TCP a listener and connections of its own (see
+   * {@link Transport#subgroup}); the same allocator, timeout and options.
+   */
+  @Override
+  public Backend subgroup(io.nccl4j.spi.Subgroup group) {
+    if (group.rankOf(rank()) < 0) {
+      return null;
+    }
+    return derived(group);
+  }
+
+  /** The survivors' group, made the same way as a subgroup: it needs nothing from this broken one but its endpoint. */
+  @Override
+  public Backend shrink(io.nccl4j.spi.Subgroup survivors, io.nccl4j.store.Store store) {
+    if (survivors.rankOf(rank()) < 0) {
+      throw new IllegalArgumentException("rank " + rank() + " cannot shrink the group to " + survivors
+          + ": it excluded itself");
+    }
+    return derived(survivors);
+  }
+
+  private Backend derived(io.nccl4j.spi.Subgroup group) {
+    if (closed) {
+      throw new IllegalStateException("CPU backend of rank " + rank() + " is closed");
+    }
+    Transport t = transport.subgroup(group.id(), group.members());
+    try {
+      return new CpuBackend(t, allocator, timeout, options);
+    } catch (RuntimeException e) {
+      t.close();
+      throw e;
     }
   }
 

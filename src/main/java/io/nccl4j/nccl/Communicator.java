@@ -169,6 +169,82 @@ public final class Communicator implements AutoCloseable {
     return c;
   }
 
+  /**
+   * This rank's part of {@code ncclCommSplit} (NCCL ≥ 2.18): collective over every rank of this
+   * communicator. Ranks of one {@code color} (≥ 0) get one new communicator, ranked by {@code key};
+   * {@code color} -1 ({@code NCCL_SPLIT_NOCOLOR}) gets null. The child inherits this communicator's
+   * configuration (blocking or not) and device; a nonblocking child is polled until ready, for at most
+   * {@code timeout}. {@code newRank} and {@code newSize} are what the caller computed the child to be.
+   */
+  public Communicator split(int color, int key, int newRank, int newSize, Duration timeout) {
+    nccl.require(NcclFeature.SPLIT);
+    return derived("ncclCommSplit", newRank, newSize, timeout, (h, out) -> api.commSplit(h, color, key, out, null));
+  }
+
+  /**
+   * This rank's part of {@code ncclCommShrink} (NCCL ≥ 2.27): called by every rank of this
+   * communicator but {@code excluded}; the survivors get a communicator of themselves, in their order.
+   * With {@code abortFirst} ({@code NCCL_SHRINK_ABORT}) NCCL first aborts what is in flight on this one,
+   * as after a peer's failure. This communicator must not have been aborted: NCCL shrinks a live one.
+   */
+  public Communicator shrink(int[] excluded, boolean abortFirst, int newRank, int newSize, Duration timeout) {
+    nccl.require(NcclFeature.SHRINK);
+    int flags = abortFirst ? 1 : 0; // NCCL_SHRINK_ABORT : NCCL_SHRINK_DEFAULT
+    return derived("ncclCommShrink", newRank, newSize, timeout,
+        (h, out) -> api.commShrink(h, excluded.clone(), out, null, flags));
+  }
+
+  /** An NCCL call on this communicator that makes another one into {@code out[0]} (0: none). */
+  @FunctionalInterface
+  private interface Derivation {
+    int call(long handle, long[] out);
+  }
+
+  private Communicator derived(String function, int newRank, int newSize, Duration timeout, Derivation derivation) {
+    long limit = Durations.toNanos(timeout);
+    long[] out = new long[1];
+    int rc;
+    long h = enter(function, limit, System.nanoTime());
+    try {
+      rc = derivation.call(h, out);
+      if (out[0] == 0) {
+        rc = complete(rc, function); // no child to poll: the state is this communicator's
+      }
+    } finally {
+      exit();
+    }
+    NcclCall.check(rc, api, context(), function);
+    if (out[0] == 0) {
+      return null;
+    }
+    Communicator c = new Communicator(nccl, newRank, newSize, device, mode, options, out[0]);
+    LiveCommunicators.add(c);
+    if (rc == NcclResult.IN_PROGRESS.code()) {
+      c.lock.lock();
+      try {
+        c.begin(function, limit, System.nanoTime());
+        NcclCall.check(c.complete(rc, function), api, c.context(), function);
+      } catch (RuntimeException e) {
+        c.exit();
+        c.broken = true;
+        c.abort(Duration.ofSeconds(30));
+        throw e;
+      }
+      c.exit();
+    }
+    return c;
+  }
+
+  /** True once an abort started: no NCCL call will be made on it any more. */
+  public boolean isAborted() {
+    return aborting;
+  }
+
+  /** The options it was created with; a child made by split or shrink has the same. */
+  public CommOptions options() {
+    return options;
+  }
+
   /** This communicator's rank, 0 … size − 1. */
   public int rank() {
     return rank;

@@ -396,6 +396,52 @@ public final class NcclBackend implements Backend {
     }
   }
 
+  /**
+   * {@code ncclCommSplit} of this rank's communicator: every rank of the group takes part, a
+   * non-member with {@code NCCL_SPLIT_NOCOLOR}. The child backend has its own stream and progress
+   * thread and allocates from this one's allocator (memory registered with this communicator is not
+   * registered with the child: registered and symmetric allocations are per communicator).
+   */
+  @Override
+  public Backend subgroup(io.nccl4j.spi.Subgroup group) {
+    int newRank = group.rankOf(rank());
+    Communicator child = comm.split(newRank >= 0 ? group.color() : io.nccl4j.spi.Subgroup.NO_COLOR, group.key(),
+        newRank, group.size(), timeout);
+    return child == null ? null : childBackend(child);
+  }
+
+  /**
+   * {@code ncclCommShrink} of this rank's communicator, excluding the ranks not in {@code survivors};
+   * with {@code NCCL_SHRINK_ABORT} when this backend is broken. A failure aborts the communicator
+   * (as PyTorch's watchdog does), which leaves nothing to shrink: the survivors then make a new
+   * communicator among themselves through {@code store} ({@link NcclRendezvous#join} under
+   * {@code shrink/<group>}), the same group by other means.
+   */
+  @Override
+  public Backend shrink(io.nccl4j.spi.Subgroup survivors, io.nccl4j.store.Store store) {
+    int newRank = survivors.rankOf(rank());
+    if (!comm.isAborted()) {
+      int[] excluded = java.util.stream.IntStream.range(0, size()).filter(r -> survivors.rankOf(r) < 0).toArray();
+      return childBackend(comm.shrink(excluded, isBroken(), newRank, survivors.size(), timeout));
+    }
+    if (store == null) {
+      throw new IllegalStateException("rank " + rank() + ": the failure aborted this group's NCCL communicator, so"
+          + " there is nothing for ncclCommShrink to shrink, and the group has no store to make the survivors' group"
+          + " through; give the group one (setValidation(mode, store))");
+    }
+    io.nccl4j.store.Store ns = new io.nccl4j.store.PrefixStore("shrink/" + survivors.id(), store);
+    return childBackend(NcclRendezvous.join(nccl, ns, device, survivors.size(), newRank, comm.options(), timeout));
+  }
+
+  private Backend childBackend(Communicator child) {
+    try {
+      return new NcclBackend(child, allocator, timeout, abortDeadline);
+    } catch (RuntimeException e) {
+      child.close(abortDeadline);
+      throw e;
+    }
+  }
+
   @Override
   public void abort(BackendException cause) {
     fail(cause);

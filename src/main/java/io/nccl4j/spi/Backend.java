@@ -102,6 +102,29 @@ public interface Backend extends AutoCloseable {
   }
 
   /**
+   * Creates this rank's backend of {@code group}, a group made of some of this group's ranks
+   * ({@code newGroup}, {@code split}). Collective: every rank of this group calls it, in the same
+   * order relative to its other calls, with the same {@code group} but its own colour and key; a rank
+   * that is not a member gets null (on NCCL it still takes part in {@code ncclCommSplit}). The new
+   * backend shares this one's device and allocator, has the same timeout, and is owned by the caller;
+   * this backend stays usable. The default: unsupported.
+   */
+  default Backend subgroup(Subgroup group) {
+    throw new UnsupportedOperationException("The " + name() + " backend cannot make subgroups");
+  }
+
+  /**
+   * Creates this rank's backend of {@code survivors}, this group without the ranks it lists as
+   * excluded ({@code ncclCommShrink}): called by every surviving rank, while this backend may be
+   * broken by the failure of an excluded rank. Ranks keep their order. {@code store} is one the
+   * survivors share (null when the group has none), for a backend whose failure left nothing to shrink
+   * and that must rendezvous again (NCCL after an abort). The default: unsupported.
+   */
+  default Backend shrink(Subgroup survivors, io.nccl4j.store.Store store) {
+    throw new UnsupportedOperationException("The " + name() + " backend cannot shrink a group");
+  }
+
+  /**
    * Device memory the backend holds for itself, outside its allocator (NCCL's buffers, channels,
    * proxies); -1 when it cannot tell, the default.
    */

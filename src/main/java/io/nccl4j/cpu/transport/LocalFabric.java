@@ -43,6 +43,12 @@ public final class LocalFabric {
   private final Allocator scratch;
   private final Mailboxes mailboxes;
   private final Windows windows;
+  /** The fabrics of groups made from this one, by id: the first member to ask creates it, the others find it. */
+  private final java.util.concurrent.ConcurrentHashMap<String, LocalFabric> children =
+      new java.util.concurrent.ConcurrentHashMap<>();
+  /** For the fabric of a subgroup: the fabric it was made from, and its id there (null for a root fabric). */
+  private volatile LocalFabric parent;
+  private volatile String id;
 
   public LocalFabric(int size) {
     if (size < 1) {
@@ -164,7 +170,25 @@ public final class LocalFabric {
     if (closedEndpoints.incrementAndGet() == size) {
       windows.freeStaging();
       scratch.close();
+      if (parent != null) {
+        parent.children.remove(id, this);
+      }
     }
+  }
+
+  /** The fabric of the group {@code id} of {@code members} ranks made from this one, the same for every member. */
+  private LocalFabric child(String groupId, int members) {
+    LocalFabric f = children.computeIfAbsent(groupId, k -> {
+      LocalFabric c = new LocalFabric(members);
+      c.parent = this;
+      c.id = groupId;
+      return c;
+    });
+    if (f.size != members) {
+      throw new IllegalArgumentException("group " + groupId + " was made with " + f.size + " ranks, but this rank"
+          + " asks for " + members + ": the ranks disagree on the group's members");
+    }
+    return f;
   }
 
   private final class Endpoint implements Transport, SharedMemory {
@@ -209,6 +233,12 @@ public final class LocalFabric {
     @Override
     public SharedMemory sharedMemory() {
       return this;
+    }
+
+    @Override
+    public Transport subgroup(String groupId, int[] members) {
+      ensureOpen();
+      return child(groupId, members.length).endpoint(Transport.memberIndex(members, rank));
     }
 
     @Override

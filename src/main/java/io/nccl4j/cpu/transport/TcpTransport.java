@@ -63,6 +63,11 @@ public final class TcpTransport implements Transport {
   /** Receives in progress; close() frees the staging buffer only when there are none. */
   private final AtomicInteger receivers = new AtomicInteger();
   private volatile boolean closed;
+  /** What a subgroup's transport reuses: how this one listens, advertises and proves its job. */
+  private final String advertisedHost;
+  private final InetAddress bind;
+  private final JobIdentity job;
+  private final Duration connectTimeout;
 
   /**
    * Creates this rank's endpoint: listens on an ephemeral port and publishes
@@ -85,6 +90,10 @@ public final class TcpTransport implements Transport {
     this.rank = rank;
     this.size = size;
     this.store = store;
+    this.advertisedHost = advertisedHost;
+    this.bind = bind;
+    this.job = job;
+    this.connectTimeout = connectTimeout;
     this.connections = new TcpConnections(this, store, advertisedHost, bind, job, connectTimeout);
     this.scratch = Allocator.host().child("tcp-transport/rank" + rank);
     this.staging = new ScratchBuffer(scratch, "TCP receive staging");
@@ -109,6 +118,18 @@ public final class TcpTransport implements Transport {
   }
 
   // ------------------------------------------------------------------ Transport
+
+  /**
+   * A new transport among {@code members}, with its own listener and connections, rendezvousing in
+   * this group's store under {@code group/<id>/}: the members' frames then never share a socket with
+   * this group's, so each group's execution thread reads only its own (docs/ARCHITECTURE.md).
+   */
+  @Override
+  public Transport subgroup(String id, int[] members) {
+    ensureOpen();
+    return new TcpTransport(Transport.memberIndex(members, rank), members.length,
+        new io.nccl4j.store.PrefixStore("group/" + id, store), advertisedHost, bind, job, connectTimeout);
+  }
 
   @Override
   public PendingSend post(Tag tag, long deadline, int to, long src, long bytes) {

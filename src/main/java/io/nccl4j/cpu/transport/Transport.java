@@ -63,6 +63,26 @@ public interface Transport extends AutoCloseable {
     }
   }
 
+  /**
+   * This rank's endpoint of a new group made of the ranks {@code members} of this one (this
+   * transport's ranks, in the new group's rank order), identified by {@code id}, the same on every
+   * member; called by the members only. The new endpoint is independent of this one: its own ordered
+   * channels, its own failure, closed by its owner. The default: unsupported.
+   */
+  default Transport subgroup(String id, int[] members) {
+    throw new UnsupportedOperationException(getClass().getSimpleName() + " cannot make subgroups");
+  }
+
+  /** The index of {@code rank} in {@code members}; throws when it is not there. */
+  static int memberIndex(int[] members, int rank) {
+    for (int i = 0; i < members.length; i++) {
+      if (members[i] == rank) {
+        return i;
+      }
+    }
+    throw new IllegalArgumentException("rank " + rank + " is not one of the members " + java.util.Arrays.toString(members));
+  }
+
   /** Direct access to every rank's buffers when the ranks share memory; null otherwise. */
   default SharedMemory sharedMemory() {
     return null;

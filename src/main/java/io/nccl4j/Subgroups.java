@@ -1,0 +1,185 @@
+package io.nccl4j;
+
+import io.nccl4j.spi.Subgroup;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.List;
+
+/**
+ * Where a group sits among the groups of its job: its name, the world ranks of its members, and how
+ * the groups made from it are named and agreed on ({@link ProcessGroup#newGroup},
+ * {@link ProcessGroup#split}, {@link ProcessGroup#shrink}).
+ *
+ * <p>Names follow the order of creation, as PyTorch's group names do: the world is {@code 0}, the
+ * n-th group made from group {@code g} is {@code g.n}. Every rank of a group makes its groups in the
+ * same order (PyTorch's rule), so every rank computes the same name without talking to the others;
+ * a split makes one group per colour, {@code g.n:c}.
+ */
+final class Subgroups {
+  /** The most ranks a membership bitmap in the split exchange describes; more than any job nccl4j runs. */
+  private static final int MAX_EXCHANGE_RANKS = 1 << 16;
+
+  private final String name;
+  /** World rank of each rank of this group. */
+  private final int[] globalRanks;
+  /** Groups made from this one so far; touched under the group's monitor. */
+  private int made;
+
+  private Subgroups(String name, int[] globalRanks) {
+    this.name = name;
+    this.globalRanks = globalRanks;
+  }
+
+  /** A root group (the world) of {@code size} ranks. */
+  static Subgroups world(int size) {
+    int[] ranks = new int[size];
+    Arrays.setAll(ranks, i -> i);
+    return new Subgroups("0", ranks);
+  }
+
+  String name() {
+    return name;
+  }
+
+  int size() {
+    return globalRanks.length;
+  }
+
+  int[] globalRanks() {
+    return globalRanks.clone();
+  }
+
+  int globalRank(int groupRank) {
+    if (groupRank < 0 || groupRank >= globalRanks.length) {
+      throw new IllegalArgumentException("Group rank " + groupRank + " is not part of group " + name + " (ranks 0.."
+          + (globalRanks.length - 1) + ")");
+    }
+    return globalRanks[groupRank];
+  }
+
+  int groupRank(int globalRank) {
+    for (int i = 0; i < globalRanks.length; i++) {
+      if (globalRanks[i] == globalRank) {
+        return i;
+      }
+    }
+    throw new IllegalArgumentException("Global rank " + globalRank + " is not part of group " + name + " (world ranks "
+        + Arrays.toString(globalRanks) + ")");
+  }
+
+  /** The name the next group made from this one gets. */
+  String nextName() {
+    return name + "." + (++made);
+  }
+
+  /** The group {@code child} as seen from the world: its members' world ranks. */
+  Subgroups child(Subgroup child) {
+    int[] members = child.members();
+    int[] global = new int[members.length];
+    for (int i = 0; i < members.length; i++) {
+      global[i] = globalRanks[members[i]];
+    }
+    return new Subgroups(child.id(), global);
+  }
+
+  // ------------------------------------------------------------------ agreeing on a new group
+
+  /**
+   * What one rank says when a group is made from its group: its colour and key, and for
+   * {@code newGroup} the ranks it passed, as a bitmap (so that ranks passing different lists are
+   * told which).
+   */
+  static long[] proposal(int size, int color, int key, int[] ranks) {
+    if (size > MAX_EXCHANGE_RANKS) {
+      throw new UnsupportedOperationException("making subgroups of a group of " + size + " ranks; at most "
+          + MAX_EXCHANGE_RANKS);
+    }
+    long[] p = new long[2 + words(size)];
+    p[0] = color;
+    p[1] = key;
+    if (ranks != null) {
+      for (int r : ranks) {
+        p[2 + r / 64] |= 1L << (r % 64);
+      }
+    }
+    return p;
+  }
+
+  static int words(int size) {
+    return (size + 63) / 64;
+  }
+
+  /**
+   * The members of colour {@code color} from every rank's proposal ({@code all[r]} is rank r's), in
+   * new-rank order: by key, then by rank (NCCL's and PyTorch's order).
+   */
+  static int[] membersOf(long[][] all, int color) {
+    List<Integer> members = new ArrayList<>();
+    for (int r = 0; r < all.length; r++) {
+      if (all[r][0] == color) {
+        members.add(r);
+      }
+    }
+    members.sort(Comparator.<Integer>comparingLong(r -> all[r][1]).thenComparingInt(r -> r));
+    return members.stream().mapToInt(Integer::intValue).toArray();
+  }
+
+  /**
+   * Null when every rank passed the same ranks to {@code newGroup}; else PyTorch's rule and the
+   * ranks that broke it, the same text on every rank.
+   */
+  static String disagreement(long[][] all) {
+    List<Integer> differ = new ArrayList<>();
+    for (int r = 1; r < all.length; r++) {
+      if (!Arrays.equals(all[r], 2, all[r].length, all[0], 2, all[0].length)) {
+        differ.add(r);
+      }
+    }
+    if (differ.isEmpty()) {
+      return null;
+    }
+    StringBuilder b = new StringBuilder("new_group: every rank of the group must pass the same ranks, but rank 0 passed "
+        + Arrays.toString(bits(all[0])));
+    for (int r : differ) {
+      b.append(", rank ").append(r).append(" passed ").append(Arrays.toString(bits(all[r])));
+    }
+    return b.toString();
+  }
+
+  private static int[] bits(long[] proposal) {
+    List<Integer> ranks = new ArrayList<>();
+    for (int w = 2; w < proposal.length; w++) {
+      for (int b = 0; b < 64; b++) {
+        if ((proposal[w] & (1L << b)) != 0) {
+          ranks.add((w - 2) * 64 + b);
+        }
+      }
+    }
+    return ranks.stream().mapToInt(Integer::intValue).toArray();
+  }
+
+  /**
+   * The ranks of {@code newGroup(ranks)}, sorted as PyTorch sorts them; throws PyTorch's errors for
+   * a rank outside the group, and ours for a repeated one.
+   */
+  static int[] checkedMembers(int[] ranks, int size) {
+    if (ranks == null || ranks.length == 0) {
+      throw new UsageException("new_group: the ranks of the new group must not be empty",
+          "pass the ranks of this group that form the new one");
+    }
+    int[] sorted = ranks.clone();
+    Arrays.sort(sorted);
+    for (int i = 0; i < sorted.length; i++) {
+      if (sorted[i] < 0 || sorted[i] >= size) {
+        throw new UsageException("The new group's rank should be within the world_size set by init_process_group",
+            "rank " + sorted[i] + " is outside 0.." + (size - 1));
+      }
+      if (i > 0 && sorted[i] == sorted[i - 1]) {
+        throw new UsageException("new_group: rank " + sorted[i] + " is listed twice in " + Arrays.toString(ranks),
+            "list each rank once");
+      }
+    }
+    return sorted;
+  }
+}
