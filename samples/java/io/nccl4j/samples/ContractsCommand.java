@@ -24,6 +24,9 @@ final class ContractsCommand implements Callable<Integer> {
   @Mixin
   CommonOptions common = new CommonOptions();
 
+  @Mixin
+  GroupOption group = new GroupOption();
+
   @Option(names = "--count", defaultValue = "20", description = "Elements of the exact contracts. Default: ${DEFAULT-VALUE}.")
   long count;
 
@@ -45,16 +48,18 @@ final class ContractsCommand implements Callable<Integer> {
       throw new SampleException(2, "--count and --nondivisible-count must be >= 1");
     }
     BackendChoice backend = common.choose();
-    int p = common.effectiveWorldSize();
-    Groups.Gathered<List<Row>> g = Groups.call(common, backend, p,
-        pg -> Contracts.run(pg, count, nondivisible), new TypeReference<List<Row>>() { });
+    int world = common.effectiveWorldSize();
+    int p = group.size(world);
+    Groups.Gathered<List<Row>> g = Groups.call(common, backend, world,
+        group.around(pg -> Contracts.run(pg, count, nondivisible)), new TypeReference<List<Row>>() { });
     if (!g.reporter()) {
       // A launched rank other than 0: rank 0 reports for everyone; exit status from this rank's rows.
-      return g.mine().stream().flatMap(List::stream).noneMatch(r -> r.status() == Status.FAIL);
+      return g.mine().stream().filter(java.util.Objects::nonNull).flatMap(List::stream)
+          .noneMatch(r -> r.status() == Status.FAIL);
     }
-    List<List<Row>> perRank = g.all();
+    List<List<Row>> perRank = group.members(g.all());
     out.println(backend.describe());
-    out.printf("world size %d, int64, count %d, non-divisible count %d%n%n", p, count, nondivisible);
+    out.printf("%s, int64, count %d, non-divisible count %d%n%n", group.describe(world), count, nondivisible);
     Summary s = summarize(perRank);
     s.table.print(out);
     for (String d : s.notes) {
@@ -64,7 +69,10 @@ final class ContractsCommand implements Callable<Integer> {
     if (json != null) {
       Map<String, Object> doc = new LinkedHashMap<>();
       doc.put("backend", backend.name());
-      doc.put("worldSize", p);
+      doc.put("worldSize", world);
+      if (group.given()) {
+        doc.put("group", group.members(java.util.stream.IntStream.range(0, world).boxed().toList()));
+      }
       doc.put("count", count);
       doc.put("nondivisibleCount", nondivisible);
       doc.put("rows", perRank.stream().flatMap(List::stream).toList());

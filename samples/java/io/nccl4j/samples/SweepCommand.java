@@ -31,6 +31,9 @@ final class SweepCommand implements Callable<Integer> {
   @Mixin
   CommonOptions common = new CommonOptions();
 
+  @Mixin
+  GroupOption group = new GroupOption();
+
   @Option(names = "--op", defaultValue = "allreduce",
       description = "allreduce, reducescatter, allgather, broadcast, reduce, alltoall, sendrecv. Default: ${DEFAULT-VALUE}.")
   String op;
@@ -103,13 +106,17 @@ final class SweepCommand implements Callable<Integer> {
       throw new SampleException(2, "need 1 <= -b <= -e, -f >= 2, -n >= 1, -w >= 0, -c >= 0, -z 0 or 1");
     }
     BackendChoice backend = common.choose();
-    int p = common.effectiveWorldSize();
+    int world = common.effectiveWorldSize();
+    int p = group.size(world);
     if (root < 0 || root >= p) {
       throw new SampleException(2, "--root must be in 0.." + (p - 1) + ", got " + root);
     }
     coll.requireWorldSize(p);
     List<Long> sizes = SweepEngine.sizes(lo, hi, factor);
     if (validationOverhead) {
+      if (group.given()) {
+        throw new SampleException(2, "--validation-overhead runs on the whole world; leave out --group");
+      }
       return validationOverhead(o, backend, p, coll, t, rop, sizes);
     }
     boolean measureBound = bound && backend.name().equals("cpu") && coll == SweepOps.ALLREDUCE && reporterProcess();
@@ -117,17 +124,18 @@ final class SweepCommand implements Callable<Integer> {
     if (measureBound && !Groups.launched()) {
       limit = measureLimit(p);
     }
-    Groups.Gathered<List<SweepEngine.Row>> g = Groups.call(common, backend, p,
-        pg -> SweepEngine.runRank(pg, coll, t, rop, root, sizes, warmups, iters, checks, blocking == 1),
+    Groups.Gathered<List<SweepEngine.Row>> g = Groups.call(common, backend, world,
+        group.around(pg -> SweepEngine.runRank(pg, coll, t, rop, root, sizes, warmups, iters, checks, blocking == 1)),
         new TypeReference<List<SweepEngine.Row>>() { });
     if (!g.reporter()) {
-      return g.mine().get(0).stream().allMatch(r -> r.wrong()[0] == 0 && r.wrong()[1] == 0);
+      List<SweepEngine.Row> mine = g.mine().get(0);
+      return mine == null || mine.stream().allMatch(r -> r.wrong()[0] == 0 && r.wrong()[1] == 0);
     }
     if (measureBound && Groups.launched()) {
       // After the run: before it, the other ranks' JVMs are starting and compiling on the same cores.
       limit = measureLimit(p);
     }
-    return report(o, backend, p, coll, t, rop, g.all().get(0), limit);
+    return report(o, backend, p, coll, t, rop, group.members(g.all()).get(0), limit);
   }
 
   private static boolean reporterProcess() {
@@ -229,8 +237,8 @@ final class SweepCommand implements Callable<Integer> {
       o.printf(Locale.ROOT, "# bound: B = %.2f GB/s (%s, measured now); AllReduce t >= %s / B%n", limit.gbps(),
           limit.how(), Groups.launched() ? "2(p-1)S" : "2pS");
     }
-    o.printf("# %s, %d ranks, %s, redop %s, root %d, %d warm-up + %d timed iterations (%s), %d checked%n",
-        c.name(), p, t, c.reduces() ? rop : "none", root, warmups, iters,
+    o.printf("# %s, %d ranks%s, %s, redop %s, root %d, %d warm-up + %d timed iterations (%s), %d checked%n",
+        c.name(), p, group.given() ? " (" + group.describe(common.effectiveWorldSize()) + ")" : "", t, c.reduces() ? rop : "none", root, warmups, iters,
         blocking == 1 ? "blocking, time = median per call" : "async, time = mean per call", checks);
     List<String> heads = new ArrayList<>(List.of("size", "count", "type", "redop", "root", "time(us)", "algbw(GB/s)",
         "busbw(GB/s)", "#wrong", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong"));
