@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.catchThrowable;
 import io.nccl4j.BackendException;
 import io.nccl4j.DType;
 import io.nccl4j.LocalCluster;
+import io.nccl4j.ProcessGroup;
 import io.nccl4j.RankFailedException;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
@@ -179,5 +180,56 @@ class NcclGpuTest {
     assertThat(seconds).as("no hang").isLessThan(60);
     Throwable cause = e.getCause();
     assertThat(cause).isInstanceOf(BackendException.class);
+  }
+
+  /**
+   * Subgroups on a real GPU: newGroup of every rank (ncclCommSplit) sums exactly; a split into one
+   * group per rank gives groups of one; at world size 2, rank 1 leaves and rank 0 shrinks the group to
+   * itself (ncclCommShrink on a live communicator) and goes on.
+   */
+  @Test
+  void subgroupsSplitAndShrink() {
+    for (int p : worldSizes()) {
+      List<long[]> r = cluster(p, CommOptions.blocking()).call(pg -> {
+        long n = 1000;
+        long wrong = 0;
+        int[] all = java.util.stream.IntStream.range(0, pg.size()).toArray();
+        try (ProcessGroup g = pg.newGroup(all).orElseThrow(); Tensor host = Tensor.arange(0, n, DType.INT64);
+            Tensor t = host.copy(pg.allocator())) {
+          g.allReduce(t, ReduceOp.SUM);
+          try (Tensor back = t.copy()) {
+            for (int i = 0; i < n; i++) {
+              wrong += back.getLong(i) == (long) i * pg.size() ? 0 : 1;
+            }
+          }
+        }
+        long alone;
+        try (ProcessGroup g = pg.split(pg.rank(), 0).orElseThrow()) {
+          alone = g.size();
+          g.barrier();
+        }
+        long shrunk = -1;
+        if (pg.size() == 2) {
+          if (pg.rank() == 1) {
+            pg.close();
+          } else {
+            try (ProcessGroup s = pg.shrink(1); Tensor t = pg.zeros(4, DType.FLOAT32)) {
+              s.allReduce(t, ReduceOp.SUM);
+              shrunk = s.size();
+            }
+          }
+        }
+        return new long[] {wrong, alone, shrunk};
+      });
+      for (int rank = 0; rank < r.size(); rank++) {
+        long[] x = r.get(rank);
+        assertThat(x[0]).as("newGroup all-reduce at world size %d: wrong elements", p).isZero();
+        assertThat(x[1]).as("split into singletons").isEqualTo(1);
+        if (p == 2 && rank == 0) {
+          assertThat(x[2]).as("shrunk group size").isEqualTo(1);
+        }
+      }
+      System.out.println("NcclGpuTest: subgroups at world size " + p + " exact");
+    }
   }
 }
