@@ -25,8 +25,9 @@ import java.util.Objects;
  * collective in flight keeps the memory alive until it completes, even if the tensor is closed
  * meanwhile. {@link #wrap} makes a tensor over memory someone else owns (another native library, a
  * direct ByteBuffer, a JavaCPP Pointer through {@link ExternalMemory}); closing it frees nothing, and
- * tells the owner, when it asked to be told, once no operation uses the memory. Views ({@link #slice}, {@link #chunk}) share their base's memory, need
- * no closing, and become unusable once the base is closed.
+ * tells the owner, when it asked to be told, once no operation uses the memory. Views
+ * ({@link #slice}, {@link #chunk}) share their base's memory, need no closing, and become unusable
+ * once the base is closed.
  *
  * <p>Counts and offsets are 64-bit. Element accessors work on host tensors; a CUDA tensor's data is
  * reached by copying it to the host. Not thread-safe for concurrent writes (like any buffer);

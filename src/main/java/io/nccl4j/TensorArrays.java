@@ -31,7 +31,7 @@ final class TensorArrays {
 
   private TensorArrays() {}
 
-  /** Copies {@code array[arrayOffset … arrayOffset+length)} into elements {@code [index, index+length)} of {@code t}. */
+  /** Copies {@code array[arrayOffset, arrayOffset + length)} into elements {@code [index, index + length)} of t. */
   static void copyFromArray(Object array, int arrayOffset, Tensor t, long index, int length) {
     int size = check("copyFromArray", t, index, array, arrayOffset, length);
     if (length == 0) {
@@ -53,7 +53,7 @@ final class TensorArrays {
     }
   }
 
-  /** Copies elements {@code [index, index+length)} of {@code t} into {@code array[arrayOffset … arrayOffset+length)}. */
+  /** Copies elements {@code [index, index + length)} of t into {@code array[arrayOffset, arrayOffset + length)}. */
   static void copyToArray(Tensor t, long index, Object array, int arrayOffset, int length) {
     int size = check("copyToArray", t, index, array, arrayOffset, length);
     if (length == 0) {

@@ -37,7 +37,7 @@ class TensorArraysTest {
     alloc.close();
   }
 
-  /** An array of {@code n} distinct values of the array type matching {@code dtype}, with -0 and NaN payloads where they exist. */
+  /** {@code n} distinct values in the array type matching {@code dtype}, -0 and NaN payloads where they exist. */
   private static Object distinct(DType dtype, int n) {
     switch (dtype) {
       case FLOAT32: {
@@ -203,7 +203,8 @@ class TensorArraysTest {
           .hasMessageStartingWith("copyFromArray: expected an array of 10 elements for float64[10] on cpu, got"
               + " double[8]");
       assertThatThrownBy(() -> t.copyToArray(new double[11]))
-          .hasMessageStartingWith("copyToArray: expected an array of 10 elements for float64[10] on cpu, got double[11]");
+          .hasMessageStartingWith("copyToArray: expected an array of 10 elements for float64[10] on cpu, got"
+              + " double[11]");
       assertThat(t.toDoubleArray()).as("nothing was written by a refused copy").containsOnly(0.0);
     }
     Tensor closed = Tensor.zeros(2, DType.INT8);
@@ -257,8 +258,8 @@ class TensorArraysTest {
     long hostBefore = Allocator.host().allocatedBytes();
     try (Tensor d = Tensor.zeros(n + 2, DType.FLOAT32, device)) {
       d.copyFromArray(src, 0, 1, n);
-      assertThat(fake.toDevice.get()).as("two chunks: the staging buffer holds %d elements", TensorArrays.STAGING_ELEMENTS)
-          .isEqualTo(2);
+      assertThat(fake.toDevice.get())
+          .as("two chunks: the staging buffer holds %d elements", TensorArrays.STAGING_ELEMENTS).isEqualTo(2);
       assertThat(Allocator.host().allocatedBytes()).as("the staging copy is returned").isEqualTo(hostBefore);
       for (long i : new long[] {0, 1, 2, n - 1L, n, n + 1L}) {
         float expected = i == 0 || i == n + 1 ? 0f : src[(int) i - 1];

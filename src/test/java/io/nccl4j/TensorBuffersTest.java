@@ -104,7 +104,8 @@ class TensorBuffersTest {
         .hasMessageEndingWith("(10 % 4 = 2 bytes left over)");
     ByteBuffer shifted = ByteBuffer.allocateDirect(16).position(2).limit(10);
     assertThatThrownBy(() -> Tensor.wrap(shifted, DType.INT32))
-        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("is not aligned to the 4-byte elements of int32");
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("is not aligned to the 4-byte elements of int32");
     assertThatThrownBy(() -> Tensor.wrap((ByteBuffer) null, DType.INT32)).isInstanceOf(NullPointerException.class);
   }
 
@@ -151,7 +152,8 @@ class TensorBuffersTest {
       assertThat(s.capacity()).isEqualTo(12);
       assertThat(s.getInt(0)).isEqualTo(42);
       assertThat(s.getInt(4)).isEqualTo(-1234);
-      assertThatThrownBy(() -> s.getInt(12)).as("bounded to the slice's bytes").isInstanceOf(IndexOutOfBoundsException.class);
+      assertThatThrownBy(() -> s.getInt(12)).as("bounded to the slice's bytes")
+          .isInstanceOf(IndexOutOfBoundsException.class);
       assertThat(t.slice(5, 0).asByteBuffer().capacity()).isZero();
     }
   }
@@ -171,7 +173,8 @@ class TensorBuffersTest {
             + " 2147483652 bytes; view slices of it instead");
     Tensor closed = Tensor.zeros(4, DType.INT8, alloc);
     closed.close();
-    assertThatThrownBy(closed::asByteBuffer).isInstanceOf(IllegalStateException.class).hasMessageContaining("is closed");
+    assertThatThrownBy(closed::asByteBuffer).isInstanceOf(IllegalStateException.class)
+        .hasMessageContaining("is closed");
   }
 
   @Test
