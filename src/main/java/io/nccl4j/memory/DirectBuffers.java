@@ -1,11 +1,9 @@
 package io.nccl4j.memory;
 
-import java.lang.reflect.Field;
 import java.nio.Buffer;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.Objects;
-import sun.misc.Unsafe;
 
 /**
  * Direct {@link ByteBuffer}s and nccl4j memory, both ways: the address of a buffer's memory (for a
@@ -13,15 +11,14 @@ import sun.misc.Unsafe;
  *
  * <p>Java 17 offers neither without JNI ({@code GetDirectBufferAddress}/{@code NewDirectByteBuffer})
  * or an {@code --add-opens}; nccl4j reads and writes the fields of {@code java.nio.Buffer} and
- * {@code DirectByteBuffer} through {@code sun.misc.Unsafe}, as it reaches all native memory
- * ({@link NativeMemory}). A view is a duplicate of one empty direct buffer, so that the JDK's own
- * constructor sets every field of it, with its address, capacity and limit set afterwards and its
- * attachment replaced: the JDK keeps a buffer's attachment reachable from the buffer and from every
+ * {@code DirectByteBuffer} through {@link NativeMemory}'s {@code sun.misc.Unsafe}, the one place
+ * that names it. A view is a duplicate of one empty direct buffer, so that the JDK's own constructor
+ * sets every field of it, with its address, capacity and limit set afterwards and its attachment
+ * replaced: the JDK keeps a buffer's attachment reachable from the buffer and from every
  * buffer sliced or duplicated from it, which is what keeps the memory under all of them alive. A
  * view has no cleaner of its own; the empty buffer's cleaner frees only the empty buffer's byte.
  */
 public final class DirectBuffers {
-  private static final Unsafe U = unsafe();
   private static final ByteBuffer EMPTY = ByteBuffer.allocateDirect(0);
   private static final long ADDRESS = offset(Buffer.class, "address");
   private static final long CAPACITY = offset(Buffer.class, "capacity");
@@ -30,19 +27,9 @@ public final class DirectBuffers {
 
   private DirectBuffers() {}
 
-  private static Unsafe unsafe() {
-    try {
-      Field f = Unsafe.class.getDeclaredField("theUnsafe");
-      f.setAccessible(true);
-      return (Unsafe) f.get(null);
-    } catch (ReflectiveOperationException e) {
-      throw new ExceptionInInitializerError("sun.misc.Unsafe is not accessible: " + e);
-    }
-  }
-
   private static long offset(Class<?> type, String field) {
     try {
-      return U.objectFieldOffset(type.getDeclaredField(field));
+      return NativeMemory.U.objectFieldOffset(type.getDeclaredField(field));
     } catch (NoSuchFieldException e) {
       throw new ExceptionInInitializerError("This JDK's " + type.getName() + " has no field " + field
           + " (nccl4j expects OpenJDK 17's); direct ByteBuffers cannot be wrapped or made here");
@@ -59,7 +46,7 @@ public final class DirectBuffers {
     if (!buffer.isDirect()) {
       throw new IllegalArgumentException("Expected a direct ByteBuffer, got a heap buffer");
     }
-    return U.getLong(buffer, ADDRESS);
+    return NativeMemory.U.getLong(buffer, ADDRESS);
   }
 
   /**
@@ -81,12 +68,12 @@ public final class DirectBuffers {
     // The action names the block, never the hold, or the hold could not become unreachable.
     OwnedReference.CLEANER.register(hold, block::release);
     ByteBuffer b = EMPTY.duplicate();
-    U.putLong(b, ADDRESS, block.address() + offset);
-    U.putInt(b, CAPACITY, bytes);
-    U.putInt(b, LIMIT, bytes);
-    U.putObject(b, ATTACHMENT, hold);
+    NativeMemory.U.putLong(b, ADDRESS, block.address() + offset);
+    NativeMemory.U.putInt(b, CAPACITY, bytes);
+    NativeMemory.U.putInt(b, LIMIT, bytes);
+    NativeMemory.U.putObject(b, ATTACHMENT, hold);
     // The fields written after the constructor, visible to whichever thread the buffer is handed to.
-    U.storeFence();
+    NativeMemory.U.storeFence();
     return b.order(ByteOrder.nativeOrder());
   }
 }
