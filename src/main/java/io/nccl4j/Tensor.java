@@ -2,16 +2,19 @@ package io.nccl4j;
 
 import io.nccl4j.memory.Elements;
 import io.nccl4j.memory.Allocator;
+import io.nccl4j.memory.ExternalMemory;
 import io.nccl4j.memory.MemoryBlock;
 import io.nccl4j.memory.MemoryResource;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.memory.OwnedReference;
 import java.lang.ref.Reference;
+import java.nio.ByteBuffer;
 import java.util.Objects;
 
 // Over 400 lines because a tensor's public surface is wide (factories from Java arrays, element
-// access for every dtype, views, copies between devices); each method is a few lines over
-// Allocator, MemoryBlock and MemoryResource, which hold the mechanisms.
+// access for every dtype, views, copies between devices, memory interop); each method is a few
+// lines over Allocator, MemoryBlock and MemoryResource, which hold the mechanisms, and over
+// TensorArrays, TensorBuffers and ExternalMemory for arrays, ByteBuffers and external memory.
 
 /**
  * A contiguous one-dimensional buffer of {@link #count()} elements of one {@link DType} on one
@@ -20,9 +23,11 @@ import java.util.Objects;
  * <p><b>Ownership.</b> A tensor made by a factory ({@link #empty}, {@link #zeros}, …) owns its
  * memory, counted by the {@link Allocator} it came from, and frees it on {@link #close()}. A
  * collective in flight keeps the memory alive until it completes, even if the tensor is closed
- * meanwhile. {@link #wrap} makes a tensor over memory someone else owns (another native library);
- * closing it frees nothing. Views ({@link #slice}, {@link #chunk}) share their base's memory, need
- * no closing, and become unusable once the base is closed.
+ * meanwhile. {@link #wrap} makes a tensor over memory someone else owns (another native library, a
+ * direct ByteBuffer, a JavaCPP Pointer through {@link ExternalMemory}); closing it frees nothing, and
+ * tells the owner, when it asked to be told, once no operation uses the memory. Views
+ * ({@link #slice}, {@link #chunk}) share their base's memory, need no closing, and become unusable
+ * once the base is closed.
  *
  * <p>Counts and offsets are 64-bit. Element accessors work on host tensors; a CUDA tensor's data is
  * reached by copying it to the host. Not thread-safe for concurrent writes (like any buffer);
@@ -59,7 +64,7 @@ public final class Tensor implements AutoCloseable {
     this.dtype = dtype;
     this.device = device;
     this.base = base == null ? this : base;
-    this.owner = base == null && block.isOwned()
+    this.owner = base == null && (block.isOwned() || block.tellsOwner())
         ? OwnedReference.register(this, block, "tensor " + block.description()) : null;
   }
 
@@ -198,13 +203,47 @@ public final class Tensor implements AutoCloseable {
     Objects.requireNonNull(dtype, "dtype");
     Objects.requireNonNull(device, "device");
     long bytes = byteSize(count, dtype);
-    if (address % dtype.size() != 0) {
-      throw new IllegalArgumentException("Address 0x" + Long.toHexString(address)
-          + " is not aligned to the " + dtype.size() + "-byte elements of " + dtype);
-    }
+    checkAligned(address, dtype);
     MemoryBlock block = MemoryBlock.external(address, bytes,
         "external " + dtype + "[" + count + "] on " + device);
     return new Tensor(block, 0, count, dtype, device, null);
+  }
+
+  /**
+   * A tensor over every byte of {@code memory}, as {@code memory.bytes() / dtype.size()} elements
+   * on {@code memory.device()}. It keeps the memory's referent reachable while it or any operation
+   * uses the memory; when the memory has a release callback, {@link #close()} (or the collector,
+   * for a tensor dropped unclosed) tells the owner once every operation on it has completed.
+   *
+   * @throws IllegalArgumentException if the size is not a whole number of elements, or the address
+   *     is not aligned to one
+   * @throws IllegalStateException if {@code memory} was wrapped before
+   */
+  public static Tensor wrap(ExternalMemory memory, DType dtype) {
+    Objects.requireNonNull(memory, "memory");
+    Objects.requireNonNull(dtype, "dtype");
+    if (memory.bytes() % dtype.size() != 0) {
+      throw new IllegalArgumentException("Tensor.wrap: expected a whole number of " + dtype.size() + "-byte " + dtype
+          + " elements, got " + memory + " (" + memory.bytes() + " % " + dtype.size() + " = "
+          + memory.bytes() % dtype.size() + " bytes left over)");
+    }
+    checkAligned(memory.address(), dtype);
+    long count = memory.bytes() / dtype.size();
+    MemoryBlock block = memory.claim("external " + dtype + "[" + count + "] on " + memory.device());
+    return new Tensor(block, 0, count, dtype, memory.device(), null);
+  }
+
+  /**
+   * A host tensor over {@code buffer}'s remaining bytes (position to limit), without a copy: writes
+   * through either are seen by the other. Elements are in native byte order whatever
+   * {@code buffer.order()} says. The tensor keeps the buffer reachable while it or any operation
+   * uses it; closing the tensor frees nothing.
+   *
+   * @throws IllegalArgumentException for a heap or read-only buffer (refused, not copied: a copy
+   *     would not alias), a size that is not a whole number of elements, or a misaligned address
+   */
+  public static Tensor wrap(ByteBuffer buffer, DType dtype) {
+    return TensorBuffers.wrap(buffer, dtype);
   }
 
   // ---------------------------------------------------------------- properties
@@ -278,6 +317,20 @@ public final class Tensor implements AutoCloseable {
   public MemoryBlock memoryBlock() {
     ensureOpen();
     return block;
+  }
+
+  /**
+   * This host tensor's bytes as a direct ByteBuffer, without a copy: native byte order, position 0,
+   * capacity and limit {@link #nbytes()}; writes through either are seen by the other. The buffer
+   * keeps the memory allocated while it, or any buffer made from it, is reachable, so that it never
+   * points at freed memory: {@link #close()} then returns the memory only once the buffer is
+   * collected (as the JDK unmaps a MappedByteBuffer). Drop it before closing where the allocator's
+   * counts must be exact.
+   *
+   * @throws IllegalStateException for a device tensor, a closed one, or one over 2³¹ − 1 bytes
+   */
+  public ByteBuffer asByteBuffer() {
+    return TensorBuffers.view(this);
   }
 
   // ---------------------------------------------------------------- views
@@ -546,6 +599,45 @@ public final class Tensor implements AutoCloseable {
     return out;
   }
 
+  /**
+   * Copies {@code length} elements of a primitive array, from {@code arrayOffset} on, into elements
+   * {@code [index, index + length)} of this tensor, bit for bit, as System.arraycopy does: the array
+   * must hold this dtype's elements — {@code float[]} float32, {@code double[]} float64,
+   * {@code int[]} (u)int32, {@code long[]} (u)int64, {@code short[]} the raw bits of float16 or
+   * bfloat16, {@code byte[]} (u)int8 or the raw bits of either fp8. A device tensor is written
+   * through a host staging copy. The array is never handed to native code.
+   *
+   * @throws IllegalArgumentException if {@code array} is not one of those arrays or does not match
+   *     the dtype, or {@code length} is negative
+   * @throws IndexOutOfBoundsException if either range is outside its array or tensor
+   */
+  public void copyFromArray(Object array, int arrayOffset, long index, int length) {
+    TensorArrays.copyFromArray(array, arrayOffset, this, index, length);
+  }
+
+  /** Copies every element of {@code array}, which must have {@link #count()} elements, into this tensor. */
+  public void copyFromArray(Object array) {
+    copyFromArray(array, 0, 0, TensorArrays.wholeLength("copyFromArray", this, array));
+  }
+
+  /**
+   * Copies elements {@code [index, index + length)} of this tensor into {@code array} from
+   * {@code arrayOffset} on, bit for bit; the array types are those of
+   * {@link #copyFromArray(Object, int, long, int)}. A device tensor is read through a host staging copy.
+   *
+   * @throws IllegalArgumentException if {@code array} is not one of those arrays or does not match
+   *     the dtype, or {@code length} is negative
+   * @throws IndexOutOfBoundsException if either range is outside its array or tensor
+   */
+  public void copyToArray(long index, Object array, int arrayOffset, int length) {
+    TensorArrays.copyToArray(this, index, array, arrayOffset, length);
+  }
+
+  /** Copies every element of this tensor into {@code array}, which must have {@link #count()} elements. */
+  public void copyToArray(Object array) {
+    copyToArray(0, array, 0, TensorArrays.wholeLength("copyToArray", this, array));
+  }
+
   // ---------------------------------------------------------------- comparison
 
   /**
@@ -643,7 +735,8 @@ public final class Tensor implements AutoCloseable {
 
   /**
    * Releases this tensor's memory (for a base tensor that owns it) once no collective in flight
-   * uses it. Views and wrapped tensors free nothing. Idempotent.
+   * uses it. Views and wrapped tensors free nothing; a tensor over {@link ExternalMemory} with a
+   * release callback tells its owner at that moment instead. Idempotent.
    */
   @Override
   public void close() {
@@ -696,6 +789,13 @@ public final class Tensor implements AutoCloseable {
           + Long.MAX_VALUE / dtype.size() + " elements");
     }
     return count * dtype.size();
+  }
+
+  private static void checkAligned(long address, DType dtype) {
+    if (address % dtype.size() != 0) {
+      throw new IllegalArgumentException("Address 0x" + Long.toHexString(address)
+          + " is not aligned to the " + dtype.size() + "-byte elements of " + dtype);
+    }
   }
 
   void ensureOpen() {

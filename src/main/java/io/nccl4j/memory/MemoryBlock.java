@@ -11,7 +11,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  * <p>The tensor that allocated the block holds the first reference; a collective in flight holds
  * another until it completes, so closing a tensor while a collective still reads it cannot free
  * the memory under the collective. The block returns to its {@link Allocator} when the last
- * reference is released. Blocks that wrap external memory ({@link #external}) are never freed.
+ * reference is released. Blocks that wrap external memory ({@link #external}) are never freed; one
+ * made from an {@link ExternalMemory} with a release callback tells its owner instead, at the
+ * moment an owned block would be freed.
  *
  * <p>Two kinds of reference. {@link #retain}/{@link #release} count holders such as the tensor.
  * Operations in flight use {@link #acquireForOperation}/{@link #releaseFromOperation}, counted in
@@ -29,6 +31,14 @@ public final class MemoryBlock {
   private final Throwable allocationSite;
   /** The thread that allocated an owned block, for leak checks per rank thread (null when external). */
   private final Thread allocatedBy;
+  /**
+   * Never read: held so that the object whose cleanup frees external memory (a direct ByteBuffer,
+   * a JavaCPP Pointer) stays reachable as long as this block is — from its tensor and from every
+   * operation in flight — or null.
+   */
+  private final Object keepAlive;
+  /** Run once, in place of the free, when an external block's last use ends; null when nobody is told. */
+  private final Runnable onFree;
   private final AtomicInteger refs = new AtomicInteger(1);
   /** Null until the first operation uses the block. */
   private volatile OperationCounts ops;
@@ -51,16 +61,39 @@ public final class MemoryBlock {
   }
 
   MemoryBlock(Allocator allocator, long address, long bytes, String description, Throwable site) {
+    this(allocator, address, bytes, description, site, null, null);
+  }
+
+  private MemoryBlock(Allocator allocator, long address, long bytes, String description, Throwable site,
+      Object keepAlive, Runnable onFree) {
     this.allocator = allocator;
     this.address = address;
     this.bytes = bytes;
     this.description = description;
     this.allocationSite = site;
     this.allocatedBy = allocator == null ? null : Thread.currentThread();
+    this.keepAlive = keepAlive;
+    this.onFree = onFree;
   }
 
   /** Wraps memory someone else owns: no accounting, never freed by nccl4j. */
   public static MemoryBlock external(long address, long bytes, String description) {
+    checkExternalRange(address, bytes, description);
+    return new MemoryBlock(null, address, bytes, description, null);
+  }
+
+  /**
+   * Wraps {@code memory}, keeping its referent reachable for as long as the block is; its release
+   * callback, if any, runs where an owned block would be freed: exactly once, when no reference is
+   * left and every operation has ended.
+   */
+  static MemoryBlock external(ExternalMemory memory, String description, Runnable onFree) {
+    checkExternalRange(memory.address(), memory.bytes(), description);
+    return new MemoryBlock(null, memory.address(), memory.bytes(), description, null, memory.referent(), onFree);
+  }
+
+  /** The checks every wrap of external memory passes: a size, an address, a range inside the address space. */
+  static void checkExternalRange(long address, long bytes, String description) {
     if (bytes < 0) {
       throw new IllegalArgumentException("Cannot wrap a negative number of bytes: " + bytes + " for " + description);
     }
@@ -72,7 +105,6 @@ public final class MemoryBlock {
       throw new IllegalArgumentException("Cannot wrap " + bytes + " bytes at 0x" + Long.toHexString(address)
           + ": the range runs past the end of the address space (" + description + ")");
     }
-    return new MemoryBlock(null, address, bytes, description, null);
   }
 
   /** Start of the memory, a host or device address as its resource says; valid until the block is freed. */
@@ -98,6 +130,14 @@ public final class MemoryBlock {
   /** True when nccl4j owns (and will free) this memory. */
   public boolean isOwned() {
     return allocator != null;
+  }
+
+  /**
+   * True for external memory whose owner is told when nccl4j is done with it: its holder must
+   * release its reference (on close, or when collected unclosed) for the owner to hear.
+   */
+  public boolean tellsOwner() {
+    return onFree != null;
   }
 
   /** True once the last reference has been released and the memory returned. */
@@ -176,8 +216,12 @@ public final class MemoryBlock {
   }
 
   private void free() {
-    if (FREED.compareAndSet(this, false, true) && allocator != null) {
-      allocator.free(this);
+    if (FREED.compareAndSet(this, false, true)) {
+      if (allocator != null) {
+        allocator.free(this);
+      } else if (onFree != null) {
+        onFree.run();
+      }
     }
   }
 

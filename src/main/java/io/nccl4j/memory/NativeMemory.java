@@ -14,7 +14,8 @@ import sun.misc.Unsafe;
  * Multi-byte values use the platform's native byte order, which is what NCCL and CUDA use.
  */
 public final class NativeMemory {
-  private static final Unsafe U = loadUnsafe();
+  /** Package-private for {@link DirectBuffers}, which reads and writes a buffer's fields with it. */
+  static final Unsafe U = loadUnsafe();
   private static final long COPY_CHUNK = 1L << 20;
   private static final java.util.concurrent.atomic.LongAdder LIVE = new java.util.concurrent.atomic.LongAdder();
 

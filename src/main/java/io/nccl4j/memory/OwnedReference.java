@@ -9,12 +9,15 @@ import java.util.concurrent.atomic.AtomicInteger;
  * An owner's reference to a {@link MemoryBlock}, given back exactly once by the owner's
  * {@code close()} ({@link #release}); when the owner is garbage-collected unclosed, a
  * {@link Cleaner} reports the leak ({@link LeakReport}) and, under {@code NCCL4J_LEAKS=free},
- * releases the reference then. {@link Cleaner.Cleanable#clean} runs its action at most once, which
- * is what rules out a double free of a closed owner. The action holds the block and never the
+ * releases the reference then — always, for external memory whose owner is told
+ * ({@link MemoryBlock#tellsOwner}), which nccl4j neither frees nor counts.
+ * {@link Cleaner.Cleanable#clean} runs its action at most once, which is what rules out a double
+ * free of a closed owner. The action holds the block and never the
  * owner, or the owner could not become unreachable.
  */
 public final class OwnedReference {
-  private static final Cleaner CLEANER = Cleaner.create(r -> {
+  /** The one cleaner thread of the memory package (also {@link DirectBuffers}' views). */
+  static final Cleaner CLEANER = Cleaner.create(r -> {
     Thread t = new Thread(r, "nccl4j-leak-cleaner");
     t.setDaemon(true);
     return t;
@@ -80,6 +83,13 @@ public final class OwnedReference {
         return;
       }
       // Run by the Cleaner: the owner is gone, and nobody else can reach this reference.
+      if (!block.isOwned()) {
+        // External memory: nccl4j frees nothing and counts nothing, so the reason to keep a leak
+        // allocated does not apply, and its owner waits to hear that nccl4j is done with it.
+        LeakReport.report(message("its owner's release callback runs once no operation uses the memory"));
+        block.release();
+        return;
+      }
       if (!LeakReport.freesOnCollect()) {
         LeakReport.report(message("its memory stays allocated, counted by allocator " + block.allocatorName()
             + " (NCCL4J_LEAKS=free frees leaked tensors when they are collected)"));
