@@ -78,9 +78,10 @@ final class Algorithms implements AutoCloseable {
     if (shared == null) {
       return ring.allReduce(tag, deadline, in, out, count, red);
     }
-    return count * red.dtype().size() <= Math.min(ONE_SHOT_MAX_BYTES, chunkBytes)
+    CollectiveStats s = count * red.dtype().size() <= Math.min(ONE_SHOT_MAX_BYTES, chunkBytes)
         ? shared.oneShotAllReduce(tag, deadline, in, out, count, red)
         : shared.directAllReduce(tag, deadline, in, out, count, red);
+    return s != null ? s : ring.allReduce(tag, deadline, in, out, count, red);
   }
 
   CollectiveStats reduceScatter(Tag tag, long deadline, long in, long out, long q, Reduction red) {
@@ -88,16 +89,17 @@ final class Algorithms implements AutoCloseable {
     if (local != null) {
       return local;
     }
-    return shared != null ? shared.directReduceScatter(tag, deadline, in, out, q, red)
-        : ring.reduceScatter(tag, deadline, in, out, q, red);
+    CollectiveStats s = shared != null ? shared.directReduceScatter(tag, deadline, in, out, q, red) : null;
+    return s != null ? s : ring.reduceScatter(tag, deadline, in, out, q, red);
   }
 
   CollectiveStats allGather(Tag tag, long deadline, long in, long out, long q, DType dtype) {
     if (q == 0) {
       return CollectiveStats.LOCAL;
     }
-    return shared != null && p > 1 ? shared.directAllGather(tag, deadline, in, out, q * dtype.size())
-        : ring.allGather(tag, deadline, in, out, q, dtype);
+    CollectiveStats s = shared != null && p > 1 ? shared.directAllGather(tag, deadline, in, out, q * dtype.size())
+        : null;
+    return s != null ? s : ring.allGather(tag, deadline, in, out, q, dtype);
   }
 
   // Only over messages: a chain, pairwise exchanges, single messages, a dissemination barrier.

@@ -15,7 +15,9 @@ import io.nccl4j.memory.ScratchBuffer;
  * its peers' inputs and writes their outputs in place, moving the least data any algorithm can,
  * with one or two synchronisations per collective (docs/ALGORITHMS.md). Every element of a result
  * is reduced in rank order x_0 ⊕ x_1 ⊕ … ⊕ x_{p−1}, by one rank or identically by all. Not
- * thread-safe: one instance per rank, used by that rank's execution thread.
+ * thread-safe: one instance per rank, used by that rank's execution thread. Between processes a
+ * window opens only over buffers in the shared segments; each method returns null when it did not
+ * (every rank alike), and the caller runs the message algorithm instead.
  */
 final class SharedMemoryAlgorithms implements AutoCloseable {
   /** Unit of the direct algorithms: reduced in scratch that stays in cache, then written out. */
@@ -112,6 +114,9 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
   CollectiveStats oneShotAllReduce(Tag tag, long deadline, long in, long out, long count, Reduction red) {
     long bytes = count * red.dtype().size();
     SharedMemory.Window w = shm.openStaged(tag, "one-shot", in, bytes, deadline);
+    if (w == null) {
+      return null; // a buffer out of the peers' reach (processes): the caller goes over messages
+    }
     try {
       destinations[0] = out;
       if (!reduceNative(red, w, 0, 0, 1, count)) {
@@ -137,6 +142,9 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
     long first = start(rank, q0, rem);
     long mine = len(rank, q0, rem);
     SharedMemory.Window w = shm.open(tag, "direct", count * es, deadline, in, out);
+    if (w == null) {
+      return null; // a buffer out of the peers' reach (processes): the caller goes over messages
+    }
     try {
       for (int q = 0; q < p; q++) {
         destinations[q] = w.address(q, 1) + first * es;
@@ -169,6 +177,9 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
   CollectiveStats directReduceScatter(Tag tag, long deadline, long in, long out, long q, Reduction red) {
     int es = red.dtype().size();
     SharedMemory.Window w = shm.open(tag, "direct", q * es, deadline, in);
+    if (w == null) {
+      return null; // a buffer out of the peers' reach (processes): the caller goes over messages
+    }
     try {
       destinations[0] = out;
       if (!reduceNative(red, w, 0, rank * q * es, 1, q)) {
@@ -190,6 +201,9 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
   /** AllGather on shared memory: every rank copies every input into its output. */
   CollectiveStats directAllGather(Tag tag, long deadline, long in, long out, long bytes) {
     SharedMemory.Window w = shm.open(tag, "direct", bytes, deadline, in);
+    if (w == null) {
+      return null; // a buffer out of the peers' reach (processes): the caller goes over messages
+    }
     try {
       for (int q = 0; q < p; q++) {
         NativeMemory.copy(w.address(q, 0), out + q * bytes, bytes);

@@ -134,7 +134,10 @@ public final class ProcessGroups {
         case "cpu":
           TcpTransport transport = new TcpTransport(env.rank(), env.worldSize(), store, advertisedHost(env, bind), bind,
               job, timeout);
-          b = new CpuBackend(transport, Allocator.host().child("rank" + env.rank()), timeout);
+          // Processes of one host share memory: the group's tensors then live where peers reach them.
+          io.nccl4j.memory.MemoryResource shm = io.nccl4j.cpu.transport.HostSharedMemory.attach(transport, timeout);
+          b = new CpuBackend(transport, shm == null ? Allocator.host().child("rank" + env.rank())
+              : Allocator.host().child("rank" + env.rank(), shm), timeout);
           break;
         case "nccl": {
           Nccl nccl = Nccl.load();

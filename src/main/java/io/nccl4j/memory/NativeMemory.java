@@ -153,6 +153,21 @@ public final class NativeMemory {
   /** Writes {@code v} as 8 bytes at {@code a}, in native byte order. */
   public static void putDouble(long a, double v) { U.putDouble(a, v); }
 
+  /**
+   * The 8 bytes at {@code a}, read with volatile semantics: for memory other processes write too (a
+   * shared mapping), where the hardware's coherence and the JIT's fences give the same ordering as
+   * between threads. {@code a} must be 8-byte aligned.
+   */
+  public static long getLongVolatile(long a) { return U.getLongVolatile(null, a); }
+  /** Writes {@code v} at {@code a} with volatile semantics (see {@link #getLongVolatile}). */
+  public static void putLongVolatile(long a, long v) { U.putLongVolatile(null, a, v); }
+  /** Atomically sets the 8 bytes at {@code a} to {@code update} if they hold {@code expected}. */
+  public static boolean compareAndSetLong(long a, long expected, long update) {
+    return U.compareAndSwapLong(null, a, expected, update);
+  }
+  /** Atomically adds {@code delta} to the 8 bytes at {@code a}; returns the value before. */
+  public static long getAndAddLong(long a, long delta) { return U.getAndAddLong(null, a, delta); }
+
   /** Copies native memory into a Java array (any primitive array type). */
   public static void copyToArray(long src, Object array, long arrayByteOffset, long bytes) {
     checkArrayRange(array, arrayByteOffset, bytes);

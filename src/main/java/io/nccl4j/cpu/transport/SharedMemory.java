@@ -1,8 +1,9 @@
 package io.nccl4j.cpu.transport;
 
 /**
- * Direct access to the buffers of every rank, for ranks that share one address space (threads of
- * one JVM): what NCCL's P2P and NVLS transports give kernels on one node. Algorithms on it read a
+ * Direct access to the buffers of every rank, for ranks that share memory — threads of one JVM
+ * ({@link LocalFabric}), or processes of one host whose tensors live in shared segments
+ * ({@link ProcessWindows}): what NCCL's P2P and NVLS transports give kernels on one node. Algorithms on it read a
  * peer's input and write a peer's output in place, with two synchronisations per collective
  * instead of a message per step.
  *
@@ -15,6 +16,8 @@ public interface SharedMemory {
    * Ranks must agree on {@code tag}, {@code algorithm} and {@code bytes}; if they do not, every rank
    * gets the same {@link io.nccl4j.CollectiveMismatchException} and no memory is touched.
    *
+   * @return the window; between processes, null when some rank's buffer lies outside the shared
+   *     segments (every rank then gets null, and no memory is touched)
    * @throws io.nccl4j.PeerFailureException if a rank failed or left first
    * @throws TransportTimeoutException if the deadline passes first (no peer touches this rank's
    *     memory afterwards)

@@ -96,6 +96,11 @@ final class TcpConnections {
     this.acceptor.start();
   }
 
+  /** The group's id, the same on every rank (rank 0 drew it and left it in the store). */
+  String groupId() {
+    return groupId;
+  }
+
   private static int key(int peer, Tag.Channel channel) {
     return peer * 2 + channel.ordinal();
   }

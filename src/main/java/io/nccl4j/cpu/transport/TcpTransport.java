@@ -63,6 +63,8 @@ public final class TcpTransport implements Transport {
   /** Receives in progress; close() frees the staging buffer only when there are none. */
   private final AtomicInteger receivers = new AtomicInteger();
   private volatile boolean closed;
+  /** The windows between this host's processes of the group ({@link HostSharedMemory}), or null. */
+  private volatile ProcessWindows shared;
   /** What a subgroup's transport reuses: how this one listens, advertises and proves its job. */
   private final String advertisedHost;
   private final InetAddress bind;
@@ -118,6 +120,24 @@ public final class TcpTransport implements Transport {
   }
 
   // ------------------------------------------------------------------ Transport
+
+  /** The shared-memory windows of this host's processes, once {@link HostSharedMemory} attached them. */
+  @Override
+  public SharedMemory sharedMemory() {
+    return shared;
+  }
+
+  void attach(ProcessWindows windows) {
+    shared = windows;
+  }
+
+  Store store() {
+    return store;
+  }
+
+  String groupId() {
+    return connections.groupId();
+  }
 
   /**
    * A new transport among {@code members}, with its own listener and connections, rendezvousing in
@@ -348,6 +368,10 @@ public final class TcpTransport implements Transport {
     if (!failure.compareAndSet(null, f)) {
       return;
     }
+    ProcessWindows w = shared;
+    if (w != null) {
+      w.publishFailure(f); // peers in a window see it there, connected or not
+    }
     // Tell every connected peer why, then stop: blocked readers and writers wake up.
     for (TcpConnection c : connections.all()) {
       tell(c, f);
@@ -359,6 +383,11 @@ public final class TcpTransport implements Transport {
    * Takes the group's failure from the store if a peer left one there (called while a dial is
    * refused: the peer may have failed and gone); then {@link #checkFailed} throws it.
    */
+  /** Makes {@code f}, a failure a peer left in shared memory, this group's (if it has none yet). */
+  void adopt(Failure f) {
+    record(f);
+  }
+
   void adoptFailureFromStore() {
     if (failure.get() == null) {
       Failure f = StoredFailure.find(store);
@@ -386,6 +415,10 @@ public final class TcpTransport implements Transport {
       return;
     }
     closed = true;
+    ProcessWindows w = shared;
+    if (w != null) {
+      w.close();
+    }
     UncaughtFailures.closed(this);
     connections.close();
     // A receive abandoned by its backend (still running after the timeout) may be reducing from the

@@ -1,0 +1,378 @@
+package io.nccl4j.cpu.transport;
+
+import io.nccl4j.CollectiveMismatchException;
+import io.nccl4j.OpType;
+import io.nccl4j.PeerFailureException;
+import io.nccl4j.concurrent.Backoff;
+import io.nccl4j.memory.NativeMemory;
+import io.nccl4j.spi.Fingerprint;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+
+/**
+ * {@link SharedMemory} windows between the processes of one host, over their {@link ShmSegment}s:
+ * the same protocol as the threads' {@link Windows} — publish, arrive, read and write each other's
+ * buffers, leave — with every shared word in the mappings instead of Java objects.
+ *
+ * <p>Memory ordering: a rank writes its publication (plain stores), then its {@code use} word with a
+ * volatile store, then increments the slot's arrival counter with an atomic add; a reader that sees
+ * the counter complete (volatile load) sees every publication written before each increment, as the
+ * x86 and Java memory models give for threads — the processes share physical pages, and the atomic
+ * instructions and fences the JIT emits act on them the same way. Data in the windows is ordered by
+ * the same counters: written before a rank's increment of {@code left}, read after another's load
+ * of the completed count. Waits spin briefly, yield, then sleep in slices of at most 200 µs: another
+ * process cannot be unparked, and ranks that outnumber cores must leave them to the peers they wait
+ * for. While waiting, a rank checks the group's failure word, its deadline, and whether a peer that
+ * has not arrived has left or died (its pid), so that no wait outlives a dead peer.
+ *
+ * <p>A window whose buffers are not all in the segments (a tensor allocated elsewhere) is not opened:
+ * every rank sees the same publications, so every rank gets null and the collective goes over TCP.
+ */
+final class ProcessWindows implements SharedMemory {
+  private static final long ABORTED = 1L << 62;
+  private static final int MAX_ADDRESSES = 8;
+  private static final int MAX_ALGORITHM_BYTES = 28;
+  private static final int MAX_FINGERPRINT_BYTES = 1024;
+  /** Rounds between two liveness checks of the peers (a pid lookup is a system call). */
+  private static final int LIVENESS_EVERY = 256;
+  // Publication layout.
+  private static final int P_USE = 0;
+  private static final int P_OP = 8;
+  private static final int P_CHANNEL = 12;
+  private static final int P_SEQ = 16;
+  private static final int P_BYTES = 24;
+  private static final int P_ALGORITHM = 32;
+  private static final int P_ADDRESSES = 64;
+  private static final int P_FINGERPRINT = 200;
+
+  private final int rank;
+  private final int size;
+  /** Every rank's segment as mapped in this process; [rank] is this rank's own. */
+  private final ShmSegment[] segments;
+  private final TcpTransport transport;
+  private final Backoff backoff;
+  private final ShmArena arena;
+  private long entered;
+  private byte[] lastFingerprintBytes = new byte[0];
+  private Fingerprint lastFingerprint;
+
+  ProcessWindows(int rank, ShmSegment[] segments, TcpTransport transport, ShmArena arena) {
+    this.rank = rank;
+    this.size = segments.length;
+    this.segments = segments;
+    this.transport = transport;
+    this.arena = arena;
+    boolean oversubscribed = size > Runtime.getRuntime().availableProcessors();
+    this.backoff = new Backoff(oversubscribed ? 10 : 200, 200, 20_000, 200_000);
+  }
+
+  ShmArena arena() {
+    return arena;
+  }
+
+  private long counter(int base, int parity) {
+    return segments[0].base + base + parity * 64L;
+  }
+
+  @Override
+  public Window openStaged(Tag tag, String algorithm, long src, long bytes, long deadline) {
+    if (bytes > ShmSegment.STAGING_BYTES) {
+      throw new IllegalArgumentException("a staged window holds at most " + ShmSegment.STAGING_BYTES + " bytes, not "
+          + bytes);
+    }
+    long staging = segments[rank].staging((int) (entered & 1));
+    NativeMemory.copy(src, staging, bytes);
+    return enter(tag, algorithm, bytes, deadline, false, staging);
+  }
+
+  @Override
+  public Window open(Tag tag, String algorithm, long bytes, long deadline, long... addresses) {
+    return enter(tag, algorithm, bytes, deadline, true, addresses);
+  }
+
+  private Window enter(Tag tag, String algorithm, long bytes, long deadline, boolean exitBarrier, long... addresses) {
+    transport.checkFailed();
+    long use = entered++;
+    int parity = (int) (use & 1);
+    long target = ((use >> 1) + 1) * size;
+    publish(segments[rank].publication(parity), use, tag, algorithm, bytes, addresses);
+    long arrived = counter(ShmSegment.ARRIVED, parity);
+    NativeMemory.getAndAddLong(arrived, 1);
+    int round = 0;
+    long v;
+    while (((v = NativeMemory.getLongVolatile(arrived)) & ~ABORTED) < target) {
+      if ((v & ABORTED) != 0) {
+        throw peersFailure("a rank gave up waiting in " + tag + "; the group failed");
+      }
+      if (round % LIVENESS_EVERY == LIVENESS_EVERY - 1 || round == 0) {
+        try {
+          waitable(parity, use, tag, deadline);
+        } catch (RuntimeException e) {
+          if (withdraw(arrived, target)) {
+            throw e;
+          }
+          break; // every rank arrived meanwhile: the window is open after all
+        }
+      }
+      backoff.pause(round++, deadline);
+    }
+    long[][] all = verify(parity, use, tag, algorithm, bytes, addresses.length);
+    Window w = new ProcessWindow(parity, target, exitBarrier, all);
+    if (all == null) {
+      w.close(); // every rank sees a buffer outside the segments and leaves at once
+      return null;
+    }
+    return w;
+  }
+
+  private void publish(long p, long use, Tag tag, String algorithm, long bytes, long[] addresses) {
+    if (addresses.length > MAX_ADDRESSES) {
+      throw new IllegalArgumentException("a window publishes at most " + MAX_ADDRESSES + " buffers");
+    }
+    NativeMemory.putInt(p + P_OP, tag.op().ordinal());
+    NativeMemory.putInt(p + P_CHANNEL, tag.channel().ordinal());
+    NativeMemory.putLong(p + P_SEQ, tag.seq());
+    NativeMemory.putLong(p + P_BYTES, bytes);
+    byte[] a = algorithm.getBytes(StandardCharsets.UTF_8);
+    int n = Math.min(a.length, MAX_ALGORITHM_BYTES);
+    NativeMemory.putInt(p + P_ALGORITHM, n);
+    NativeMemory.copyFromArray(a, 0, p + P_ALGORITHM + 4, n);
+    NativeMemory.putInt(p + P_ADDRESSES, addresses.length);
+    for (int i = 0; i < addresses.length; i++) {
+      long off = arena.contains(addresses[i]) ? addresses[i] - segments[rank].base : -1;
+      NativeMemory.putLong(p + P_ADDRESSES + 8 + 8L * i, off);
+    }
+    byte[] fp = tag.fingerprint() == null ? null : TcpFrames.encodeFingerprint(tag.fingerprint());
+    if (fp != null && fp.length > MAX_FINGERPRINT_BYTES) {
+      fp = null;
+    }
+    NativeMemory.putInt(p + P_FINGERPRINT, fp == null ? -1 : fp.length);
+    if (fp != null) {
+      NativeMemory.copyFromArray(fp, 0, p + P_FINGERPRINT + 4, fp.length);
+    }
+    NativeMemory.putLongVolatile(p + P_USE, use + 1);
+  }
+
+  /** The tag rank {@code q} published (its fingerprint decoded), checked as a peer's bytes must be. */
+  private Tag publishedTag(long p) {
+    int op = NativeMemory.getInt(p + P_OP);
+    int channel = NativeMemory.getInt(p + P_CHANNEL);
+    OpType[] ops = OpType.values();
+    Tag.Channel[] channels = Tag.Channel.values();
+    if (op < 0 || op >= ops.length || channel < 0 || channel >= channels.length) {
+      return null;
+    }
+    int fpLen = NativeMemory.getInt(p + P_FINGERPRINT);
+    Fingerprint fp = null;
+    if (fpLen > 0 && fpLen <= MAX_FINGERPRINT_BYTES) {
+      byte[] b = new byte[fpLen];
+      NativeMemory.copyToArray(p + P_FINGERPRINT + 4, b, 0, fpLen);
+      if (Arrays.equals(b, lastFingerprintBytes)) {
+        fp = lastFingerprint; // one collective's ranks publish the same bytes: decode them once
+      } else {
+        fp = TcpFrames.decodeFingerprint(b, ops[op]);
+        lastFingerprintBytes = b;
+        lastFingerprint = fp;
+      }
+    }
+    return new Tag(channels[channel], ops[op], NativeMemory.getLong(p + P_SEQ), fp);
+  }
+
+  private static String algorithm(long p) {
+    int n = Math.max(0, Math.min(NativeMemory.getInt(p + P_ALGORITHM), MAX_ALGORITHM_BYTES));
+    byte[] a = new byte[n];
+    NativeMemory.copyToArray(p + P_ALGORITHM + 4, a, 0, n);
+    return new String(a, StandardCharsets.UTF_8);
+  }
+
+  /**
+   * Every rank's addresses as mapped here, after checking that all ranks run the same collective
+   * (every rank compares everyone against rank 0, so all reach the same verdict); null when a buffer
+   * lies outside the segments.
+   */
+  private long[][] verify(int parity, long use, Tag mine, String algorithm, long bytes, int nAddresses) {
+    long p0 = segments[0].publication(parity);
+    Tag first = publishedTag(p0);
+    String firstAlgorithm = algorithm(p0);
+    long firstBytes = NativeMemory.getLong(p0 + P_BYTES);
+    int firstN = NativeMemory.getInt(p0 + P_ADDRESSES);
+    long[][] all = new long[size][];
+    boolean resident = true;
+    for (int q = 0; q < size; q++) {
+      long p = segments[q].publication(parity);
+      if (NativeMemory.getLongVolatile(p + P_USE) != use + 1) {
+        throw new CollectiveMismatchException("rank " + q + " is not in window #" + use + " with rank " + rank
+            + " (" + mine + ")");
+      }
+      Tag theirs = q == 0 ? first : publishedTag(p);
+      int n = NativeMemory.getInt(p + P_ADDRESSES);
+      if (first == null || theirs == null) {
+        throw new CollectiveMismatchException("rank " + (first == null ? 0 : q) + " published a window that is not"
+            + " one nccl4j writes, while rank " + rank + " is running " + mine);
+      }
+      String differs = first.mismatch(theirs, 0, q);
+      if (differs != null && first.sameOperation(theirs)) {
+        throw new CollectiveMismatchException(differs);
+      }
+      if (differs != null || !algorithm(p).equals(firstAlgorithm) || NativeMemory.getLong(p + P_BYTES) != firstBytes
+          || n != firstN || n < 0 || n > MAX_ADDRESSES) {
+        throw new CollectiveMismatchException("rank 0 is running " + first + " (" + firstAlgorithm + ", " + firstBytes
+            + " bytes) but rank " + q + " is running " + theirs + " (" + algorithm(p) + ", "
+            + NativeMemory.getLong(p + P_BYTES) + " bytes)");
+      }
+      all[q] = new long[n];
+      for (int i = 0; i < n; i++) {
+        long off = NativeMemory.getLong(p + P_ADDRESSES + 8 + 8L * i);
+        if (off < 0 || off >= segments[q].size) {
+          resident = false;
+        } else {
+          all[q][i] = segments[q].base + off;
+        }
+      }
+    }
+    return resident ? all : null;
+  }
+
+  /** Throws if waiting is hopeless: the group failed, the deadline passed, a peer not yet here is gone. */
+  private void waitable(int parity, long use, Tag tag, long deadline) {
+    checkGroupFailure();
+    for (int q = 0; q < size; q++) {
+      if (q == rank || NativeMemory.getLongVolatile(segments[q].publication(parity) + P_USE) == use + 1) {
+        continue;
+      }
+      checkAlive(q, "waiting in " + tag + " for rank " + q);
+    }
+    if (System.nanoTime() - deadline > 0) {
+      throw new TransportTimeoutException("waiting for every rank to reach " + tag);
+    }
+  }
+
+  private void checkAlive(int q, String what) {
+    ShmSegment s = segments[q];
+    if (s.left()) {
+      throw departed(q, "rank " + q + " closed its process group while rank " + rank + " was " + what);
+    }
+    long pid = s.pid();
+    if (pid != ProcessHandle.current().pid() && !ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false)) {
+      throw departed(q, "rank " + q + " (pid " + pid + ") died while rank " + rank + " was " + what);
+    }
+  }
+
+  private RuntimeException departed(int q, String message) {
+    PeerFailureException e = new PeerFailureException(q, message);
+    transport.fail(q, e);
+    return transport.failureOr(e);
+  }
+
+  /** True if this rank withdrew (nobody will enter); false if the window completed meanwhile. */
+  private static boolean withdraw(long arrived, long target) {
+    while (true) {
+      long v = NativeMemory.getLongVolatile(arrived);
+      if ((v & ~ABORTED) >= target) {
+        return false;
+      }
+      if ((v & ABORTED) != 0 || NativeMemory.compareAndSetLong(arrived, v, v | ABORTED)) {
+        return true;
+      }
+    }
+  }
+
+  // ------------------------------------------------------------------ failures between processes
+
+  /**
+   * Leaves {@code f} where every process of the group sees it at its next check: this rank's failure
+   * area, then rank 0's failure word (the first failure wins). Called by the transport when it
+   * records a failure.
+   */
+  void publishFailure(Failure f) {
+    long area = segments[rank].base + ShmSegment.FAILURE;
+    byte[] text = f.message.getBytes(StandardCharsets.UTF_8);
+    int n = Math.min(text.length, ShmSegment.FAILURE_TEXT_MAX);
+    NativeMemory.putInt(area, TcpFrames.abortKind(f));
+    NativeMemory.putInt(area + 4, f.rank);
+    NativeMemory.putInt(area + 8, n);
+    NativeMemory.copyFromArray(text, 0, area + 12, n);
+    NativeMemory.compareAndSetLong(segments[0].base + ShmSegment.FAILURE_WORD, 0, 1 + rank);
+  }
+
+  /** Throws the group's failure when a process of the group left one. */
+  private void checkGroupFailure() {
+    long word = NativeMemory.getLongVolatile(segments[0].base + ShmSegment.FAILURE_WORD);
+    if (word != 0) {
+      adoptFailure((int) word - 1);
+    }
+    transport.checkFailed();
+  }
+
+  private void adoptFailure(int from) {
+    if (from < 0 || from >= size) {
+      throw new PeerFailureException(-1, "the group's failure word names rank " + from + ", which is not one");
+    }
+    long area = segments[from].base + ShmSegment.FAILURE;
+    int kind = NativeMemory.getInt(area);
+    int root = NativeMemory.getInt(area + 4);
+    int n = Math.max(0, Math.min(NativeMemory.getInt(area + 8), ShmSegment.FAILURE_TEXT_MAX));
+    byte[] text = new byte[n];
+    NativeMemory.copyToArray(area + 12, text, 0, n);
+    Failure f = TcpFrames.abortFailure((byte) kind, root, new String(text, StandardCharsets.UTF_8));
+    transport.adopt(f != null ? f : Failure.of(from, new PeerFailureException(from, "rank " + from + " failed")));
+  }
+
+  private RuntimeException peersFailure(String fallback) {
+    // The rank that withdrew records why a moment later: wait for that, so that this rank reports the cause.
+    TcpTransport.awaitFor(() -> NativeMemory.getLongVolatile(segments[0].base + ShmSegment.FAILURE_WORD) != 0);
+    checkGroupFailure();
+    return new PeerFailureException(-1, fallback);
+  }
+
+  /** This rank leaves: peers waiting for it fail instead of waiting for their deadline. */
+  void close() {
+    segments[rank].markLeft();
+    segments[rank].closeChannel();
+  }
+
+  private final class ProcessWindow implements Window {
+    private final int parity;
+    private final long target;
+    private final boolean exitBarrier;
+    private final long[][] all;
+    private boolean closed;
+
+    ProcessWindow(int parity, long target, boolean exitBarrier, long[][] all) {
+      this.parity = parity;
+      this.target = target;
+      this.exitBarrier = exitBarrier;
+      this.all = all;
+    }
+
+    @Override
+    public long address(int r, int index) {
+      return all[r][index];
+    }
+
+    @Override
+    public void close() {
+      if (closed) {
+        return;
+      }
+      closed = true;
+      long left = counter(ShmSegment.LEFT, parity);
+      NativeMemory.getAndAddLong(left, 1); // counted for every window, so targets stay aligned
+      if (!exitBarrier) {
+        return;
+      }
+      int round = 0;
+      while (NativeMemory.getLongVolatile(left) < target) {
+        if (round % LIVENESS_EVERY == LIVENESS_EVERY - 1) {
+          // Peers inside a window only compute, but a process can die there: then nobody must wait.
+          for (int q = 0; q < size; q++) {
+            if (q != rank) {
+              checkAlive(q, "leaving a window");
+            }
+          }
+        }
+        backoff.pause(round++);
+      }
+    }
+  }
+}

@@ -1,0 +1,179 @@
+package io.nccl4j.cpu.transport;
+
+import io.nccl4j.memory.DirectBuffers;
+import io.nccl4j.memory.NativeMemory;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.MappedByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermissions;
+
+/**
+ * One rank's shared-memory segment: a file in {@code /dev/shm} that the rank creates and every
+ * process of its group on the host maps. It holds the rank's header (its pid, whether it left, the
+ * failure it recorded), the group's window counters (in rank 0's segment), the rank's two window
+ * publications, its two staging buffers for one-shot windows, and an arena for the tensors of the
+ * rank's group ({@link ShmArena}), so that peers reach them in place.
+ *
+ * <p>The file is sparse. Pages are committed before first use by writing them through the file
+ * ({@link #commit}), never by touching the mapping: on a full tmpfs the write fails with an
+ * {@code IOException}, where touching an uncommitted page of the mapping would kill the JVM with
+ * SIGBUS. A mapping is never unmapped explicitly (tensors may outlive the group); the collector
+ * unmaps it once nothing refers to it. Mappings larger than 2 GiB would need several buffers, so a
+ * segment is at most {@link #MAX_BYTES}.
+ */
+final class ShmSegment {
+  static final long MAGIC = 0x4E344A53484D3031L; // "N4JSHM01"
+  static final long MAX_BYTES = Integer.MAX_VALUE & ~0xFFFFL;
+
+  // Header, one cache line per field that another process spins on.
+  static final int PID = 8;
+  static final int STATE = 64; // 0 open, 1 left
+  static final int FAILURE_WORD = 128; // rank 0's: 0, or 1 + the rank whose failure is recorded
+  static final int ARRIVED = 192; // rank 0's: two counters, 64 bytes apart
+  static final int LEFT = 320; // rank 0's: two counters, 64 bytes apart
+  static final int FAILURE = 448; // this rank's recorded failure: kind (4), root (4), length (4), text
+  static final int FAILURE_TEXT_MAX = 4096 - 12;
+  static final int PUBLICATIONS = 4608; // two publications
+  static final int PUBLICATION_BYTES = 2048;
+  static final int STAGING = 16384; // two staging buffers
+  static final long STAGING_BYTES = 64 * 1024;
+  static final long ARENA = STAGING + 2 * STAGING_BYTES;
+  private static final long COMMIT_UNIT = 2L << 20;
+
+  final Path path;
+  final long size;
+  /** Null for a peer's segment: only the owner commits pages. */
+  private final FileChannel channel;
+  /** Kept so that the mapping lives as long as this segment is reachable. */
+  private final MappedByteBuffer mapping;
+  final long base;
+  private long committed;
+
+  private ShmSegment(Path path, long size, FileChannel channel, MappedByteBuffer mapping) {
+    this.path = path;
+    this.size = size;
+    this.channel = channel;
+    this.mapping = mapping;
+    this.base = DirectBuffers.address(mapping);
+  }
+
+  /** Creates this rank's segment of {@code size} bytes (owner-only permissions) with its header committed. */
+  static ShmSegment create(Path path, long size) throws IOException {
+    if (size < ARENA || size > MAX_BYTES) {
+      throw new IllegalArgumentException("a segment holds " + ARENA + ".." + MAX_BYTES + " bytes, not " + size);
+    }
+    FileChannel ch = FileChannel.open(path, java.util.Set.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.READ,
+        StandardOpenOption.WRITE), PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
+    try {
+      ch.truncate(size);
+      // Sparse until committed: the header and staging now, the arena as tensors need it.
+      writeZeros(ch, 0, ARENA);
+      MappedByteBuffer m = ch.map(FileChannel.MapMode.READ_WRITE, 0, size);
+      ShmSegment s = new ShmSegment(path, size, ch, m);
+      s.committed = ARENA;
+      NativeMemory.putLong(s.base + PID, ProcessHandle.current().pid());
+      NativeMemory.putLongVolatile(s.base, MAGIC);
+      return s;
+    } catch (IOException | RuntimeException e) {
+      ch.close();
+      Files.deleteIfExists(path);
+      throw e;
+    }
+  }
+
+  /** Maps a peer's segment, checking that it is one. */
+  static ShmSegment open(Path path, long size) throws IOException {
+    try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+      if (ch.size() != size) {
+        throw new IOException(path + " holds " + ch.size() + " bytes, expected " + size);
+      }
+      MappedByteBuffer m = ch.map(FileChannel.MapMode.READ_WRITE, 0, size);
+      ShmSegment s = new ShmSegment(path, size, null, m);
+      if (NativeMemory.getLongVolatile(s.base) != MAGIC) {
+        throw new IOException(path + " is not an nccl4j segment");
+      }
+      return s;
+    }
+  }
+
+  /**
+   * Makes sure bytes up to {@code end} are backed by tmpfs pages; false (nothing changed) when the
+   * file system is full or the segment too small. Owner only.
+   */
+  synchronized boolean commit(long end) {
+    if (end <= committed) {
+      return true;
+    }
+    if (end > size) {
+      return false;
+    }
+    long to = Math.min(size, (end + COMMIT_UNIT - 1) / COMMIT_UNIT * COMMIT_UNIT);
+    try {
+      writeZeros(channel, committed, to - committed);
+    } catch (IOException e) {
+      return false;
+    }
+    committed = to;
+    return true;
+  }
+
+  private static void writeZeros(FileChannel ch, long at, long bytes) throws IOException {
+    ByteBuffer zeros = ByteBuffer.allocateDirect((int) Math.min(bytes, 1 << 20));
+    long done = 0;
+    while (done < bytes) {
+      zeros.clear().limit((int) Math.min(zeros.capacity(), bytes - done));
+      while (zeros.hasRemaining()) {
+        done += ch.write(zeros, at + done);
+      }
+    }
+  }
+
+  /** Removes the file; every process that mapped it keeps its mapping. */
+  void unlink() {
+    try {
+      Files.deleteIfExists(path);
+    } catch (IOException e) {
+      // Left for the next boot's tmpfs; nothing depends on it.
+    }
+  }
+
+  /** Releases the owner's file handle (the mapping stays until collected). */
+  void closeChannel() {
+    if (channel != null) {
+      try {
+        channel.close();
+      } catch (IOException e) {
+        // nothing to do
+      }
+    }
+  }
+
+  long pid() {
+    return NativeMemory.getLong(base + PID);
+  }
+
+  boolean left() {
+    return NativeMemory.getLongVolatile(base + STATE) != 0;
+  }
+
+  void markLeft() {
+    NativeMemory.putLongVolatile(base + STATE, 1);
+  }
+
+  long publication(int parity) {
+    return base + PUBLICATIONS + (long) parity * PUBLICATION_BYTES;
+  }
+
+  long staging(int parity) {
+    return base + STAGING + parity * STAGING_BYTES;
+  }
+
+  /** Holds the mapping reachable from whoever holds this segment. */
+  MappedByteBuffer mapping() {
+    return mapping;
+  }
+}

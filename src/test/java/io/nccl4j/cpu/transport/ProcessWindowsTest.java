@@ -1,0 +1,150 @@
+package io.nccl4j.cpu.transport;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.nccl4j.CollectiveMismatchException;
+import io.nccl4j.DType;
+import io.nccl4j.LocalCluster;
+import io.nccl4j.PeerFailureException;
+import io.nccl4j.ProcessGroup;
+import io.nccl4j.RankFailedException;
+import io.nccl4j.ReduceOp;
+import io.nccl4j.Tensor;
+import io.nccl4j.Work;
+import io.nccl4j.memory.Allocator;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The windows between processes of one host, with ranks as threads that each map every segment
+ * themselves ({@link ShmThreadsCluster}): which algorithm runs, exact data, the fall-back to TCP,
+ * failures, and that nothing is left in the segment directory.
+ */
+@Tag("multirank")
+class ProcessWindowsTest {
+  private static final Duration TIMEOUT = Duration.ofSeconds(60);
+
+  @TempDir
+  Path dir;
+
+  private LocalCluster cluster(int p, long bytes) {
+    return LocalCluster.of(p).timeout(TIMEOUT).backend(new ShmThreadsCluster(dir, bytes));
+  }
+
+  private static Tensor rankData(ProcessGroup pg, long n) {
+    Tensor t = pg.empty(n, DType.FLOAT32);
+    for (long i = 0; i < n; i++) {
+      t.setDouble(i, 1000.0 * (pg.rank() + 1) + i);
+    }
+    return t;
+  }
+
+  private long filesLeft() throws IOException {
+    try (Stream<Path> s = Files.list(dir)) {
+      return s.count();
+    }
+  }
+
+  @Test
+  void smallAndLargeAllReducesRunOneShotAndDirectThroughTheSegmentsExactly() throws IOException {
+    List<String> algorithms = cluster(4, 64L << 20).call(pg -> {
+      assertThat(filesLeft()).as("segments are unlinked once every rank mapped them").isZero();
+      StringBuilder used = new StringBuilder();
+      for (long n : new long[] {100, 300_001}) {
+        try (Tensor t = rankData(pg, n); Tensor out = pg.empty(n, DType.FLOAT32)) {
+          Work w = pg.allReduceAsync(out, t, ReduceOp.SUM);
+          w.waitFor();
+          used.append(w.stats().orElseThrow().algorithm()).append(' ');
+          for (long i = 0; i < n; i += 997) {
+            assertThat(out.getDouble(i)).isEqualTo(10_000.0 + 4 * i);
+          }
+          assertThat(out.getDouble(n - 1)).isEqualTo(10_000.0 + 4 * (n - 1));
+        }
+      }
+      try (Tensor in = rankData(pg, 4 * 1001); Tensor shard = pg.empty(1001, DType.FLOAT32);
+          Tensor all = pg.empty(4 * 1001, DType.FLOAT32)) {
+        Work rs = pg.reduceScatterTensorAsync(shard, in, ReduceOp.SUM);
+        rs.waitFor();
+        Work ag = pg.allGatherIntoTensorAsync(all, shard);
+        ag.waitFor();
+        used.append(rs.stats().orElseThrow().algorithm()).append(' ').append(ag.stats().orElseThrow().algorithm());
+        for (long i = 0; i < 4 * 1001; i++) {
+          assertThat(all.getDouble(i)).isEqualTo(10_000.0 + 4 * i);
+        }
+      }
+      return used.toString();
+    });
+    assertThat(algorithms).containsOnly("one-shot direct direct direct");
+  }
+
+  /** 200 KB: past the one-shot size, whose staged copies lie in the segments whatever the tensor. */
+  @Test
+  void aTensorOutsideTheSegmentsGoesOverTcpOnEveryRank() {
+    List<String> algorithms = cluster(3, 64L << 20).call(pg -> {
+      Allocator outside = Allocator.host().child("outside-" + pg.rank());
+      try (Tensor t = pg.rank() == 1 ? Tensor.zeros(50_000, DType.FLOAT32, outside) : pg.zeros(50_000, DType.FLOAT32)) {
+        for (long i = 0; i < 50_000; i++) {
+          t.setDouble(i, pg.rank() * 10_000 + i);
+        }
+        Work w = pg.allReduceAsync(t, ReduceOp.SUM);
+        w.waitFor();
+        for (long i = 0; i < 50_000; i++) {
+          assertThat(t.getDouble(i)).isEqualTo(30_000 + 3 * i);
+        }
+        return w.stats().orElseThrow().algorithm();
+      } finally {
+        outside.close();
+      }
+    });
+    assertThat(algorithms).doesNotContain("direct", "one-shot").hasSize(3).allMatch(a -> a.equals(algorithms.get(0)));
+  }
+
+  @Test
+  void aFullSegmentFallsBackToMallocAndTheCollectiveStillWorks() {
+    // 1 MiB of arena: the 2 MiB tensors cannot fit, so they come from malloc, and the ring carries them.
+    List<String> algorithms = cluster(2, ShmSegment.ARENA + (1 << 20)).call(pg -> {
+      try (Tensor t = rankData(pg, 1 << 19)) {
+        Work w = pg.allReduceAsync(t, ReduceOp.SUM);
+        w.waitFor();
+        assertThat(t.getDouble(12345)).isEqualTo(3000.0 + 2 * 12345);
+        return w.stats().orElseThrow().algorithm();
+      }
+    });
+    assertThat(algorithms).doesNotContain("direct");
+  }
+
+  @Test
+  void ranksThatDisagreeOnTheDtypeAllFailWithPyTorchsMessage() {
+    assertThatThrownBy(() -> cluster(2, 64L << 20).run(pg -> {
+      try (Tensor t = pg.zeros(64, pg.rank() == 0 ? DType.FLOAT32 : DType.INT32)) {
+        pg.allReduce(t, ReduceOp.SUM);
+      }
+    })).isInstanceOf(RankFailedException.class).hasRootCauseInstanceOf(CollectiveMismatchException.class)
+        .hasStackTraceContaining("Detected mismatch between collectives on ranks");
+  }
+
+  @Test
+  void aRankThatLeavesWhileOthersWaitInAWindowIsNamedQuickly() {
+    List<String> seen = cluster(3, 64L << 20).call(pg -> {
+      if (pg.rank() == 2) {
+        pg.close();
+        return "left";
+      }
+      try (Tensor t = rankData(pg, 100_000)) {
+        Throwable e = org.assertj.core.api.Assertions.catchThrowable(() -> pg.allReduce(t, ReduceOp.SUM));
+        assertThat(e).isInstanceOf(PeerFailureException.class);
+        return ((PeerFailureException) e).failedRank() + ": " + e.getMessage();
+      }
+    });
+    assertThat(seen.get(0)).startsWith("2: ");
+    assertThat(seen.get(1)).startsWith("2: ");
+  }
+}

@@ -1,0 +1,42 @@
+package io.nccl4j.cpu.transport;
+
+import io.nccl4j.cpu.CpuBackend;
+import io.nccl4j.memory.Allocator;
+import io.nccl4j.memory.MemoryResource;
+import io.nccl4j.spi.ClusterBackend;
+import io.nccl4j.store.HashStore;
+import java.nio.file.Path;
+import java.time.Duration;
+
+/**
+ * For tests: ranks are threads of this JVM, each with its own {@link TcpTransport} and its own
+ * mappings of every rank's shared-memory segment ({@link HostSharedMemory}) — the data path of
+ * processes on one host, addresses translated between separate mappings as between processes, without
+ * starting any. Segments live in {@code dir} and are {@code bytes} large.
+ */
+public final class ShmThreadsCluster implements ClusterBackend {
+  private final Path dir;
+  private final long bytes;
+
+  public ShmThreadsCluster(Path dir, long bytes) {
+    this.dir = dir;
+    this.bytes = bytes;
+  }
+
+  @Override
+  public String name() {
+    return "cpu-shm";
+  }
+
+  @Override
+  public Run start(int worldSize, Duration timeout, String runName) {
+    HashStore store = new HashStore(timeout);
+    return rank -> {
+      TcpTransport t = new TcpTransport(rank, worldSize, store, "127.0.0.1", timeout);
+      MemoryResource arena = HostSharedMemory.attach(t, dir, bytes, timeout);
+      Allocator a = arena == null ? Allocator.host().child(runName + "/rank" + rank)
+          : Allocator.host().child(runName + "/rank" + rank, arena);
+      return new CpuBackend(t, a, timeout);
+    };
+  }
+}
