@@ -29,8 +29,11 @@ import java.util.concurrent.CyclicBarrier;
 final class Bounds {
   private Bounds() {}
 
-  /** A measured bandwidth, bytes per second, and how it was measured. */
-  record Bandwidth(double bytesPerSecond, String how) {
+  /**
+   * A measured bandwidth, bytes per second, and how it was measured; {@code memory} for a memory
+   * copy (an AllReduce through shared memory moves 2pS), false for TCP (2(p−1)S cross the sockets).
+   */
+  record Bandwidth(double bytesPerSecond, String how, boolean memory) {
     double gbps() {
       return bytesPerSecond / 1e9;
     }
@@ -59,8 +62,9 @@ final class Bounds {
       }
     }
     return bestCount == 1
-        ? new Bandwidth(best, String.format("1 thread copying %s, read+write", Sizes.format(bytesPerThread)))
-        : new Bandwidth(best, String.format("%d threads copying %s each, read+write", bestCount, Sizes.format(bytesPerThread)));
+        ? new Bandwidth(best, String.format("1 thread copying %s, read+write", Sizes.format(bytesPerThread)), true)
+        : new Bandwidth(best, String.format("%d threads copying %s each, read+write", bestCount,
+            Sizes.format(bytesPerThread)), true);
   }
 
   private static double copyRate(int threads, long bytes, int reps) {
@@ -117,8 +121,8 @@ final class Bounds {
     double one = loopbackRate(1, bytes);
     double many = streams > 1 ? loopbackRate(streams, bytes) : 0;
     return many > one
-        ? new Bandwidth(many, String.format("%d TCP streams on 127.0.0.1, %s each", streams, Sizes.format(bytes)))
-        : new Bandwidth(one, String.format("1 TCP stream on 127.0.0.1, %s", Sizes.format(bytes)));
+        ? new Bandwidth(many, String.format("%d TCP streams on 127.0.0.1, %s each", streams, Sizes.format(bytes)), false)
+        : new Bandwidth(one, String.format("1 TCP stream on 127.0.0.1, %s", Sizes.format(bytes)), false);
   }
 
   private static double loopbackRate(int streams, long bytes) throws IOException {

@@ -122,7 +122,7 @@ final class SweepCommand implements Callable<Integer> {
     boolean measureBound = bound && backend.name().equals("cpu") && coll == SweepOps.ALLREDUCE && reporterProcess();
     Bounds.Bandwidth limit = null;
     if (measureBound && !Groups.launched()) {
-      limit = measureLimit(p);
+      limit = measureLimit(p, true);
     }
     Groups.Gathered<List<SweepEngine.Row>> g = Groups.call(common, backend, world,
         group.around(pg -> SweepEngine.runRank(pg, coll, t, rop, root, sizes, warmups, iters, checks, blocking == 1)),
@@ -133,7 +133,8 @@ final class SweepCommand implements Callable<Integer> {
     }
     if (measureBound && Groups.launched()) {
       // After the run: before it, the other ranks' JVMs are starting and compiling on the same cores.
-      limit = measureLimit(p);
+      // Processes of one host that ran through shared memory are bounded by memory, else by loopback TCP.
+      limit = measureLimit(p, group.members(g.all()).get(0).stream().anyMatch(SweepCommand::sharedMemory));
     }
     return report(o, backend, p, coll, t, rop, group.members(g.all()).get(0), limit);
   }
@@ -142,10 +143,15 @@ final class SweepCommand implements Callable<Integer> {
     return !Groups.launched() || io.nccl4j.launch.DistEnv.fromEnvironment().rank() == 0;
   }
 
-  /** The bandwidth that bounds an AllReduce here: shared memory for threads, loopback for processes. */
-  private static Bounds.Bandwidth measureLimit(int p) {
+  /** True when a row ran on the shared-memory algorithms (threads, or processes of one host). */
+  private static boolean sharedMemory(SweepEngine.Row r) {
+    return java.util.Arrays.stream(r.algorithms()).anyMatch(a -> a.equals("direct") || a.equals("one-shot"));
+  }
+
+  /** The bandwidth that bounds an AllReduce here: memory when the ranks share it, else loopback TCP. */
+  private static Bounds.Bandwidth measureLimit(int p, boolean memory) {
     try {
-      return Groups.launched() ? Bounds.loopback(p, 256L << 20) : Bounds.memory(p, 128L << 20, 5);
+      return memory ? Bounds.memory(p, 128L << 20, 5) : Bounds.loopback(p, 256L << 20);
     } catch (java.io.IOException e) {
       throw new SampleException(1, "cannot measure loopback bandwidth: " + e.getMessage());
     }
@@ -153,7 +159,7 @@ final class SweepCommand implements Callable<Integer> {
 
   /** Lower bound of one AllReduce of {@code bytes} on {@code p} ranks under {@code limit}, in µs. */
   private static double boundMicros(Bounds.Bandwidth limit, long bytes, int p) {
-    double moved = Groups.launched() ? 2.0 * (p - 1) * bytes : 2.0 * p * bytes;
+    double moved = limit.memory() ? 2.0 * p * bytes : 2.0 * (p - 1) * bytes;
     return limit.micros(moved);
   }
 
@@ -235,7 +241,7 @@ final class SweepCommand implements Callable<Integer> {
     }
     if (limit != null) {
       o.printf(Locale.ROOT, "# bound: B = %.2f GB/s (%s, measured now); AllReduce t >= %s / B%n", limit.gbps(),
-          limit.how(), Groups.launched() ? "2(p-1)S" : "2pS");
+          limit.how(), limit.memory() ? "2pS" : "2(p-1)S");
     }
     o.printf("# %s, %d ranks%s, %s, redop %s, root %d, %d warm-up + %d timed iterations (%s), %d checked%n",
         c.name(), p, group.given() ? " (" + group.describe(common.effectiveWorldSize()) + ")" : "", t, c.reduces() ? rop : "none", root, warmups, iters,
@@ -307,6 +313,7 @@ final class SweepCommand implements Callable<Integer> {
       }
     }
     table.print(o);
+    o.println("# algorithms (out-of-place/in-place): " + algorithmRanges(rows));
     o.println("# out-of-bounds values: " + totalWrong + (totalWrong == 0 ? " OK" : " FAILED"));
     if (out != null) {
       Map<String, Object> doc = new LinkedHashMap<>();
@@ -335,5 +342,28 @@ final class SweepCommand implements Callable<Integer> {
       o.println("wrote " + out.resolve("sweep.json") + ", sweep.csv, sweep.png, sweep.svg");
     }
     return totalWrong == 0;
+  }
+
+  /** {@code one-shot/one-shot 1024–32768, direct/direct 65536–67108864}: what ran, by runs of sizes. */
+  static String algorithmRanges(List<SweepEngine.Row> rows) {
+    List<String> parts = new ArrayList<>();
+    String current = null;
+    long from = 0;
+    long to = 0;
+    for (SweepEngine.Row r : rows) {
+      String a = String.join("/", r.algorithms());
+      if (!a.equals(current)) {
+        if (current != null) {
+          parts.add(current + " " + (from == to ? Long.toString(from) : from + "–" + to));
+        }
+        current = a;
+        from = r.bytes();
+      }
+      to = r.bytes();
+    }
+    if (current != null) {
+      parts.add(current + " " + (from == to ? Long.toString(from) : from + "–" + to));
+    }
+    return String.join(", ", parts);
   }
 }

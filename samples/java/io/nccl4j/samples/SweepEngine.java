@@ -17,7 +17,8 @@ final class SweepEngine {
   private SweepEngine() {}
 
   /** One row: size S, element count, and for out of place (index 0) and in place (1): µs, #wrong. */
-  record Row(long bytes, long count, double[] micros, long[] wrong, boolean[] measured) {}
+  /** One size: per mode (out of place, in place) the time, wrong elements, whether it ran, and the algorithm that ran. */
+  record Row(long bytes, long count, double[] micros, long[] wrong, boolean[] measured, String[] algorithms) {}
 
   /** {@code lo}, {@code lo * factor}, … up to {@code hi}, stopping before a size would overflow. */
   static List<Long> sizes(long lo, long hi, int factor) {
@@ -40,6 +41,7 @@ final class SweepEngine {
       double[] micros = new double[2];
       long[] wrong = new long[2];
       boolean[] measured = new boolean[2];
+      String[] algorithms = {"-", "-"};
       try (Tensor expected = SweepData.expected(pg, c, t, op, root, n);
            Tensor in = pg.empty(c.inCount(n, p), t);
            Tensor out = pg.empty(c.outCount(n, p), t);
@@ -55,7 +57,9 @@ final class SweepEngine {
           Tensor output = inPlace ? c.inPlaceOutput(inPlaceBuf, n, p, pg.rank()) : out;
           SweepData.fill(pg, input, c, t, op);
           for (int i = 0; i < warmups; i++) {
-            c.call(pg, op, root, input, output).waitFor();
+            Work w = c.call(pg, op, root, input, output);
+            w.waitFor();
+            algorithms[mode] = algorithm(w);
           }
           pg.barrier();
           if (blocking) {
@@ -77,7 +81,9 @@ final class SweepEngine {
           }
           for (int i = 0; i < checks; i++) {
             SweepData.fill(pg, input, c, t, op);
-            c.call(pg, op, root, input, output).waitFor();
+            Work w = c.call(pg, op, root, input, output);
+            w.waitFor();
+            algorithms[mode] = algorithm(w);
             wrong[mode] += SweepData.countWrong(output, expected, t, op, p);
           }
         }
@@ -85,8 +91,13 @@ final class SweepEngine {
       double[] max = BenchCommand.maxOverRanks(pg, new double[][] {micros, new double[2]});
       long wOop = BenchCommand.sumOverRanks(pg, wrong[0]);
       long wIp = BenchCommand.sumOverRanks(pg, wrong[1]);
-      rows.add(new Row(n * t.size(), n, new double[] {max[0], max[1]}, new long[] {wOop, wIp}, measured));
+      rows.add(new Row(n * t.size(), n, new double[] {max[0], max[1]}, new long[] {wOop, wIp}, measured, algorithms));
     }
     return rows;
+  }
+
+  /** What ran, as the backend says ({@code one-shot}, {@code direct}, {@code ring}, …). */
+  private static String algorithm(Work w) {
+    return w.stats().map(io.nccl4j.CollectiveStats::algorithm).orElse("-");
   }
 }

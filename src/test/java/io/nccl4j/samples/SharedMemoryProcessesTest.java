@@ -1,0 +1,92 @@
+package io.nccl4j.samples;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.nccl4j.launch.Launcher;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Collectors;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Ranks as real processes of one host under {@link Launcher}: their AllReduces run through shared
+ * memory (one-shot and direct, as between threads), the sweep's bound is memory's, nothing is left in
+ * {@code /dev/shm}; with {@code NCCL4J_SHM=0} the same sweep runs the ring over TCP.
+ */
+@Tag("multiprocess")
+class SharedMemoryProcessesTest {
+  private Set<Long> before;
+
+  @BeforeEach
+  void rememberChildren() {
+    before = ProcessHandle.current().descendants().map(ProcessHandle::pid).collect(Collectors.toSet());
+  }
+
+  @AfterEach
+  void killEverythingStartedHere() {
+    ProcessHandle.current().descendants().filter(h -> !before.contains(h.pid()))
+        .forEach(ProcessHandle::destroyForcibly);
+  }
+
+  private static List<String> launch(Map<String, String> env, String... cliArgs) throws Exception {
+    List<String> cmd = new ArrayList<>(List.of(Paths.get(System.getProperty("java.home"), "bin", "java").toString(),
+        "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true", "-cp",
+        System.getProperty("java.class.path"), Cli.class.getName()));
+    cmd.addAll(List.of(cliArgs));
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
+    Launcher launcher = new Launcher(cmd).nprocPerNode(2).environment(env).output(o, o);
+    int status = CompletableFuture.supplyAsync(launcher::run).get(240, TimeUnit.SECONDS);
+    o.flush();
+    List<String> lines = out.toString(StandardCharsets.UTF_8).lines().toList();
+    assertThat(status).as(String.join("\n", lines)).isZero();
+    return lines;
+  }
+
+  private static long ourSegments() throws IOException {
+    Path shm = Paths.get("/dev/shm");
+    if (!Files.isDirectory(shm)) {
+      return 0;
+    }
+    try (Stream<Path> s = Files.list(shm)) {
+      return s.filter(p -> p.getFileName().toString().startsWith("nccl4j-")).count();
+    }
+  }
+
+  @Test
+  void twoProcessesAllReduceThroughSharedMemoryAndLeaveNothingBehind() throws Exception {
+    long segmentsBefore = ourSegments();
+    List<String> lines = launch(Map.of(), "sweep", "--backend", "cpu", "--op", "allreduce", "-b", "1K", "-e", "1M",
+        "-f", "1024", "-n", "2", "-w", "1", "--bound", "--timeout", "60");
+    assertThat(lines).as(String.join("\n", lines))
+        .contains("[rank 0] # algorithms (out-of-place/in-place): one-shot/one-shot 1024, direct/direct 1048576")
+        .anyMatch(l -> l.startsWith("[rank 0] # bound: B = ") && l.contains("copying") && l.endsWith("t >= 2pS / B"))
+        .contains("[rank 0] # out-of-bounds values: 0 OK");
+    assertThat(ourSegments()).as("segments in /dev/shm").isEqualTo(segmentsBefore);
+  }
+
+  @Test
+  void withSharedMemoryOffTheSameSweepRunsTheRingOverTcp() throws Exception {
+    List<String> lines = launch(Map.of("NCCL4J_SHM", "0"), "sweep", "--backend", "cpu", "--op", "allreduce", "-b",
+        "1K", "-e", "1M", "-f", "1024", "-n", "2", "-w", "1", "--bound", "--timeout", "60");
+    assertThat(lines).as(String.join("\n", lines))
+        .contains("[rank 0] # algorithms (out-of-place/in-place): ring/ring 1024–1048576")
+        .anyMatch(l -> l.startsWith("[rank 0] # bound: B = ") && l.contains("TCP") && l.endsWith("t >= 2(p-1)S / B"))
+        .contains("[rank 0] # out-of-bounds values: 0 OK");
+  }
+}
