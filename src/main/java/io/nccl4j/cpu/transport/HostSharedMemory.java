@@ -8,8 +8,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.List;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -19,14 +17,13 @@ import org.slf4j.LoggerFactory;
  * that the one-shot and direct algorithms and the native kernels run between processes as between
  * threads; TCP stays for the ring algorithms and point-to-point.
  *
- * <p>The ranks agree through the store, each step decided from every rank's answer so that all reach
- * the same verdict: each publishes its host identity (host name, boot id and network namespace: two
- * containers on one machine are two hosts); when all are equal, each creates its segment
- * ({@code /dev/shm/nccl4j-<group id>-<rank>}, owner-only, its name published in the store, which is
- * the job's), then maps every peer's; once every rank has mapped every segment, each removes its own
- * file, so that a crash leaves nothing in {@code /dev/shm}. Anything that fails — ranks on several
- * hosts, no {@code /dev/shm}, a full one, a segment that cannot be mapped — leaves the group on TCP,
- * said in one log line. {@code NCCL4J_SHM=0} turns it off; {@code NCCL4J_SHM_BYTES} sizes the segments
+ * <p>Each rank creates its segment ({@code /dev/shm/nccl4j-<group id>-<rank>}, owner-only) and
+ * publishes, in the job's store, its host identity (host name, boot id, mount and network namespace:
+ * two containers on one machine are two hosts) and the segment's name. At the group's first window
+ * every rank reads every rank's entry and so reaches the same verdict: all on this host and all
+ * created, then each maps every peer's segment, and the last to map a segment removes its file, so
+ * that a crash leaves nothing in {@code /dev/shm}; otherwise the group goes on over TCP, said in one
+ * log line (ranks on several hosts, no {@code /dev/shm}, a full one, a segment that cannot be mapped). {@code NCCL4J_SHM=0} turns it off; {@code NCCL4J_SHM_BYTES} sizes the segments
  * (1 GiB by default, sparse: tmpfs pages are taken only as tensors need them).
  */
 public final class HostSharedMemory {
@@ -61,85 +58,35 @@ public final class HostSharedMemory {
     }
   }
 
-  /** As {@link #attach(TcpTransport, Duration)}, with the directory and size given (tests). */
+  /**
+   * As {@link #attach(TcpTransport, Duration)}, with the directory and size given (tests). Waits for
+   * no peer: this rank creates its segment and publishes it; the windows map the peers' segments when
+   * the group first opens one ({@link ProcessWindows}), under that collective's deadline, so that a
+   * rank that never comes fails the collective as over TCP rather than the group's creation.
+   */
   static MemoryResource attach(TcpTransport transport, Path dir, long bytes, Duration timeout) {
     int rank = transport.rank();
-    int size = transport.size();
-    if (size == 1) {
+    if (transport.size() == 1) {
       return null;
     }
     Store store = transport.store();
-    String host = hostIdentity();
-    List<String> hosts = exchange(store, "shm/host/", rank, size, host, timeout);
-    if (!hosts.stream().allMatch(host::equals)) {
-      if (rank == 0) {
-        LOG.info("ranks of group {} are on {} hosts: they talk TCP, not shared memory", transport.groupId(),
-            hosts.stream().distinct().count());
-      }
-      return null;
-    }
     Path mine = dir.resolve("nccl4j-" + transport.groupId() + "-" + rank);
-    ShmSegment own = null;
-    String problem = null;
+    ShmSegment own;
     try {
       own = ShmSegment.create(mine, bytes);
     } catch (IOException | RuntimeException e) {
-      problem = "rank " + rank + " cannot create " + mine + ": " + e;
-    }
-    List<String> created = exchange(store, "shm/created/", rank, size, problem == null ? "ok" : problem, timeout);
-    ShmSegment[] segments = new ShmSegment[size];
-    segments[rank] = own;
-    String firstProblem = firstProblem(created);
-    if (firstProblem == null) {
-      for (int q = 0; q < size && problem == null; q++) {
-        if (q != rank) {
-          Path theirs = dir.resolve("nccl4j-" + transport.groupId() + "-" + q);
-          try {
-            segments[q] = ShmSegment.open(theirs, bytes);
-          } catch (IOException | RuntimeException e) {
-            problem = "rank " + rank + " cannot map " + theirs + ": " + e;
-          }
-        }
-      }
-      List<String> mapped = exchange(store, "shm/mapped/", rank, size, problem == null ? "ok" : problem, timeout);
-      firstProblem = firstProblem(mapped);
-    }
-    if (own != null) {
-      own.unlink(); // every rank has mapped it, or none will
-    }
-    if (firstProblem != null) {
-      if (own != null) {
-        own.closeChannel();
-      }
-      if (rank == 0) {
-        LOG.warn("group {}: shared memory between its processes is off, TCP carries everything: {}",
-            transport.groupId(), firstProblem);
-      }
+      // Peers learn it from the store and go on over TCP, as this rank does.
+      store.set(ProcessWindows.SEGMENT_KEY + rank, ("none: rank " + rank + " cannot create " + mine + ": " + e)
+          .getBytes(StandardCharsets.UTF_8));
+      LOG.warn("rank {}: shared memory between the group's processes is off, TCP carries everything: cannot create"
+          + " {}: {}", rank, mine, e.toString());
       return null;
     }
+    String host = hostIdentity();
+    store.set(ProcessWindows.SEGMENT_KEY + rank, (host + "\n" + mine + "\n" + bytes).getBytes(StandardCharsets.UTF_8));
     ShmArena arena = new ShmArena(own);
-    transport.attach(new ProcessWindows(rank, segments, transport, arena));
+    transport.attach(new ProcessWindows(rank, transport.size(), own, store, transport, arena, host));
     return arena;
-  }
-
-  private static String firstProblem(List<String> answers) {
-    return answers.stream().filter(a -> !a.equals("ok")).findFirst().orElse(null);
-  }
-
-  /** Every rank's {@code value} under {@code prefix}, by rank. */
-  private static List<String> exchange(Store store, String prefix, int rank, int size, String value,
-      Duration timeout) {
-    store.set(prefix + rank, value.getBytes(StandardCharsets.UTF_8));
-    List<String> keys = new ArrayList<>();
-    for (int q = 0; q < size; q++) {
-      keys.add(prefix + q);
-    }
-    store.wait(keys, timeout);
-    List<String> values = new ArrayList<>();
-    for (String k : keys) {
-      values.add(new String(store.get(k, timeout), StandardCharsets.UTF_8));
-    }
-    return values;
   }
 
   /**

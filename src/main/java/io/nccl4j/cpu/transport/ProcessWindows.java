@@ -6,8 +6,15 @@ import io.nccl4j.PeerFailureException;
 import io.nccl4j.concurrent.Backoff;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.spi.Fingerprint;
+import io.nccl4j.store.Store;
+import io.nccl4j.store.StoreTimeoutException;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * {@link SharedMemory} windows between the processes of one host, over their {@link ShmSegment}s:
@@ -29,6 +36,7 @@ import java.util.Arrays;
  * every rank sees the same publications, so every rank gets null and the collective goes over TCP.
  */
 final class ProcessWindows implements SharedMemory {
+  private static final Logger LOG = LoggerFactory.getLogger(ProcessWindows.class);
   private static final long ABORTED = 1L << 62;
   private static final int MAX_ADDRESSES = 8;
   private static final int MAX_ALGORITHM_BYTES = 28;
@@ -45,23 +53,38 @@ final class ProcessWindows implements SharedMemory {
   private static final int P_ADDRESSES = 64;
   private static final int P_FINGERPRINT = 200;
 
+  /** Under this key plus a rank, the store holds that rank's host identity, segment and size, or why it has none. */
+  static final String SEGMENT_KEY = "shm/segment/";
+  private static final String MAPPED_KEY = "shm/mapped/";
+
   private final int rank;
   private final int size;
-  /** Every rank's segment as mapped in this process; [rank] is this rank's own. */
+  /**
+   * Every rank's segment as mapped in this process, [rank] this rank's own; the peers' are mapped at
+   * the first window ({@link #ready}).
+   */
   private final ShmSegment[] segments;
+  private final Store store;
   private final TcpTransport transport;
   private final Backoff backoff;
   private final ShmArena arena;
+  private final String host;
+  /** Null until the first window decided; then whether the windows run (false: every rank goes over TCP). */
+  private volatile Boolean usable;
   private long entered;
   private byte[] lastFingerprintBytes = new byte[0];
   private Fingerprint lastFingerprint;
 
-  ProcessWindows(int rank, ShmSegment[] segments, TcpTransport transport, ShmArena arena) {
+  ProcessWindows(int rank, int size, ShmSegment own, Store store, TcpTransport transport, ShmArena arena,
+      String host) {
     this.rank = rank;
-    this.size = segments.length;
-    this.segments = segments;
+    this.size = size;
+    this.segments = new ShmSegment[size];
+    this.segments[rank] = own;
+    this.store = store;
     this.transport = transport;
     this.arena = arena;
+    this.host = host;
     boolean oversubscribed = size > Runtime.getRuntime().availableProcessors();
     this.backoff = new Backoff(oversubscribed ? 10 : 200, 200, 20_000, 200_000);
   }
@@ -74,8 +97,112 @@ final class ProcessWindows implements SharedMemory {
     return segments[0].base + base + parity * 64L;
   }
 
+  /**
+   * Whether the windows run: at the first window, every rank reads every rank's entry in the store
+   * (waiting for it under the collective's deadline, so that a rank that never joined fails the
+   * collective naming it, as over TCP), maps the peers' segments, and tells the others whether it
+   * could; every rank then reaches the same verdict from the same answers.
+   */
+  private boolean ready(Tag tag, long deadline) {
+    Boolean u = usable;
+    if (u != null) {
+      return u;
+    }
+    List<String> entries = everyRank(SEGMENT_KEY, tag, deadline);
+    String problem = null;
+    for (int q = 0; q < size && problem == null; q++) {
+      String[] e = entries.get(q).split("\n", -1);
+      if (e.length != 3) {
+        problem = entries.get(q).startsWith("none: ") ? entries.get(q).substring(6) : "rank " + q + " published "
+            + "no segment";
+      } else if (!e[0].equals(host)) {
+        problem = "rank " + q + " is on another host (" + e[0] + ", not " + host + ")";
+      }
+    }
+    if (problem == null) {
+      problem = mapPeers(entries);
+      store.set(MAPPED_KEY + rank, (problem == null ? "ok" : problem).getBytes(StandardCharsets.UTF_8));
+      for (String answer : everyRank(MAPPED_KEY, tag, deadline)) {
+        if (problem == null && !answer.equals("ok")) {
+          problem = answer;
+        }
+      }
+    }
+    if (problem != null) {
+      segments[rank].unlink(); // nobody maps it any more
+      if (rank == 0) {
+        LOG.warn("shared memory between the group's processes is off, TCP carries everything: {}", problem);
+      }
+    }
+    usable = problem == null;
+    return usable;
+  }
+
+  /** Maps every peer's segment; the last rank to map one removes its file. Null, or what went wrong. */
+  private String mapPeers(List<String> entries) {
+    for (int q = 0; q < size; q++) {
+      if (q == rank) {
+        continue;
+      }
+      String[] e = entries.get(q).split("\n", -1);
+      try {
+        long bytes = Long.parseLong(e[2]);
+        java.nio.file.Path path = java.nio.file.Paths.get(e[1]);
+        if (!path.getFileName().toString().startsWith("nccl4j-" + transport.groupId() + "-")) {
+          return "rank " + q + " published " + path + ", which is not one of this group's segments";
+        }
+        segments[q] = ShmSegment.open(path, bytes);
+      } catch (java.io.IOException | RuntimeException x) {
+        return "rank " + rank + " cannot map rank " + q + "'s segment " + e[1] + ": " + x;
+      }
+      if (NativeMemory.getAndAddLong(segments[q].base + ShmSegment.MAPPED, 1) + 1 == size - 1) {
+        segments[q].unlink();
+      }
+    }
+    return null;
+  }
+
+  /** Every rank's value under {@code prefix}, waiting for them until {@code deadline}. */
+  private List<String> everyRank(String prefix, Tag tag, long deadline) {
+    List<String> keys = new ArrayList<>();
+    for (int q = 0; q < size; q++) {
+      keys.add(prefix + q);
+    }
+    // In slices, so that a failure, or a peer whose segment is mapped and whose process died, ends the wait.
+    while (true) {
+      long left = deadline - System.nanoTime();
+      try {
+        store.wait(keys, Duration.ofNanos(Math.max(1_000_000, Math.min(left, 100_000_000L))));
+        break;
+      } catch (StoreTimeoutException e) {
+        transport.checkFailed();
+        List<Integer> missing = new ArrayList<>();
+        for (int q = 0; q < size; q++) {
+          if (!store.check(List.of(keys.get(q)))) {
+            missing.add(q);
+            if (segments[q] != null && q != rank) {
+              checkAlive(q, "waiting for it to map the group's shared memory (" + tag + ")");
+            }
+          }
+        }
+        if (System.nanoTime() - deadline > 0) {
+          throw new TransportTimeoutException("waiting for rank" + (missing.size() == 1 ? " " + missing.get(0)
+              : "s " + missing) + " to join the group (" + tag + ")");
+        }
+      }
+    }
+    List<String> values = new ArrayList<>();
+    for (String k : keys) {
+      values.add(new String(store.get(k, Duration.ofSeconds(5)), StandardCharsets.UTF_8));
+    }
+    return values;
+  }
+
   @Override
   public Window openStaged(Tag tag, String algorithm, long src, long bytes, long deadline) {
+    if (!ready(tag, deadline)) {
+      return null;
+    }
     if (bytes > ShmSegment.STAGING_BYTES) {
       throw new IllegalArgumentException("a staged window holds at most " + ShmSegment.STAGING_BYTES + " bytes, not "
           + bytes);
@@ -87,6 +214,9 @@ final class ProcessWindows implements SharedMemory {
 
   @Override
   public Window open(Tag tag, String algorithm, long bytes, long deadline, long... addresses) {
+    if (!ready(tag, deadline)) {
+      return null;
+    }
     return enter(tag, algorithm, bytes, deadline, true, addresses);
   }
 
@@ -285,6 +415,9 @@ final class ProcessWindows implements SharedMemory {
    * records a failure.
    */
   void publishFailure(Failure f) {
+    if (!Boolean.TRUE.equals(usable)) {
+      return; // no window yet: TCP and the store carry it
+    }
     long area = segments[rank].base + ShmSegment.FAILURE;
     byte[] text = f.message.getBytes(StandardCharsets.UTF_8);
     int n = Math.min(text.length, ShmSegment.FAILURE_TEXT_MAX);
@@ -328,6 +461,16 @@ final class ProcessWindows implements SharedMemory {
   /** This rank leaves: peers waiting for it fail instead of waiting for their deadline. */
   void close() {
     segments[rank].markLeft();
+    if (!Boolean.TRUE.equals(usable)) {
+      segments[rank].unlink(); // peers that never mapped it will not now
+      try {
+        // Peers deciding at their first window hear it now, rather than at their deadline.
+        store.set(MAPPED_KEY + rank, ("rank " + rank + " left the group before its first window")
+            .getBytes(StandardCharsets.UTF_8));
+      } catch (RuntimeException e) {
+        // The store is gone too: the peers find out over TCP.
+      }
+    }
     segments[rank].closeChannel();
   }
 

@@ -35,7 +35,8 @@ final class ShmSegment {
   static final int FAILURE_WORD = 128; // rank 0's: 0, or 1 + the rank whose failure is recorded
   static final int ARRIVED = 192; // rank 0's: two counters, 64 bytes apart
   static final int LEFT = 320; // rank 0's: two counters, 64 bytes apart
-  static final int FAILURE = 448; // this rank's recorded failure: kind (4), root (4), length (4), text
+  static final int MAPPED = 448; // how many peers mapped this segment; the last removes its file
+  static final int FAILURE = 512; // this rank's recorded failure: kind (4), root (4), length (4), text
   static final int FAILURE_TEXT_MAX = 4096 - 12;
   static final int PUBLICATIONS = 4608; // two publications
   static final int PUBLICATION_BYTES = 2048;
