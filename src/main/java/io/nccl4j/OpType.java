@@ -21,7 +21,11 @@ public enum OpType {
   /** {@link ProcessGroup#barrier()}. */
   BARRIER("BARRIER"),
   /** Several operations enqueued together ({@link ProcessGroup#coalesce()}). */
-  COALESCED("COALESCED");
+  COALESCED("COALESCED"),
+  /** {@link ProcessGroup#gather(Tensor, Tensor, int)}: every rank's tensor to the root (appended: the TCP wire carries ordinals). */
+  GATHER("GATHER"),
+  /** {@link ProcessGroup#scatter(Tensor, Tensor, int)}: block r of the root's tensor to rank r. */
+  SCATTER("SCATTER");
 
   private final String torchName;
 

@@ -36,6 +36,8 @@ import java.util.function.Supplier;
 public final class ProcessGroup implements AutoCloseable {
   private final Backend backend;
   private final Checks checks;
+  /** The list and uneven forms, built from this group's own operations. */
+  private final ListCollectives lists;
   private final FlightRecorderDumps dumps;
   /** What completing an operation needs; kept apart from the fields callers write (see there). */
   private final OperationCompleter completer;
@@ -51,6 +53,7 @@ public final class ProcessGroup implements AutoCloseable {
   private ProcessGroup(Backend backend) {
     this.backend = Objects.requireNonNull(backend, "backend");
     this.checks = new Checks(backend.rank(), backend.size(), backend.device());
+    this.lists = new ListCollectives(this, new ListChecks(checks));
     this.dumps = FlightRecorderDumps.fromEnvironment(backend.rank(), backend.size(), backend.name());
     this.completer = new OperationCompleter(backend, dumps);
     this.validation = new CrossRankValidation(backend, dumps);
@@ -413,6 +416,132 @@ public final class ProcessGroup implements AutoCloseable {
   /** Collective, blocking. */
   public void barrier() {
     blocking(this::barrierAsync);
+  }
+
+  // ------------------------------------------------------------ Gather / Scatter
+
+  /**
+   * Collective, as {@code gather} into one tensor: the root's {@code output} (size × q elements)
+   * becomes every rank's {@code input} (q elements) in rank order; other ranks pass null for
+   * {@code output}. In place when {@code input} is block {@code root} of {@code output}.
+   */
+  public Work gatherIntoTensorAsync(Tensor output, Tensor input, int root) {
+    synchronized (this) {
+      ensureOpen();
+      checks.gather(input, output, root);
+      return submit(Operation.gather(input, output, root));
+    }
+  }
+
+  /** Collective, blocking. See {@link #gatherIntoTensorAsync}. */
+  public void gatherIntoTensor(Tensor output, Tensor input, int root) {
+    blocking(() -> gatherIntoTensorAsync(output, input, root));
+  }
+
+  /**
+   * Collective, as {@code gather}: on the root, {@code gatherList} (size tensors, each like
+   * {@code tensor}) receives every rank's {@code tensor}, entry r rank r's; other ranks pass null or
+   * an empty list. Runs as {@link #gatherIntoTensorAsync} into a temporary on the root, copied into
+   * the list when it completes (see {@link ListCollectives}).
+   */
+  public Work gatherAsync(Tensor tensor, java.util.List<Tensor> gatherList, int root) {
+    return lists.gather(tensor, gatherList, root);
+  }
+
+  /** Collective, blocking. See {@link #gatherAsync}. */
+  public void gather(Tensor tensor, java.util.List<Tensor> gatherList, int root) {
+    gatherAsync(tensor, gatherList, root).waitFor();
+  }
+
+  /**
+   * Collective, scatter from one tensor: every rank's {@code output} (q elements) becomes block r of
+   * the root's {@code input} (size × q elements); other ranks pass null for {@code input}. In place
+   * when {@code output} is block {@code root} of {@code input}.
+   */
+  public Work scatterTensorAsync(Tensor output, Tensor input, int root) {
+    synchronized (this) {
+      ensureOpen();
+      checks.scatter(output, input, root);
+      return submit(Operation.scatter(output, input, root));
+    }
+  }
+
+  /** Collective, blocking. See {@link #scatterTensorAsync}. */
+  public void scatterTensor(Tensor output, Tensor input, int root) {
+    blocking(() -> scatterTensorAsync(output, input, root));
+  }
+
+  /**
+   * Collective, as {@code scatter}: every rank's {@code tensor} becomes entry r of the root's
+   * {@code scatterList} (size tensors, each like {@code tensor}); other ranks pass null or an empty
+   * list. The list is copied into a temporary on the root, then scattered as {@link #scatterTensorAsync}.
+   */
+  public Work scatterAsync(Tensor tensor, java.util.List<Tensor> scatterList, int root) {
+    return lists.scatter(tensor, scatterList, root);
+  }
+
+  /** Collective, blocking. See {@link #scatterAsync}. */
+  public void scatter(Tensor tensor, java.util.List<Tensor> scatterList, int root) {
+    scatterAsync(tensor, scatterList, root).waitFor();
+  }
+
+  // ------------------------------------------------------------ List forms (ListCollectives)
+
+  /**
+   * Collective, as {@code all_gather}: entry r of {@code tensorList} (size tensors of
+   * {@code tensor}'s dtype) becomes rank r's {@code tensor}. Entries may differ in size (rank r's
+   * entry r as long as its {@code tensor}): then it runs as coalesced broadcasts, rank i
+   * broadcasting entry i; with equal sizes as {@link #allGatherIntoTensorAsync} into a temporary,
+   * copied into the list when it completes.
+   */
+  public Work allGatherAsync(java.util.List<Tensor> tensorList, Tensor tensor) {
+    return lists.allGather(tensorList, tensor);
+  }
+
+  /** Collective, blocking. See {@link #allGatherAsync}. */
+  public void allGather(java.util.List<Tensor> tensorList, Tensor tensor) {
+    allGatherAsync(tensorList, tensor).waitFor();
+  }
+
+  /**
+   * Collective, as {@code reduce_scatter}: rank r's {@code output} becomes op over every rank's
+   * entry r of {@code inputList} (size tensors of {@code output}'s dtype; entry r as long as rank
+   * r's output). Entries may differ in size: then it runs as coalesced reduces, entry i reduced to
+   * rank i; with equal sizes as {@link #reduceScatterTensorAsync} from a temporary. Inputs are left
+   * unchanged.
+   */
+  public Work reduceScatterAsync(Tensor output, java.util.List<Tensor> inputList, ReduceOp op) {
+    return lists.reduceScatter(output, inputList, op);
+  }
+
+  /** Collective, blocking. See {@link #reduceScatterAsync}. */
+  public void reduceScatter(Tensor output, java.util.List<Tensor> inputList, ReduceOp op) {
+    reduceScatterAsync(output, inputList, op).waitFor();
+  }
+
+  /**
+   * Collective, as {@code all_to_all}: rank i's entry j of {@code inputList} becomes rank j's entry i
+   * of {@code outputList} (size tensors each, one dtype; the sizes each pair uses must agree). Runs
+   * as {@link #allToAllSingleAsync} with the entries' sizes as splits, through temporaries.
+   */
+  public Work allToAllAsync(java.util.List<Tensor> outputList, java.util.List<Tensor> inputList) {
+    return lists.allToAll(outputList, inputList);
+  }
+
+  /** Collective, blocking. See {@link #allToAllAsync}. */
+  public void allToAll(java.util.List<Tensor> outputList, java.util.List<Tensor> inputList) {
+    allToAllAsync(outputList, inputList).waitFor();
+  }
+
+  /**
+   * Point-to-point, as {@code batch_isend_irecv}: issues every operation as one coalesced group
+   * ({@link #coalesce()}) and returns their Works, in order, which complete together. Every
+   * operation is checked before the first is issued; an empty list issues nothing.
+   *
+   * @throws IllegalStateException if a coalesced group is already open
+   */
+  public java.util.List<Work> batchIsendIrecv(java.util.List<P2POp> ops) {
+    return lists.batch(ops);
   }
 
   // ------------------------------------------------------------ Groups
