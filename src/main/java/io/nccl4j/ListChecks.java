@@ -27,6 +27,14 @@ final class ListChecks {
     rooted(list, root, "gather", "output", "gather_list", "destination", input);
   }
 
+  /**
+   * scatter_object_list on the source: as a scatter list, checked before the first of its
+   * collectives so that a wrong list fails on the source alone, not after its peers went ahead.
+   */
+  void scatterObjects(List<?> objects, int root) {
+    rooted(objects, root, "scatter", "input", "scatter_list", "source", null);
+  }
+
   /** scatter from a list: as {@link #gather}, each entry like {@code output}. */
   void scatter(Tensor output, List<Tensor> list, int root) {
     checks.tensor(output, "output");
@@ -104,7 +112,8 @@ final class ListChecks {
     }
   }
 
-  private void rooted(List<Tensor> list, int root, String op, String side, String arg, String role, Tensor like) {
+  /** {@code like} null: the entries are not tensors, and only the list's presence and length are checked. */
+  private void rooted(List<?> list, int root, String op, String side, String arg, String role, Tensor like) {
     String prefix = "ProcessGroupNCCL::" + op + ": ";
     checks.rootRank(root, prefix);
     boolean given = list != null && !list.isEmpty();
@@ -125,8 +134,8 @@ final class ListChecks {
       throw new UsageException(prefix + "Incorrect " + side + " list size " + list.size() + ". " + cap
           + " list size should be " + worldSize + ", same as size of the process group.", "rank " + rank);
     }
-    for (int i = 0; i < list.size(); i++) {
-      Tensor t = list.get(i);
+    for (int i = 0; like != null && i < list.size(); i++) {
+      Tensor t = (Tensor) list.get(i);
       checks.tensor(t, arg + "[" + i + "]");
       if (t.dtype() != like.dtype()) {
         throw new UsageException(prefix + "invalid tensor type at index " + i + " (expected " + typeName(like)

@@ -22,9 +22,12 @@ public enum OpType {
   BARRIER("BARRIER"),
   /** Several operations enqueued together ({@link ProcessGroup#coalesce()}). */
   COALESCED("COALESCED"),
-  /** {@link ProcessGroup#gather(Tensor, Tensor, int)}: every rank's tensor to the root (appended: the TCP wire carries ordinals). */
+  /**
+   * {@link ProcessGroup#gatherIntoTensor} (and the list form): every rank's tensor to the root.
+   * Appended after COALESCED because the TCP wire carries ordinals.
+   */
   GATHER("GATHER"),
-  /** {@link ProcessGroup#scatter(Tensor, Tensor, int)}: block r of the root's tensor to rank r. */
+  /** {@link ProcessGroup#scatterTensor} (and the list form): block r of the root's tensor to rank r. */
   SCATTER("SCATTER");
 
   private final String torchName;

@@ -11,10 +11,12 @@ import java.time.Duration;
 import java.util.Objects;
 import java.util.function.Supplier;
 
-// Over 400 lines because it is the whole user-facing API of a group: about forty public methods,
-// each documented. Its mechanisms live apart: Operation (the arguments of a call),
+// Over 400 lines because it is the whole user-facing API of a group: about seventy public methods,
+// each documented, each a few lines. Its mechanisms live apart: Operation (the arguments of a call),
 // InFlightOperation (the one object per call), OperationCompleter (observers and completion),
-// CrossRankValidation, CoalescedOps, FlightRecorderDumps and Checks.
+// CrossRankValidation, CoalescedOps, FlightRecorderDumps and Checks; the list and uneven forms in
+// ListCollectives (ListChecks), the object collectives in ObjectCollectives, the monitored barrier
+// in MonitoredBarrier, each behind a one-line entry point here.
 
 /**
  * One rank's view of a group of ranks, with PyTorch ProcessGroup semantics, over any backend.
@@ -38,6 +40,8 @@ public final class ProcessGroup implements AutoCloseable {
   private final Checks checks;
   /** The list and uneven forms, built from this group's own operations. */
   private final ListCollectives lists;
+  private final ObjectCollectives objects;
+  private final MonitoredBarrier monitoredBarrier;
   private final FlightRecorderDumps dumps;
   /** What completing an operation needs; kept apart from the fields callers write (see there). */
   private final OperationCompleter completer;
@@ -53,10 +57,13 @@ public final class ProcessGroup implements AutoCloseable {
   private ProcessGroup(Backend backend) {
     this.backend = Objects.requireNonNull(backend, "backend");
     this.checks = new Checks(backend.rank(), backend.size(), backend.device());
-    this.lists = new ListCollectives(this, new ListChecks(checks));
+    ListChecks listChecks = new ListChecks(checks);
+    this.lists = new ListCollectives(this, listChecks);
+    this.objects = new ObjectCollectives(this, listChecks);
     this.dumps = FlightRecorderDumps.fromEnvironment(backend.rank(), backend.size(), backend.name());
     this.completer = new OperationCompleter(backend, dumps);
     this.validation = new CrossRankValidation(backend, dumps);
+    this.monitoredBarrier = new MonitoredBarrier(this, validation::store);
     if (dumps.recorder() != null) {
       completer.addObserver(dumps.recorder());
     }
@@ -542,6 +549,62 @@ public final class ProcessGroup implements AutoCloseable {
    */
   public java.util.List<Work> batchIsendIrecv(java.util.List<P2POp> ops) {
     return lists.batch(ops);
+  }
+
+  // ------------------------------------------------------------ Monitored barrier (MonitoredBarrier)
+
+  /**
+   * Collective, as {@code monitored_barrier}: returns once every rank has entered it; if some have
+   * not within {@code timeout}, rank 0 throws a {@link CollectiveTimeoutException} naming the first
+   * missing rank ("[Rank 0]: Rank 2 failed to pass monitoredBarrier in 1000 ms"), or with
+   * {@code waitAllRanks} all of them ("[Rank 0]: Ranks 2, 3 failed to pass …"), and the ranks that
+   * arrived throw too, pointing at rank 0. Goes through the group's store (the one
+   * {@link #setValidation} was given), not the backend: it is not numbered, and a failed one leaves
+   * the group usable (see {@link MonitoredBarrier}). Every rank must call it in the same order.
+   *
+   * @throws IllegalStateException if the group has no store
+   */
+  public void monitoredBarrier(Duration timeout, boolean waitAllRanks) {
+    ensureOpen();
+    monitoredBarrier.run(timeout, waitAllRanks);
+  }
+
+  /** Collective: {@link #monitoredBarrier(Duration, boolean)} with the group's timeout, naming the first missing rank. */
+  public void monitoredBarrier() {
+    monitoredBarrier(timeout(), false);
+  }
+
+  // ------------------------------------------------------------ Objects (ObjectCollectives)
+
+  /**
+   * Collective, as {@code broadcast_object_list}: returns the source's {@code objects}, decoded on
+   * every other rank. Every rank passes a list of the same length (other ranks' entries are ignored
+   * and may be null). Lengths travel first, then the bytes; a length a peer announces above
+   * {@code codec.maxEncodedBytes()} is refused before anything is allocated for it.
+   */
+  public <T> java.util.List<T> broadcastObjectList(java.util.List<T> objects, int src, ObjectCodec<T> codec) {
+    return this.objects.broadcast(objects, src, codec);
+  }
+
+  /** Collective, as {@code all_gather_object}: every rank's {@code obj}, by rank, decoded on every rank. */
+  public <T> java.util.List<T> allGatherObject(T obj, ObjectCodec<T> codec) {
+    return objects.allGather(obj, codec);
+  }
+
+  /**
+   * Collective, as {@code gather_object}: every rank's {@code obj}, by rank, on {@code dst}; an empty
+   * list on other ranks.
+   */
+  public <T> java.util.List<T> gatherObject(T obj, int dst, ObjectCodec<T> codec) {
+    return objects.gather(obj, dst, codec);
+  }
+
+  /**
+   * Collective, as {@code scatter_object_list}: returns entry {@code rank()} of the source's
+   * {@code objects} (size entries); other ranks' lists are ignored and may be null.
+   */
+  public <T> T scatterObjectList(java.util.List<T> objects, int src, ObjectCodec<T> codec) {
+    return this.objects.scatter(objects, src, codec);
   }
 
   // ------------------------------------------------------------ Groups
