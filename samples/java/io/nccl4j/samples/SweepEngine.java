@@ -78,7 +78,7 @@ final class SweepEngine {
           for (int i = 0; i < checks; i++) {
             SweepData.fill(pg, input, c, t, op);
             c.call(pg, op, root, input, output).waitFor();
-            wrong[mode] += SweepData.countWrong(output, expected, t, op, p);
+            wrong[mode] += SweepData.countWrong(c.checked(output, input, p, pg.rank(), root), expected, t, op, p);
           }
         }
       }
