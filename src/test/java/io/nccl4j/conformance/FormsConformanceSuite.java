@@ -15,7 +15,8 @@ import org.junit.jupiter.api.TestFactory;
 /**
  * The conformance suite's second half: the rooted and list forms (gather and scatter, flat and of
  * lists; all-gather into a list and reduce-scatter from a list, even and uneven; all-to-all of
- * lists; batches of point-to-point operations) on the same matrix, backends and oracle as
+ * lists; batches of point-to-point operations; the object collectives and the monitored barrier,
+ * per world size) on the same matrix, backends and oracle as
  * {@link ConformanceSuite}, whose backends extend this class. Every element of every rank's input
  * has a distinct known value (rank, index); expected results are built from those values alone.
  * Uneven forms give rank r a share of n + r elements.
@@ -325,5 +326,53 @@ public abstract class FormsConformanceSuite extends ConformanceSuite {
       }
       return failures;
     })));
+  }
+
+  // ------------------------------------------------------------------ Objects and the monitored barrier
+
+  /** Rank r's object: distinct and r + 2 characters long, one of them outside ASCII. */
+  private static String object(int r) {
+    return "é" + "r".repeat(r) + r;
+  }
+
+  @TestFactory
+  Stream<DynamicNode> objectCollectivesAndMonitoredBarrier() {
+    List<DynamicNode> tests = new ArrayList<>();
+    for (int p : worldSizes()) {
+      tests.add(org.junit.jupiter.api.DynamicTest.dynamicTest("world size " + p, () -> {
+        List<String> expected = new ArrayList<>();
+        for (int r = 0; r < p; r++) {
+          expected.add(object(r));
+        }
+        int root = p - 1;
+        List<String> failures = flatten(runner().call(p, pg -> {
+          List<String> f = new ArrayList<>();
+          int r = pg.rank();
+          io.nccl4j.ObjectCodec<String> utf8 = io.nccl4j.ObjectCodec.utf8();
+          pg.monitoredBarrier();
+          List<String> all = pg.allGatherObject(object(r), utf8);
+          if (!all.equals(expected)) {
+            f.add("rank " + r + " allGatherObject: expected " + expected + ", got " + all);
+          }
+          List<String> gathered = pg.gatherObject(object(r), root, utf8);
+          if (!gathered.equals(r == root ? expected : List.of())) {
+            f.add("rank " + r + " gatherObject: got " + gathered);
+          }
+          List<String> sent = r == root ? expected : java.util.Collections.nCopies(p, null);
+          List<String> broadcast = pg.broadcastObjectList(sent, root, utf8);
+          if (!broadcast.equals(expected)) {
+            f.add("rank " + r + " broadcastObjectList: got " + broadcast);
+          }
+          String mine = pg.scatterObjectList(r == root ? expected : null, root, utf8);
+          if (!mine.equals(object(r))) {
+            f.add("rank " + r + " scatterObjectList: expected " + object(r) + ", got " + mine);
+          }
+          pg.monitoredBarrier(java.time.Duration.ofSeconds(60), true);
+          return f;
+        }));
+        org.assertj.core.api.Assertions.assertThat(failures).as("objects, world size %d", p).isEmpty();
+      }));
+    }
+    return tests.stream();
   }
 }
