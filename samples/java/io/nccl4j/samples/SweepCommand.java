@@ -35,7 +35,8 @@ final class SweepCommand implements Callable<Integer> {
   GroupOption group = new GroupOption();
 
   @Option(names = "--op", defaultValue = "allreduce",
-      description = "allreduce, reducescatter, allgather, broadcast, reduce, alltoall, sendrecv. Default: ${DEFAULT-VALUE}.")
+      description = {"allreduce, reducescatter, allgather, broadcast, reduce, alltoall, sendrecv, gather, scatter,",
+          "allgatherv, reducescatterv (uneven: rank r's share of S is (r+1)/(1+2+…+p)). Default: ${DEFAULT-VALUE}."})
   String op;
 
   @Option(names = {"-b", "--minbytes"}, defaultValue = "1K", description = "Smallest size S. Default: ${DEFAULT-VALUE}.")
@@ -62,7 +63,7 @@ final class SweepCommand implements Callable<Integer> {
   @Option(names = {"-o", "--redop"}, defaultValue = "sum", description = "sum, prod, min, max, avg. Default: ${DEFAULT-VALUE}.")
   String redop;
 
-  @Option(names = {"-r", "--root"}, defaultValue = "0", description = "Root of broadcast and reduce. Default: ${DEFAULT-VALUE}.")
+  @Option(names = {"-r", "--root"}, defaultValue = "0", description = "Root of broadcast, reduce, gather and scatter. Default: ${DEFAULT-VALUE}.")
   int root;
 
   @Option(names = {"-z", "--blocking"}, defaultValue = "0", paramLabel = "0|1",

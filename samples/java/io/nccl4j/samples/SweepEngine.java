@@ -84,7 +84,7 @@ final class SweepEngine {
             Work w = c.call(pg, op, root, input, output);
             w.waitFor();
             algorithms[mode] = algorithm(w);
-            wrong[mode] += SweepData.countWrong(output, expected, t, op, p);
+            wrong[mode] += SweepData.countWrong(c.checked(output, input, p, pg.rank(), root), expected, t, op, p);
           }
         }
       }

@@ -70,6 +70,14 @@ interface SweepOp {
   /** Rank r's expected output element i, for {@code n} elements in S. */
   double expected(DType t, ReduceOp op, int p, int r, int root, long n, long i);
 
+  /**
+   * What the checked iterations compare with {@link #expected}: the output, or what stands for it
+   * where a rank's output is not all written (a non-root's untouched input, an uneven share).
+   */
+  default Tensor checked(Tensor output, Tensor input, int p, int rank, int root) {
+    return output;
+  }
+
   /** The call, asynchronous. */
   Work call(ProcessGroup pg, ReduceOp op, int root, Tensor in, Tensor out);
 

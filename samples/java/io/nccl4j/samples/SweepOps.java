@@ -15,9 +15,13 @@ final class SweepOps {
   static final SweepOp REDUCE = new SweepReduce();
   static final SweepOp ALLTOALL = new SweepAllToAll();
   static final SweepOp SENDRECV = new SweepSendRecv();
+  static final SweepOp GATHER = new SweepGather();
+  static final SweepOp SCATTER = new SweepScatter();
+  static final SweepOp ALLGATHERV = new SweepAllGatherV();
+  static final SweepOp REDUCESCATTERV = new SweepReduceScatterV();
 
   private static final List<SweepOp> ALL = List.of(ALLREDUCE, REDUCESCATTER, ALLGATHER, BROADCAST, REDUCE, ALLTOALL,
-      SENDRECV);
+      SENDRECV, GATHER, SCATTER, ALLGATHERV, REDUCESCATTERV);
 
   private SweepOps() {}
 

@@ -134,6 +134,60 @@ public final class Checks {
   }
 
   /**
+   * gather into one tensor: {@code output} (size × input elements, rank-major) on the root only,
+   * null elsewhere; in place when {@code input} is block {@code root} of it.
+   */
+  public void gather(Tensor input, Tensor output, int root) {
+    tensor(input, "input");
+    rootRank(root, "ProcessGroupNCCL::gather: ");
+    if (rank != root) {
+      notOnNonRoot(output, "Argument ``gather_list`` must NOT be specified on non-destination ranks.", root);
+      return;
+    }
+    onRoot(output, "Argument ``gather_list`` must be specified on destination rank.", input.count());
+    allGather(output, input);
+  }
+
+  /**
+   * scatter from one tensor: {@code input} (size × output elements, rank-major) on the root only,
+   * null elsewhere; in place when {@code output} is block {@code root} of it.
+   */
+  public void scatter(Tensor output, Tensor input, int root) {
+    tensor(output, "output");
+    rootRank(root, "ProcessGroupNCCL::scatter: ");
+    if (rank != root) {
+      notOnNonRoot(input, "Argument ``scatter_list`` must NOT be specified on non-source ranks.", root);
+      return;
+    }
+    onRoot(input, "Argument ``scatter_list`` must be specified on source rank.", output.count());
+    tensor(input, "input");
+    if (input.dtype() != output.dtype()) {
+      throw new UsageException("input tensor must be the same type as the output tensor.",
+          "input: " + input.dtype() + ", output: " + output.dtype());
+    }
+    String sizes = "input tensor must be the same size as output size times world size";
+    if (input.count() != timesWorld(output, "output", sizes)) {
+      throw new UsageException(sizes, "input: " + input.count() + " elements, output: " + output.count()
+          + " elements × world size " + worldSize + " = " + output.count() * worldSize);
+    }
+    inPlaceOffset(output, input, "output", "input", "scatter in place needs recvbuff == sendbuff + root·recvcount");
+  }
+
+  private void notOnNonRoot(Tensor t, String message, int root) {
+    if (t != null) {
+      throw new UsageException(message, "rank " + rank + " is not the root (rank " + root + "); expected null, got "
+          + t.describe());
+    }
+  }
+
+  private void onRoot(Tensor t, String message, long perRank) {
+    if (t == null) {
+      throw new UsageException(message, "rank " + rank + " is the root; expected a tensor of world size "
+          + worldSize + " × " + perRank + " elements, got null");
+    }
+  }
+
+  /**
    * Send: {@code tensor} is an open tensor on this group's device and {@code dst} a rank of the group
    * other than this one.
    */
@@ -178,7 +232,8 @@ public final class Checks {
     return worldSize;
   }
 
-  private void tensor(Tensor t, String name) {
+  /** The tensor is open and on this group's device (for {@link ListChecks} too). */
+  void tensor(Tensor t, String name) {
     if (t == null) {
       throw new UsageException("Expected a tensor for '" + name + "'", "got null");
     }
@@ -197,8 +252,13 @@ public final class Checks {
   }
 
   private void rootRank(int root) {
+    rootRank(root, "");
+  }
+
+  /** PyTorch's assertRootRank, its message after {@code prefix} (the backend's, as ProcessGroupNCCL::gather's). */
+  void rootRank(int root, String prefix) {
     if (root < 0 || root >= worldSize) {
-      throw new UsageException("invalid root rank: " + root, "valid ranks are 0.." + (worldSize - 1));
+      throw new UsageException(prefix + "invalid root rank: " + root, "valid ranks are 0.." + (worldSize - 1));
     }
   }
 

@@ -66,6 +66,11 @@ final class CrossRankValidation {
     }
   }
 
+  /** The store every rank of the group shares, once {@link #set} gave one; else null. */
+  Store store() {
+    return store;
+  }
+
   void validate(Collective c) {
     Validation m = mode;
     if (m == Validation.OFF || c.op().isPointToPoint()) {

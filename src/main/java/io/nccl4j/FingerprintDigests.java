@@ -96,8 +96,8 @@ final class FingerprintDigests implements AutoCloseable {
     int f = (int) (s % FIELDS);
     fieldSeqs[f] = s;
     ops[f] = c.op();
-    Collective.Buffer in = c.input();
-    Collective.Buffer out = c.output();
+    Collective.Buffer in = Fingerprint.comparedInput(c);
+    Collective.Buffer out = Fingerprint.comparedOutput(c);
     inCounts[f] = in == null ? 0 : in.count();
     inTypes[f] = in == null ? null : in.dtype();
     inDevices[f] = in == null ? null : in.device();
@@ -113,8 +113,8 @@ final class FingerprintDigests implements AutoCloseable {
   static long hash(Collective c) {
     boolean allToAll = c.op() == OpType.ALLTOALL;
     long h = mix(c.seq() * 0x9E3779B97F4A7C15L + c.op().ordinal());
-    h = mix(h ^ buffer(c.input(), allToAll));
-    h = mix(h ^ buffer(c.output(), allToAll));
+    h = mix(h ^ buffer(Fingerprint.comparedInput(c), allToAll));
+    h = mix(h ^ buffer(Fingerprint.comparedOutput(c), allToAll));
     ReduceOp op = c.reduceOp();
     h = mix(h ^ (op == null ? -1 : op.kind().ordinal() * 0x100000001B3L ^ Double.doubleToLongBits(op.scalar())));
     return mix(h ^ c.peer());

@@ -21,7 +21,14 @@ public enum OpType {
   /** {@link ProcessGroup#barrier()}. */
   BARRIER("BARRIER"),
   /** Several operations enqueued together ({@link ProcessGroup#coalesce()}). */
-  COALESCED("COALESCED");
+  COALESCED("COALESCED"),
+  /**
+   * {@link ProcessGroup#gatherIntoTensor} (and the list form): every rank's tensor to the root.
+   * Appended after COALESCED because the TCP wire carries ordinals.
+   */
+  GATHER("GATHER"),
+  /** {@link ProcessGroup#scatterTensor} (and the list form): block r of the root's tensor to rank r. */
+  SCATTER("SCATTER");
 
   private final String torchName;
 

@@ -39,6 +39,16 @@ record Operation(OpType op, Tensor input, Tensor output, ReduceOp reduceOp, int 
     return new Operation(OpType.ALLTOALL, input, output, null, -1, inputSplits, outputSplits);
   }
 
+  /** {@code output} is the root's flat result (size × input elements), null on other ranks. */
+  static Operation gather(Tensor input, Tensor output, int root) {
+    return new Operation(OpType.GATHER, input, output, null, root, null, null);
+  }
+
+  /** {@code input} is the root's flat source (size × output elements), null on other ranks. */
+  static Operation scatter(Tensor output, Tensor input, int root) {
+    return new Operation(OpType.SCATTER, input, output, null, root, null, null);
+  }
+
   static Operation send(Tensor tensor, int dst) {
     return new Operation(OpType.SEND, tensor, null, null, dst, null, null);
   }

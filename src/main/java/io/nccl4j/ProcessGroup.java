@@ -11,10 +11,12 @@ import java.time.Duration;
 import java.util.Objects;
 import java.util.function.Supplier;
 
-// Over 400 lines because it is the whole user-facing API of a group: about forty public methods,
-// each documented. Its mechanisms live apart: Operation (the arguments of a call),
+// Over 400 lines because it is the whole user-facing API of a group: about seventy public methods,
+// each documented, each a few lines. Its mechanisms live apart: Operation (the arguments of a call),
 // InFlightOperation (the one object per call), OperationCompleter (observers and completion),
-// CrossRankValidation, CoalescedOps, FlightRecorderDumps and Checks.
+// CrossRankValidation, CoalescedOps, FlightRecorderDumps and Checks; the list and uneven forms in
+// ListCollectives (ListChecks), the object collectives in ObjectCollectives, the monitored barrier
+// in MonitoredBarrier, each behind a one-line entry point here.
 
 /**
  * One rank's view of a group of ranks, with PyTorch ProcessGroup semantics, over any backend.
@@ -36,6 +38,10 @@ import java.util.function.Supplier;
 public final class ProcessGroup implements AutoCloseable {
   private final Backend backend;
   private final Checks checks;
+  /** The list and uneven forms, built from this group's own operations. */
+  private final ListCollectives lists;
+  private final ObjectCollectives objects;
+  private final MonitoredBarrier monitoredBarrier;
   private final FlightRecorderDumps dumps;
   /** What completing an operation needs; kept apart from the fields callers write (see there). */
   private final OperationCompleter completer;
@@ -54,9 +60,13 @@ public final class ProcessGroup implements AutoCloseable {
     this.backend = Objects.requireNonNull(backend, "backend");
     this.groups = groups;
     this.checks = new Checks(backend.rank(), backend.size(), backend.device());
+    ListChecks listChecks = new ListChecks(checks);
+    this.lists = new ListCollectives(this, listChecks);
+    this.objects = new ObjectCollectives(this, listChecks);
     this.dumps = FlightRecorderDumps.fromEnvironment(backend.rank(), backend.size(), backend.name());
     this.completer = new OperationCompleter(backend, dumps);
     this.validation = new CrossRankValidation(backend, dumps);
+    this.monitoredBarrier = new MonitoredBarrier(this, validation::store);
     if (dumps.recorder() != null) {
       completer.addObserver(dumps.recorder());
     }
@@ -419,6 +429,188 @@ public final class ProcessGroup implements AutoCloseable {
   /** Collective, blocking. */
   public void barrier() {
     blocking(this::barrierAsync);
+  }
+
+  // ------------------------------------------------------------ Gather / Scatter
+
+  /**
+   * Collective, as {@code gather} into one tensor: the root's {@code output} (size × q elements)
+   * becomes every rank's {@code input} (q elements) in rank order; other ranks pass null for
+   * {@code output}. In place when {@code input} is block {@code root} of {@code output}.
+   */
+  public Work gatherIntoTensorAsync(Tensor output, Tensor input, int root) {
+    synchronized (this) {
+      ensureOpen();
+      checks.gather(input, output, root);
+      return submit(Operation.gather(input, output, root));
+    }
+  }
+
+  /** Collective, blocking. See {@link #gatherIntoTensorAsync}. */
+  public void gatherIntoTensor(Tensor output, Tensor input, int root) {
+    blocking(() -> gatherIntoTensorAsync(output, input, root));
+  }
+
+  /**
+   * Collective, as {@code gather}: on the root, {@code gatherList} (size tensors, each like
+   * {@code tensor}) receives every rank's {@code tensor}, entry r rank r's; other ranks pass null or
+   * an empty list. Runs as {@link #gatherIntoTensorAsync} into a temporary on the root, copied into
+   * the list when it completes (see {@link ListCollectives}).
+   */
+  public Work gatherAsync(Tensor tensor, java.util.List<Tensor> gatherList, int root) {
+    return lists.gather(tensor, gatherList, root);
+  }
+
+  /** Collective, blocking. See {@link #gatherAsync}. */
+  public void gather(Tensor tensor, java.util.List<Tensor> gatherList, int root) {
+    gatherAsync(tensor, gatherList, root).waitFor();
+  }
+
+  /**
+   * Collective, scatter from one tensor: every rank's {@code output} (q elements) becomes block r of
+   * the root's {@code input} (size × q elements); other ranks pass null for {@code input}. In place
+   * when {@code output} is block {@code root} of {@code input}.
+   */
+  public Work scatterTensorAsync(Tensor output, Tensor input, int root) {
+    synchronized (this) {
+      ensureOpen();
+      checks.scatter(output, input, root);
+      return submit(Operation.scatter(output, input, root));
+    }
+  }
+
+  /** Collective, blocking. See {@link #scatterTensorAsync}. */
+  public void scatterTensor(Tensor output, Tensor input, int root) {
+    blocking(() -> scatterTensorAsync(output, input, root));
+  }
+
+  /**
+   * Collective, as {@code scatter}: every rank's {@code tensor} becomes entry r of the root's
+   * {@code scatterList} (size tensors, each like {@code tensor}); other ranks pass null or an empty
+   * list. The list is copied into a temporary on the root, then scattered as {@link #scatterTensorAsync}.
+   */
+  public Work scatterAsync(Tensor tensor, java.util.List<Tensor> scatterList, int root) {
+    return lists.scatter(tensor, scatterList, root);
+  }
+
+  /** Collective, blocking. See {@link #scatterAsync}. */
+  public void scatter(Tensor tensor, java.util.List<Tensor> scatterList, int root) {
+    scatterAsync(tensor, scatterList, root).waitFor();
+  }
+
+  // ------------------------------------------------------------ List forms (ListCollectives)
+
+  /**
+   * Collective, as {@code all_gather}: entry r of {@code tensorList} (size tensors of
+   * {@code tensor}'s dtype) becomes rank r's {@code tensor}. Entries may differ in size (rank r's
+   * entry r as long as its {@code tensor}): then it runs as coalesced broadcasts, rank i
+   * broadcasting entry i; with equal sizes as {@link #allGatherIntoTensorAsync} into a temporary,
+   * copied into the list when it completes.
+   */
+  public Work allGatherAsync(java.util.List<Tensor> tensorList, Tensor tensor) {
+    return lists.allGather(tensorList, tensor);
+  }
+
+  /** Collective, blocking. See {@link #allGatherAsync}. */
+  public void allGather(java.util.List<Tensor> tensorList, Tensor tensor) {
+    allGatherAsync(tensorList, tensor).waitFor();
+  }
+
+  /**
+   * Collective, as {@code reduce_scatter}: rank r's {@code output} becomes op over every rank's
+   * entry r of {@code inputList} (size tensors of {@code output}'s dtype; entry r as long as rank
+   * r's output). Entries may differ in size: then it runs as coalesced reduces, entry i reduced to
+   * rank i; with equal sizes as {@link #reduceScatterTensorAsync} from a temporary. Inputs are left
+   * unchanged.
+   */
+  public Work reduceScatterAsync(Tensor output, java.util.List<Tensor> inputList, ReduceOp op) {
+    return lists.reduceScatter(output, inputList, op);
+  }
+
+  /** Collective, blocking. See {@link #reduceScatterAsync}. */
+  public void reduceScatter(Tensor output, java.util.List<Tensor> inputList, ReduceOp op) {
+    reduceScatterAsync(output, inputList, op).waitFor();
+  }
+
+  /**
+   * Collective, as {@code all_to_all}: rank i's entry j of {@code inputList} becomes rank j's entry i
+   * of {@code outputList} (size tensors each, one dtype; the sizes each pair uses must agree). Runs
+   * as {@link #allToAllSingleAsync} with the entries' sizes as splits, through temporaries.
+   */
+  public Work allToAllAsync(java.util.List<Tensor> outputList, java.util.List<Tensor> inputList) {
+    return lists.allToAll(outputList, inputList);
+  }
+
+  /** Collective, blocking. See {@link #allToAllAsync}. */
+  public void allToAll(java.util.List<Tensor> outputList, java.util.List<Tensor> inputList) {
+    allToAllAsync(outputList, inputList).waitFor();
+  }
+
+  /**
+   * Point-to-point, as {@code batch_isend_irecv}: issues every operation as one coalesced group
+   * ({@link #coalesce()}) and returns their Works, in order, which complete together. Every
+   * operation is checked before the first is issued; an empty list issues nothing.
+   *
+   * @throws IllegalStateException if a coalesced group is already open
+   */
+  public java.util.List<Work> batchIsendIrecv(java.util.List<P2POp> ops) {
+    return lists.batch(ops);
+  }
+
+  // ------------------------------------------------------------ Monitored barrier (MonitoredBarrier)
+
+  /**
+   * Collective, as {@code monitored_barrier}: returns once every rank has entered it; if some have
+   * not within {@code timeout}, rank 0 throws a {@link CollectiveTimeoutException} naming the first
+   * missing rank ("[Rank 0]: Rank 2 failed to pass monitoredBarrier in 1000 ms"), or with
+   * {@code waitAllRanks} all of them ("[Rank 0]: Ranks 2, 3 failed to pass …"), and the ranks that
+   * arrived throw too, pointing at rank 0. Goes through the group's store (the one
+   * {@link #setValidation} was given), not the backend: it is not numbered, and a failed one leaves
+   * the group usable (see {@link MonitoredBarrier}). Every rank must call it in the same order.
+   *
+   * @throws IllegalStateException if the group has no store
+   */
+  public void monitoredBarrier(Duration timeout, boolean waitAllRanks) {
+    ensureOpen();
+    monitoredBarrier.run(timeout, waitAllRanks);
+  }
+
+  /** Collective: {@link #monitoredBarrier(Duration, boolean)} with the group's timeout, naming the first missing rank. */
+  public void monitoredBarrier() {
+    monitoredBarrier(timeout(), false);
+  }
+
+  // ------------------------------------------------------------ Objects (ObjectCollectives)
+
+  /**
+   * Collective, as {@code broadcast_object_list}: returns the source's {@code objects}, decoded on
+   * every other rank. Every rank passes a list of the same length (other ranks' entries are ignored
+   * and may be null). Lengths travel first, then the bytes; a length a peer announces above
+   * {@code codec.maxEncodedBytes()} is refused before anything is allocated for it.
+   */
+  public <T> java.util.List<T> broadcastObjectList(java.util.List<T> objects, int src, ObjectCodec<T> codec) {
+    return this.objects.broadcast(objects, src, codec);
+  }
+
+  /** Collective, as {@code all_gather_object}: every rank's {@code obj}, by rank, decoded on every rank. */
+  public <T> java.util.List<T> allGatherObject(T obj, ObjectCodec<T> codec) {
+    return objects.allGather(obj, codec);
+  }
+
+  /**
+   * Collective, as {@code gather_object}: every rank's {@code obj}, by rank, on {@code dst}; an empty
+   * list on other ranks.
+   */
+  public <T> java.util.List<T> gatherObject(T obj, int dst, ObjectCodec<T> codec) {
+    return objects.gather(obj, dst, codec);
+  }
+
+  /**
+   * Collective, as {@code scatter_object_list}: returns entry {@code rank()} of the source's
+   * {@code objects} (size entries); other ranks' lists are ignored and may be null.
+   */
+  public <T> T scatterObjectList(java.util.List<T> objects, int src, ObjectCodec<T> codec) {
+    return this.objects.scatter(objects, src, codec);
   }
 
   // ------------------------------------------------------------ Groups

@@ -6,6 +6,7 @@ import io.nccl4j.cpu.transport.SharedMemory;
 import io.nccl4j.cpu.transport.Tag;
 import io.nccl4j.cpu.transport.Transport;
 import io.nccl4j.memory.Allocator;
+import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.memory.ScratchBuffer;
 
 /**
@@ -102,7 +103,8 @@ final class Algorithms implements AutoCloseable {
     return s != null ? s : ring.allGather(tag, deadline, in, out, q, dtype);
   }
 
-  // Only over messages: a chain, pairwise exchanges, single messages, a dissemination barrier.
+  // Only over messages: a chain, linear gather and scatter, pairwise exchanges, single messages, a
+  // dissemination barrier.
 
   CollectiveStats broadcast(Tag tag, long deadline, long buf, long count, DType dtype, int root) {
     return ring.broadcast(tag, deadline, buf, count, dtype, root);
@@ -115,6 +117,34 @@ final class Algorithms implements AutoCloseable {
 
   CollectiveStats allToAll(Tag tag, long deadline, long in, long out, long[] inSplits, long[] outSplits, DType dtype) {
     return ring.allToAll(tag, deadline, in, out, inSplits, outSplits, dtype);
+  }
+
+  /** {@code out} is 0 on non-roots; with nothing to exchange (no elements, one rank) the root copies its block. */
+  CollectiveStats gather(Tag tag, long deadline, long in, long out, long count, DType dtype, int root) {
+    if (count == 0) {
+      return CollectiveStats.LOCAL;
+    }
+    if (p == 1) {
+      if (in != out) {
+        NativeMemory.copy(in, out, count * dtype.size());
+      }
+      return CollectiveStats.LOCAL;
+    }
+    return ring.gather(tag, deadline, in, out, count, dtype, root);
+  }
+
+  /** {@code in} is 0 on non-roots; as {@link #gather} when there is nothing to exchange. */
+  CollectiveStats scatter(Tag tag, long deadline, long in, long out, long count, DType dtype, int root) {
+    if (count == 0) {
+      return CollectiveStats.LOCAL;
+    }
+    if (p == 1) {
+      if (in != out) {
+        NativeMemory.copy(in, out, count * dtype.size());
+      }
+      return CollectiveStats.LOCAL;
+    }
+    return ring.scatter(tag, deadline, in, out, count, dtype, root);
   }
 
   CollectiveStats send(Tag tag, long deadline, long src, long bytes, int peer) {

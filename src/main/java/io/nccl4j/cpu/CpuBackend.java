@@ -313,6 +313,12 @@ public final class CpuBackend implements Backend {
       case ALLTOALL:
         return algorithms.allToAll(tag, deadline, c.input().address(), c.output().address(),
             c.inputSplits(), c.outputSplits(), c.input().dtype());
+      case GATHER:
+        return algorithms.gather(tag, deadline, c.input().address(), c.output() == null ? 0 : c.output().address(),
+            c.input().count(), c.input().dtype(), c.peer());
+      case SCATTER:
+        return algorithms.scatter(tag, deadline, c.input() == null ? 0 : c.input().address(), c.output().address(),
+            c.output().count(), c.output().dtype(), c.peer());
       case SEND: {
         Tag p2p = new Tag(Tag.Channel.P2P, OpType.SEND, ++p2pSent[c.peer()]);
         return algorithms.send(p2p, deadline, c.input().address(), c.input().nbytes(), c.peer());

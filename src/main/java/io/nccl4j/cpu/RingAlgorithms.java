@@ -236,6 +236,67 @@ final class RingAlgorithms {
     return step.stats("chain", chunks + p - 2);
   }
 
+  // ------------------------------------------------------------------ Gather / Scatter
+
+  /**
+   * Linear gather: every other rank sends its block to the root in one message, which the root
+   * takes in rank order into block r of its output; its own block is a local copy (none in place).
+   * A root's receive waits for only that sender, so the order costs nothing while every sender has
+   * posted. {@code out} is 0 on non-roots.
+   */
+  CollectiveStats gather(Tag tag, long deadline, long in, long out, long count, DType dtype, int root) {
+    long bytes = count * dtype.size();
+    Step step = new Step(tag, deadline);
+    if (rank != root) {
+      step.exchange(root, in, bytes, -1, 0, 0, null);
+      return step.stats("linear", 1);
+    }
+    if (in != out + root * bytes) {
+      NativeMemory.copy(in, out + root * bytes, bytes);
+    }
+    for (int r = 0; r < p; r++) {
+      if (r != root) {
+        step.exchange(-1, 0, 0, r, out + r * bytes, bytes, null);
+      }
+    }
+    return step.stats("linear", 1);
+  }
+
+  /**
+   * Linear scatter: the root posts block r of its input to every rank r at once, copies its own
+   * block, then waits until every rank has taken its block. {@code in} is 0 on non-roots.
+   */
+  CollectiveStats scatter(Tag tag, long deadline, long in, long out, long count, DType dtype, int root) {
+    long bytes = count * dtype.size();
+    Step step = new Step(tag, deadline);
+    if (rank != root) {
+      step.exchange(-1, 0, 0, root, out, bytes, null);
+      return step.stats("linear", 1);
+    }
+    java.util.List<Transport.PendingSend> sends = new java.util.ArrayList<>(p - 1);
+    boolean done = false;
+    try {
+      for (int r = 0; r < p; r++) {
+        if (r != root) {
+          sends.add(transport.post(tag, deadline, r, in + r * bytes, bytes));
+          step.sent += bytes;
+        }
+      }
+      if (out != in + root * bytes) {
+        NativeMemory.copy(in + root * bytes, out, bytes);
+      }
+      for (Transport.PendingSend s : sends) {
+        s.await();
+      }
+      done = true;
+    } finally {
+      if (!done) {
+        sends.forEach(Transport.PendingSend::cancel);
+      }
+    }
+    return step.stats("linear", 1);
+  }
+
   // ------------------------------------------------------------------ AllToAll
 
   /**

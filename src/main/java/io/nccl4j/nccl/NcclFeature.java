@@ -38,9 +38,9 @@ public enum NcclFeature {
   WINDOW("ncclCommWindowRegister", NcclVersion.V2_27),
   /** NCCL 2.28: the native all-to-all, used for equal splits (grouped send/recv otherwise). */
   ALLTOALL("ncclAlltoAll", NcclVersion.V2_28),
-  /** NCCL 2.28: the native gather; bound, not called by nccl4j's backend. */
+  /** NCCL 2.28: the native gather, used by {@link io.nccl4j.ProcessGroup#gatherIntoTensor} (grouped send/recv before). */
   GATHER("ncclGather", NcclVersion.V2_28),
-  /** NCCL 2.28: the native scatter; bound, not called by nccl4j's backend. */
+  /** NCCL 2.28: the native scatter, used by {@link io.nccl4j.ProcessGroup#scatterTensor} (grouped send/recv before). */
   SCATTER("ncclScatter", NcclVersion.V2_28),
   /** NCCL 2.30: the communicator's own GPU memory, {@link io.nccl4j.ProcessGroup#backendInternalBytes()}. */
   MEM_STATS("ncclCommMemStats", NcclVersion.V2_30),

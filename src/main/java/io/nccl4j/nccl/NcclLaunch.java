@@ -52,6 +52,11 @@ final class NcclLaunch implements AutoCloseable {
       case SEND: case RECV: case ALLTOALL:
         nccl.require(NcclFeature.SEND_RECV);
         break;
+      case GATHER: case SCATTER:
+        if (!nativeRooted(c)) {
+          nccl.require(NcclFeature.SEND_RECV);
+        }
+        break;
       default:
         break;
     }
@@ -76,6 +81,8 @@ final class NcclLaunch implements AutoCloseable {
       case BROADCAST: return "ncclBroadcast";
       case REDUCE: return "ncclReduce";
       case ALLTOALL: return nativeAllToAll(c) ? "ncclAlltoAll" : "ncclGroupEnd (all-to-all)";
+      case GATHER: return nativeRooted(c) ? "ncclGather" : "ncclGroupEnd (gather)";
+      case SCATTER: return nativeRooted(c) ? "ncclScatter" : "ncclGroupEnd (scatter)";
       case SEND: return "ncclSend";
       case RECV: return "ncclRecv";
       default: return "ncclAllReduce (barrier)";
@@ -110,6 +117,16 @@ final class NcclLaunch implements AutoCloseable {
         return nativeAllToAll(c)
             ? api.alltoAll(in.address(), out.address(), c.inputSplits()[0], in.dtype().ncclCode(), h, stream)
             : groupedAllToAll(c, h, stream);
+      case GATHER:
+        return nativeRooted(c)
+            ? api.gather(in.address(), out == null ? 0 : out.address(), in.count(), in.dtype().ncclCode(), c.peer(), h,
+                stream)
+            : groupedRooted(c, h, stream);
+      case SCATTER:
+        return nativeRooted(c)
+            ? api.scatter(in == null ? 0 : in.address(), out.address(), out.count(), out.dtype().ncclCode(), c.peer(),
+                h, stream)
+            : groupedRooted(c, h, stream);
       case SEND:
         return api.send(in.address(), in.count(), in.dtype().ncclCode(), c.peer(), h, stream);
       case RECV:
@@ -143,6 +160,45 @@ final class NcclLaunch implements AutoCloseable {
       }
     }
     return true;
+  }
+
+  /** ncclGather/ncclScatter where the loaded NCCL and the binding have them (≥ 2.28); grouped send/recv otherwise. */
+  private boolean nativeRooted(Collective c) {
+    return nccl.supports(c.op() == io.nccl4j.OpType.GATHER ? NcclFeature.GATHER : NcclFeature.SCATTER);
+  }
+
+  /**
+   * Gather or scatter as PyTorch builds them without the native calls: in one group, the root
+   * receives block r from (or sends it to) every rank r, its own block a send/recv to itself, and
+   * every other rank sends to (or receives from) the root.
+   */
+  private int groupedRooted(Collective c, long h, long stream) {
+    boolean gather = c.op() == io.nccl4j.OpType.GATHER;
+    Buffer mine = gather ? c.input() : c.output();
+    Buffer whole = gather ? c.output() : c.input();
+    int root = c.peer();
+    long count = mine.count();
+    int dt = mine.dtype().ncclCode();
+    long bytes = count * mine.dtype().size();
+    int rc = api.groupStart();
+    if (rc != 0) {
+      return rc;
+    }
+    int first = 0;
+    if (count > 0) {
+      if (comm.rank() == root) {
+        for (int r = 0; r < comm.size() && first == 0; r++) {
+          long block = whole.address() + r * bytes;
+          first = gather ? api.recv(block, count, dt, r, h, stream) : api.send(block, count, dt, r, h, stream);
+        }
+      }
+      if (first == 0) {
+        first = gather ? api.send(mine.address(), count, dt, root, h, stream)
+            : api.recv(mine.address(), count, dt, root, h, stream);
+      }
+    }
+    int end = api.groupEnd();
+    return first != 0 ? first : end;
   }
 
   /** NCCL's operator for {@code op}: a PreMulSum operator is created here, and destroyed by {@link #reduced}. */

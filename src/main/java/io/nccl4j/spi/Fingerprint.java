@@ -33,7 +33,7 @@ public record Fingerprint(long seq, String op, List<Long> shapes, List<String> d
     List<Long> shapes = new ArrayList<>();
     List<String> dtypes = new ArrayList<>();
     List<String> devices = new ArrayList<>();
-    for (Collective.Buffer b : new Collective.Buffer[] {c.input(), c.output()}) {
+    for (Collective.Buffer b : new Collective.Buffer[] {comparedInput(c), comparedOutput(c)}) {
       if (b != null) {
         shapes.add(b.count());
         dtypes.add(torchTypeName(b.dtype()));
@@ -43,6 +43,22 @@ public record Fingerprint(long seq, String op, List<Long> shapes, List<String> d
     return new Fingerprint(c.seq(), c.op().torchName(), shapes, dtypes, devices,
         c.reduceOp() == null ? "" : c.reduceOp().toString(), c.op().isPointToPoint() ? -1 : c.peer(),
         boxed(c.inputSplits()), boxed(c.outputSplits()));
+  }
+
+  /**
+   * The input buffer ranks compare: every operation's but scatter's, whose input exists on the root
+   * only (PyTorch's wrapper fingerprints scatter by its outputs).
+   */
+  public static Collective.Buffer comparedInput(Collective c) {
+    return c.op() == OpType.SCATTER ? null : c.input();
+  }
+
+  /**
+   * The output buffer ranks compare: every operation's but gather's, whose output exists on the root
+   * only (PyTorch's wrapper fingerprints gather by its inputs).
+   */
+  public static Collective.Buffer comparedOutput(Collective c) {
+    return c.op() == OpType.GATHER ? null : c.output();
   }
 
   /**

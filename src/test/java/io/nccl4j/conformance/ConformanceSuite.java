@@ -74,7 +74,7 @@ public abstract class ConformanceSuite {
     List<String> run(int p, DType t, long n, ReduceOp op);
   }
 
-  private Stream<DynamicNode> matrix(String name, boolean reduces, Case c) {
+  Stream<DynamicNode> matrix(String name, boolean reduces, Case c) {
     return matrix(name, reduces, 1, c);
   }
 
@@ -86,7 +86,7 @@ public abstract class ConformanceSuite {
     return n == LARGE ? (LARGE + p - 1) / p : n;
   }
 
-  private Stream<DynamicNode> matrix(String name, boolean reduces, int minWorld, Case c) {
+  Stream<DynamicNode> matrix(String name, boolean reduces, int minWorld, Case c) {
     List<DynamicNode> byWorld = new ArrayList<>();
     for (int p : worldSizes()) {
       if (p < minWorld) {
@@ -111,13 +111,13 @@ public abstract class ConformanceSuite {
     return byWorld.stream();
   }
 
-  private static List<String> flatten(List<List<String>> perRank) {
+  static List<String> flatten(List<List<String>> perRank) {
     List<String> all = new ArrayList<>();
     perRank.forEach(all::addAll);
     return all;
   }
 
-  private static void check(List<String> failures, String what, int rank, Tensor actual, Tensor expected,
+  static void check(List<String> failures, String what, int rank, Tensor actual, Tensor expected,
       double atol) {
     String m = Compare.mismatch(actual, expected, atol);
     if (!m.isEmpty()) {
@@ -254,7 +254,7 @@ public abstract class ConformanceSuite {
     })));
   }
 
-  private static int[] roots(int p) {
+  static int[] roots(int p) {
     return p == 1 ? new int[] {0} : new int[] {0, p - 1};
   }
 

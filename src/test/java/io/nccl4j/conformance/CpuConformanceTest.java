@@ -8,7 +8,7 @@ import org.junit.jupiter.api.Tag;
 /** The conformance suite on the CPU backend, ranks as threads. */
 @Tag("multirank")
 @Tag("conformance")
-class CpuConformanceTest extends ConformanceSuite {
+class CpuConformanceTest extends FormsConformanceSuite {
   @Override
   protected Runner runner() {
     return new Runner() {

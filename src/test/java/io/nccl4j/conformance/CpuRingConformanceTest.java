@@ -17,7 +17,7 @@ import org.junit.jupiter.api.Tag;
  */
 @Tag("multirank")
 @Tag("conformance")
-class CpuRingConformanceTest extends ConformanceSuite {
+class CpuRingConformanceTest extends FormsConformanceSuite {
   @Override
   protected Runner runner() {
     return new Runner() {

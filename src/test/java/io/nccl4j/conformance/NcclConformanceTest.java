@@ -19,7 +19,7 @@ import org.junit.jupiter.api.Tag;
  * kept alive across cases (creating a communicator is expensive).
  */
 @Tag("gpu")
-class NcclConformanceTest extends ConformanceSuite {
+class NcclConformanceTest extends FormsConformanceSuite {
   private static final Map<Integer, LocalCluster.Session> SESSIONS = new TreeMap<>();
 
   @BeforeAll

@@ -78,7 +78,7 @@ class SweepCommandTest {
       assertThat(r.get(1)).isEqualTo(Long.toString(n));
       assertThat(r.get(2)).isEqualTo(dtype);
       assertThat(r.get(3)).isEqualTo(c.reduces() ? rop.toString().toLowerCase(Locale.ROOT) : "none");
-      assertThat(r.get(4)).isEqualTo(c == SweepOps.BROADCAST || c == SweepOps.REDUCE ? "0" : "-1");
+      assertThat(r.get(4)).isEqualTo(c.rooted() ? "0" : "-1");
       checkMode(r, 5, c.hasOutOfPlace(), bytes, factor);
       checkMode(r, 9, c.hasInPlace(), bytes, factor);
     }
