@@ -40,11 +40,6 @@ final class CrossRankValidation {
     return mode;
   }
 
-  /** The store fingerprints are exchanged through, or null when none was given. */
-  Store store() {
-    return store;
-  }
-
   void set(Validation newMode, Store newStore) {
     if (newMode == Validation.DETAIL && newStore == null && store == null) {
       throw new IllegalArgumentException("DETAIL validation exchanges fingerprints through a store; none given");

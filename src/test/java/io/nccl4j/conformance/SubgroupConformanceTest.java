@@ -7,13 +7,14 @@ import java.util.List;
 import org.junit.jupiter.api.Tag;
 
 /**
- * The conformance suite, unchanged, on subgroups of threads sharing memory ({@link SubgroupRunner}):
+ * The conformance suite with every collective form (gather, scatter, list and uneven forms, objects),
+ * unchanged, on subgroups of threads sharing memory ({@link SubgroupRunner}):
  * ranks {1, 3} of 4 and {0, 2, 4} of 5 run every collective as a world of 2 and 3 would. Four dtypes
  * (one of each width and kind) keep it short; the world's suite covers every dtype.
  */
 @Tag("multirank")
 @Tag("conformance")
-class SubgroupConformanceTest extends ConformanceSuite {
+class SubgroupConformanceTest extends FormsConformanceSuite {
   @Override
   protected Runner runner() {
     return new SubgroupRunner(w -> LocalCluster.of(w).timeout(Duration.ofSeconds(120)).strictMemory(true));
