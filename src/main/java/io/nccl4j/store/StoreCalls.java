@@ -63,10 +63,7 @@ final class StoreCalls {
       body.write(link.out);
       link.out.flush();
       link.socket.setSoTimeout(Durations.toIntMillis(Durations.plus(wait, NETWORK_MARGIN)));
-      if (link.nccl4j && link.in.readByte() == Wire.ERROR) {
-        throw new BackendException("TCP store " + address + " failed " + what + ": "
-            + Wire.readMessage(link.in, address));
-      }
+      checkStatus(what);
       return answer == null ? null : answer.read(link.in);
     } catch (SocketTimeoutException e) {
       lost = "no answer to " + what + " within " + Durations.describe(Durations.plus(wait, NETWORK_MARGIN));
@@ -214,15 +211,17 @@ final class StoreCalls {
       link.out.writeByte(Query.WAIT.code(link.dialect));
       writeKeys(link.out, keys);
       link.out.flush();
+      link.socket.setSoTimeout(Durations.toIntMillis(NETWORK_MARGIN));
+      checkStatus(what);
       link.socket.setSoTimeout(Durations.toIntMillis(wait));
       byte answer;
       try {
-        answer = status(what);
+        answer = link.in.readByte();
       } catch (SocketTimeoutException timedOut) {
         link.socket.setSoTimeout(Durations.toIntMillis(NETWORK_MARGIN));
         link.out.writeByte(Query.CANCEL_WAIT.code(link.dialect));
         link.out.flush();
-        answer = status(what);
+        answer = link.in.readByte();
         if (answer == Wire.STOP_WAITING) {
           if (link.in.readByte() != Wire.WAIT_CANCELED) {
             throw new IOException("no WAIT_CANCELED after STOP_WAITING");
@@ -245,13 +244,12 @@ final class StoreCalls {
     }
   }
 
-  /** The byte after an nccl4j server's status (an error is thrown), or PyTorch's answer itself. */
-  private byte status(String what) throws IOException {
+  /** An nccl4j server's status before an answer: an error is thrown; PyTorch's servers send none. */
+  private void checkStatus(String what) throws IOException {
     if (link.nccl4j && link.in.readByte() == Wire.ERROR) {
       throw new BackendException("TCP store " + address + " failed " + what + ": " + Wire.readMessage(link.in,
           address));
     }
-    return link.in.readByte();
   }
 
   /** The legacy dialect's wait: CHECK, backing off from 10 ms to 200 ms, until the keys are there or the time is. */

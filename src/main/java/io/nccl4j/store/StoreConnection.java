@@ -3,7 +3,6 @@ package io.nccl4j.store;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
-import java.net.Socket;
 import java.net.SocketTimeoutException;
 import java.util.ArrayList;
 import java.util.List;
@@ -29,6 +28,8 @@ final class StoreConnection {
   private final DataOutputStream out;
   /** Bytes the fields of the query being read may still take (a query of many fields has one cap). */
   private long budget;
+  /** The keys of a WAIT not yet answered, or null. */
+  private List<String> pendingWait;
   /** The first field of this query that was over its cap (and skipped), or null. */
   private String refused;
 
@@ -52,10 +53,39 @@ final class StoreConnection {
     }
   }
 
-  /** Serves queries until the client leaves (an IOException) or {@code open} turns false. */
+  /**
+   * Serves queries until the client leaves (an IOException) or {@code open} turns false. A WAIT whose keys are not
+   * all set stays pending while the connection goes on, as in PyTorch's server: STOP_WAITING is sent when they are,
+   * and CANCEL_WAIT ends it. Meanwhile the socket is read in short slices, between which the keys are looked at.
+   */
   void serve(java.util.function.BooleanSupplier open) throws IOException {
     while (open.getAsBoolean()) {
-      int code = in.read();
+      int code;
+      if (pendingWait != null) {
+        try {
+          if (store.awaitKeys(pendingWait, WAIT_SLICE_NANOS)) {
+            pendingWait = null;
+            out.writeByte(Wire.STOP_WAITING);
+            out.flush();
+            continue;
+          }
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          throw new IOException("interrupted while " + peer + " waited for " + pendingWait);
+        } catch (IllegalStateException closed) {
+          throw new IOException("the store closed while " + peer + " waited for " + pendingWait);
+        }
+        link.socket.setSoTimeout(1);
+        try {
+          code = in.read();
+        } catch (SocketTimeoutException nothingYet) {
+          continue;
+        } finally {
+          link.socket.setSoTimeout(0);
+        }
+      } else {
+        code = in.read();
+      }
       if (code < 0) {
         return;
       }
@@ -184,15 +214,20 @@ final class StoreConnection {
       case WAIT: {
         List<String> keys = keys();
         if (ok()) {
-          await(keys);
+          if (store.check(keys)) {
+            out.writeByte(Wire.STOP_WAITING);
+          } else {
+            pendingWait = keys;
+          }
         }
         break;
       }
       case CANCEL_WAIT:
-        // Nothing is waiting: PyTorch's server answers so all the same.
-        if (ok()) {
-          out.writeByte(Wire.WAIT_CANCELED);
-        }
+        // Part of the WAIT it cancels: no status of its own, so that the client reads WAIT_CANCELED, or
+        // STOP_WAITING then WAIT_CANCELED when the keys came first. PyTorch's server answers so even when nothing
+        // waits.
+        pendingWait = null;
+        out.writeByte(Wire.WAIT_CANCELED);
         break;
       case GETNUMKEYS:
         if (ok()) {
@@ -240,51 +275,6 @@ final class StoreConnection {
       }
       default:
         throw fatal("query " + q + " is not served");
-    }
-  }
-
-  /**
-   * PyTorch's WAIT: answered STOP_WAITING once every key is set, or WAIT_CANCELED when the client gives up and says
-   * CANCEL_WAIT. Between slices of waiting on the store it looks at the socket, which also notices a client that
-   * hung up. A wait for keys does not hold up close(): only requests being answered do.
-   */
-  private void await(List<String> keys) throws IOException {
-    Socket socket = link.socket;
-    answering.decrementAndGet();
-    try {
-      while (true) {
-        try {
-          if (store.awaitKeys(keys, WAIT_SLICE_NANOS)) {
-            out.writeByte(Wire.STOP_WAITING);
-            return;
-          }
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-          throw new IOException("interrupted while waiting for " + keys);
-        } catch (IllegalStateException closed) {
-          throw new IOException("the store closed while " + peer + " waited for " + keys);
-        }
-        int next;
-        socket.setSoTimeout(1);
-        try {
-          next = in.read();
-        } catch (SocketTimeoutException nothingYet) {
-          continue;
-        } finally {
-          socket.setSoTimeout(0);
-        }
-        if (next < 0) {
-          throw new IOException(peer + " hung up while waiting for " + keys);
-        }
-        if (Query.of(link.dialect, next) != Query.CANCEL_WAIT) {
-          throw fatal("query type " + next + " while waiting for " + keys + "; only CANCEL_WAIT may come then");
-        }
-        // The WAIT's own status went before: the client reads WAIT_CANCELED as its answer.
-        out.writeByte(Wire.WAIT_CANCELED);
-        return;
-      }
-    } finally {
-      answering.incrementAndGet();
     }
   }
 
