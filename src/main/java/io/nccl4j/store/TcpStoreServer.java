@@ -95,8 +95,9 @@ public final class TcpStoreServer implements AutoCloseable {
   public static TcpStoreServer start(InetAddress bind, int port, JobIdentity job, ListenerLimits limits,
       boolean admitPyTorch) {
     if (admitPyTorch && job.hasToken()) {
-      throw new IllegalArgumentException("TCP store: " + job + " has a token, which PyTorch's clients cannot prove;"
-          + " a store that admits them must belong to a job without one (unset " + JobIdentity.TOKEN_ENV + ")");
+      throw new IllegalArgumentException("TCP store: " + job + " cannot admit PyTorch's clients, which cannot prove"
+          + " its token; a store that admits them must belong to a job without one (unset " + JobIdentity.TOKEN_ENV
+          + ")");
     }
     ServerSocket s = null;
     try {
