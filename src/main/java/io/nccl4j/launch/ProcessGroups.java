@@ -25,7 +25,8 @@ import java.util.Locale;
 /**
  * Creates this process's {@link ProcessGroup} in a multi-process job (PyTorch's
  * {@code init_process_group(init_method="env://")}): rank 0 hosts the TCP store at
- * MASTER_ADDR:MASTER_PORT, every rank connects to it, then the backend is made — the CPU backend
+ * MASTER_ADDR:MASTER_PORT (under torchrun's agent, {@link AgentStore}, the agent hosts it), every rank connects
+ * to it, then the backend is made — the CPU backend
  * over TCP connections between the ranks, or NCCL on GPU {@code LOCAL_RANK} with the unique id
  * handed from rank 0 through the store.
  */
@@ -43,37 +44,50 @@ public final class ProcessGroups {
     }
   }
 
-  private static final java.util.Map<String, TcpStore> STORES = new java.util.concurrent.ConcurrentHashMap<>();
+  /** A process's connection to its job's store, and the namespace of this attempt in it. */
+  private record Rendezvous(TcpStore tcp, Store root) {}
+
+  private static final java.util.Map<String, Rendezvous> STORES = new java.util.concurrent.ConcurrentHashMap<>();
   private static final java.util.Map<String, Object> LOCKS = new java.util.concurrent.ConcurrentHashMap<>();
   /** Groups made so far per store connection: the n-th group of a rank is {@code pg<n>} (a JVM may host ranks). */
-  private static final java.util.Map<TcpStore, Integer> GROUPS = new java.util.IdentityHashMap<>();
+  private static final java.util.Map<Store, Integer> GROUPS = new java.util.IdentityHashMap<>();
 
   /**
-   * This process's connection to rank 0's store, made once: rank 0 hosts the server, which lives
-   * until the process ends, so that one process can create several groups in turn. Each rank then claims its
-   * rank in the store: a second claim is another process with this rank — another job on the same port whose
-   * id is the same (a job without a launcher's id) — and fails before it touches anything of the first job.
+   * This process's connection to the job's store, made once: rank 0 hosts the server, which lives until the
+   * process ends, so that one process can create several groups in turn — except under torchrun's agent
+   * ({@code agent} not null), whose PyTorch store every rank joins as a client, in the namespace of the attempt.
+   * Each rank then claims its rank in the store: a second claim is another process with this rank — another job
+   * on the same port whose id is the same (a job without a launcher's id) — and fails before it touches anything
+   * of the first job.
    */
-  private static TcpStore sharedStore(DistEnv env, JobIdentity job, InetAddress bind, Duration timeout) {
-    String key = env.masterAddr() + ":" + env.masterPort() + "/" + job.id() + "/" + env.rank();
+  private static Rendezvous sharedStore(DistEnv env, JobIdentity job, InetAddress bind, AgentStore agent,
+      Duration timeout) {
+    String key = env.masterAddr() + ":" + env.masterPort() + "/" + job.id() + "/" + env.rank()
+        + (agent == null ? "" : agent.prefix());
     // One lock per connection, not one for all: a rank that waits for the store to appear must not keep the
     // rank that would host it (in the same JVM) from starting it.
     synchronized (LOCKS.computeIfAbsent(key, k -> new Object())) {
-      TcpStore s = STORES.get(key);
-      if (s == null) {
-        s = env.rank() == 0
+      Rendezvous r = STORES.get(key);
+      if (r == null) {
+        TcpStore s = env.rank() == 0 && agent == null
             ? TcpStore.hostAndConnect(bind, env.masterPort(), timeout, job)
             : TcpStore.connect(env.masterAddr(), env.masterPort(), timeout, job);
-        claimRank(s, env, job);
-        STORES.put(key, s);
+        Store root = agent == null ? s : new PrefixStore(agent.prefix(), s);
+        claimRank(root, s, env, job);
+        r = new Rendezvous(s, root);
+        STORES.put(key, r);
       }
-      return s;
+      return r;
     }
   }
 
-  /** Claims this process's rank in the job's store; closes the store and throws when it was taken. */
   static void claimRank(TcpStore s, DistEnv env, JobIdentity job) {
-    long claims = s.add("nccl4j/rank/" + env.rank(), 1);
+    claimRank(s, s, env, job);
+  }
+
+  /** Claims this process's rank in the job's store; closes the store and throws when it was taken. */
+  private static void claimRank(Store root, TcpStore s, DistEnv env, JobIdentity job) {
+    long claims = root.add("nccl4j/rank/" + env.rank(), 1);
     if (claims != 1) {
       s.close();
       throw new IllegalStateException("rank " + env.rank() + ": another process already joined the store at "
@@ -99,7 +113,7 @@ public final class ProcessGroups {
     return JobIdentity.fromEnvironment(vars, derived);
   }
 
-  private static synchronized int nextGroup(TcpStore store) {
+  private static synchronized int nextGroup(Store store) {
     return GROUPS.merge(store, 1, Integer::sum);
   }
 
@@ -120,15 +134,22 @@ public final class ProcessGroups {
   public static Joined init(DistEnv env, String backend, Duration timeout, io.nccl4j.Validation mode) {
     LauncherWatch.startIfLaunched(env.rank());
     java.util.Map<String, String> vars = System.getenv();
-    return init(env, identity(env, vars), BindAddress.choose(env, vars), backend, timeout, mode);
+    return init(env, identity(env, vars), BindAddress.choose(env, vars), AgentStore.from(vars).orElse(null), backend,
+        timeout, mode);
   }
 
   /** With the job's identity and the address to listen on given (what tests of two jobs in one JVM need). */
   static Joined init(DistEnv env, JobIdentity job, InetAddress bind, String backend, Duration timeout,
       io.nccl4j.Validation mode) {
-    TcpStore tcp = sharedStore(env, job, bind, timeout);
+    return init(env, job, bind, null, backend, timeout, mode);
+  }
+
+  /** {@code agent}: torchrun's agent store, which every rank joins as a client; null: rank 0 hosts the store. */
+  static Joined init(DistEnv env, JobIdentity job, InetAddress bind, AgentStore agent, String backend,
+      Duration timeout, io.nccl4j.Validation mode) {
+    Store root = sharedStore(env, job, bind, agent, timeout).root();
     {
-      Store store = new PrefixStore("pg" + nextGroup(tcp), tcp);
+      Store store = new PrefixStore("pg" + nextGroup(root), root);
       Backend b;
       switch (backend.toLowerCase(Locale.ROOT)) {
         case "cpu":

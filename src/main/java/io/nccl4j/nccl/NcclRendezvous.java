@@ -19,6 +19,11 @@ import java.util.stream.Collectors;
 public final class NcclRendezvous {
   /** Where rank 0 publishes the 128-byte unique id. */
   public static final String UNIQUE_ID_KEY = "nccl/uniqueId";
+  /**
+   * The key of a group shared with PyTorch ranks (NeMo-RL's stateless groups): the 128 raw bytes of the unique id,
+   * created by rank 0 on either side, in a store both reach (PyTorch's TCPStore or {@code ./nccl4j store}).
+   */
+  public static final String SHARED_UNIQUE_ID_KEY = "nccl_unique_id";
   static final String ARRIVED_PREFIX = "nccl/arrived/";
 
   private NcclRendezvous() {}
@@ -33,14 +38,24 @@ public final class NcclRendezvous {
 
   /** Rank 0 creates the unique id and stores it; the others wait for it (up to {@code timeout}). */
   public static byte[] exchangeUniqueId(Nccl nccl, Store store, int rank, Duration timeout) {
-    if (rank == 0) {
+    return exchangeUniqueId(nccl, store, rank, timeout, UNIQUE_ID_KEY, true);
+  }
+
+  /**
+   * As {@link #exchangeUniqueId(Nccl, Store, int, Duration)} at {@code key}; {@code create}: whether this process's
+   * rank 0 creates the id (false when rank 0 of the group is another program's, e.g. a PyTorch rank that publishes
+   * it at {@link #SHARED_UNIQUE_ID_KEY}: then every rank here reads it).
+   */
+  public static byte[] exchangeUniqueId(Nccl nccl, Store store, int rank, Duration timeout, String key,
+      boolean create) {
+    if (rank == 0 && create) {
       byte[] id = nccl.uniqueId();
-      store.set(UNIQUE_ID_KEY, id);
+      store.set(key, id);
       return id;
     }
-    byte[] id = store.get(UNIQUE_ID_KEY, timeout);
+    byte[] id = store.get(key, timeout);
     if (id.length != 128) {
-      throw new IllegalStateException("The store holds a " + id.length + "-byte value at " + UNIQUE_ID_KEY
+      throw new IllegalStateException("The store holds a " + id.length + "-byte value at " + key
           + "; an NCCL unique id has 128 bytes");
     }
     return id;

@@ -87,6 +87,44 @@ public final class HashStore implements Store {
     }
   }
 
+  /**
+   * Waits up to {@code nanos} for every key, without the exception of {@link #wait}: the TCP store's server waits in
+   * slices, looking at its client's socket between them.
+   */
+  synchronized boolean awaitKeys(List<String> keys, long nanos) throws InterruptedException {
+    long deadline = System.nanoTime() + nanos;
+    while (true) {
+      ensureOpen();
+      if (map.keySet().containsAll(keys)) {
+        return true;
+      }
+      long left = deadline - System.nanoTime();
+      if (left <= 0) {
+        return false;
+      }
+      wait(Math.max(1, left / 1_000_000));
+    }
+  }
+
+  /** The value of {@code key} now, or null. */
+  synchronized byte[] getNow(String key) {
+    ensureOpen();
+    byte[] v = map.get(key);
+    return v == null ? null : v.clone();
+  }
+
+  /** Appends {@code value} to the value of {@code key} (created empty), as PyTorch's APPEND does. */
+  synchronized void append(String key, byte[] value) {
+    ensureOpen();
+    byte[] old = map.get(key);
+    byte[] v = old == null ? value.clone() : Arrays.copyOf(old, old.length + value.length);
+    if (old != null) {
+      System.arraycopy(value, 0, v, old.length, value.length);
+    }
+    map.put(key, v);
+    notifyAll();
+  }
+
   @Override
   public synchronized boolean check(List<String> keys) {
     ensureOpen();

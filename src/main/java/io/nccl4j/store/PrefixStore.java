@@ -61,6 +61,16 @@ public final class PrefixStore implements Store {
     return inner.deleteKey(k(key));
   }
 
+  @Override
+  public List<byte[]> multiGet(List<String> keys, Duration timeout) {
+    return inner.multiGet(ks(keys), timeout);
+  }
+
+  @Override
+  public void multiSet(List<String> keys, List<byte[]> values) {
+    inner.multiSet(ks(keys), values);
+  }
+
   /** Number of keys in the whole underlying store (as PyTorch's PrefixStore reports). */
   @Override
   public long numKeys() {

@@ -47,6 +47,35 @@ public interface Store extends AutoCloseable {
   /** Number of keys. */
   long numKeys();
 
+  /**
+   * The values of {@code keys}, waiting up to {@code timeout} for all of them: one round trip where the store can
+   * (PyTorch's MULTI_GET), so that a rank reading every rank's key does not pay one per rank.
+   */
+  default List<byte[]> multiGet(List<String> keys, Duration timeout) {
+    wait(keys, timeout);
+    List<byte[]> values = new java.util.ArrayList<>(keys.size());
+    for (String k : keys) {
+      values.add(get(k, timeout));
+    }
+    return values;
+  }
+
+  /** Sets each of {@code keys} to the value at the same index: one round trip where the store can (MULTI_SET). */
+  default void multiSet(List<String> keys, List<byte[]> values) {
+    checkPairs(keys, values);
+    for (int i = 0; i < keys.size(); i++) {
+      set(keys.get(i), values.get(i));
+    }
+  }
+
+  /** Keys and values of a multiSet pair up. */
+  static void checkPairs(List<String> keys, List<byte[]> values) {
+    if (keys.size() != values.size()) {
+      throw new IllegalArgumentException("multiSet: " + keys.size() + " keys and " + values.size() + " values; each"
+          + " key needs one value");
+    }
+  }
+
   /** Default timeout of {@link #get(String)}. */
   Duration timeout();
 

@@ -4,8 +4,6 @@ import io.nccl4j.BackendException;
 import io.nccl4j.concurrent.Durations;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
-import java.io.ByteArrayInputStream;
-import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
@@ -18,35 +16,29 @@ import java.util.List;
 import java.util.Objects;
 
 /**
- * A {@link Store} reached over TCP (PyTorch's TCPStore): a client of a {@link TcpStoreServer},
- * which rank 0 hosts ({@link #hostAndConnect}) or which runs standalone. Requests are sequential per
- * client and thread-safe. Connecting retries with exponential backoff until the timeout; every
+ * A {@link Store} reached over TCP, speaking PyTorch's TCPStore wire: a client of a {@link TcpStoreServer}, which
+ * rank 0 hosts ({@link #hostAndConnect}) or which runs standalone, or of PyTorch's own TCPStore, current (torch 2.x,
+ * torchrun's agent store) or legacy (torch 1.x); the handshake tells which ({@code StoreHandshake}). Requests are
+ * sequential per client and thread-safe. Connecting retries with exponential backoff until the timeout; every
  * blocking call has a timeout; errors name the address, the keys and how long it waited.
  */
 public final class TcpStore implements Store {
-  /** Added to a blocking request's own timeout before the client gives up on the server. */
-  private static final Duration NETWORK_MARGIN = Duration.ofSeconds(30);
-
   private final String host;
   private final int port;
   private final Duration timeout;
-  private final Socket socket;
-  private final DataInputStream in;
-  private final DataOutputStream out;
+  private final StoreHandshake.Link link;
   private final TcpStoreServer server;
   private boolean closed;
-  /** Why the connection broke, once it has: later requests fail at once with it. */
-  private String lost;
   private final ListenerLimits limits = ListenerLimits.fromEnvironment();
+  private final StoreCalls calls;
 
-  private TcpStore(String host, int port, Duration timeout, Socket socket, TcpStoreServer server) throws IOException {
+  private TcpStore(String host, int port, Duration timeout, StoreHandshake.Link link, TcpStoreServer server) {
     this.host = host;
     this.port = port;
     this.timeout = timeout;
-    this.socket = socket;
+    this.link = link;
     this.server = server;
-    this.in = new DataInputStream(new BufferedInputStream(socket.getInputStream()));
-    this.out = new DataOutputStream(new BufferedOutputStream(socket.getOutputStream()));
+    this.calls = new StoreCalls(link, host + ":" + port, limits);
   }
 
   /**
@@ -114,40 +106,15 @@ public final class TcpStore implements Store {
     int attempts = 0;
     while (true) {
       attempts++;
-      Socket s = new Socket();
       try {
-        long left = Math.max(1, (deadline - System.nanoTime()) / 1_000_000);
-        s.connect(address, (int) Math.min(left, 10_000));
-        if (s.getLocalSocketAddress().equals(s.getRemoteSocketAddress())) {
-          // A port of this machine that nothing listens on may be picked as the source port too: the socket is
-          // then connected to itself (TCP's simultaneous open) and would hear its own handshake as a store's.
-          throw new java.net.ConnectException("Connection refused (connected to itself: nothing listens on port "
-              + port + ")");
-        }
-        s.setTcpNoDelay(true);
-        s.setKeepAlive(true);
-        tuneKeepAlive(s);
-        TcpStore store = new TcpStore(host, port, timeout, s, server);
-        StoreHandshake.join(s, store.in, store.out, host, port, Math.max(1, (deadline - System.nanoTime()) / 1_000_000),
-            job);
-        return store;
-      } catch (RuntimeException e) {
-        try {
-          s.close();
-        } catch (IOException ignored) {
-          // failing anyway
-        }
-        throw e;
+        StoreHandshake.Link link = StoreHandshake.join(() -> open(address, port, deadline), host, port, job);
+        link.socket.setSoTimeout(0);
+        return new TcpStore(host, port, timeout, link, server);
       } catch (IOException e) {
         // Keep the most informative error: a timeout of the last, shortest attempt says less than
         // what an earlier attempt learned (refused, not a store, ...).
         if (last == null || !(e instanceof SocketTimeoutException) || last instanceof SocketTimeoutException) {
           last = e;
-        }
-        try {
-          s.close();
-        } catch (IOException ignored) {
-          // retrying
         }
         if (e instanceof StoreHandshake.NotAStore) {
           notAStoreSince = notAStoreSince == 0 ? System.nanoTime() : notAStoreSince;
@@ -167,6 +134,30 @@ public final class TcpStore implements Store {
       }
       sleep(pause);
       backoff = Math.min(2000, backoff * 2);
+    }
+  }
+
+  /** One connection of the handshake, which reads until the connect deadline. */
+  private static StoreHandshake.Link open(InetSocketAddress address, int port, long deadline) throws IOException {
+    Socket s = new Socket();
+    try {
+      long left = Math.max(1, (deadline - System.nanoTime()) / 1_000_000);
+      s.connect(address, (int) Math.min(left, 10_000));
+      if (s.getLocalSocketAddress().equals(s.getRemoteSocketAddress())) {
+        // A port of this machine that nothing listens on may be picked as the source port too: the socket is
+        // then connected to itself (TCP's simultaneous open) and would hear its own handshake as a store's.
+        throw new java.net.ConnectException("Connection refused (connected to itself: nothing listens on port "
+            + port + ")");
+      }
+      s.setTcpNoDelay(true);
+      s.setKeepAlive(true);
+      tuneKeepAlive(s);
+      s.setSoTimeout(Durations.clampIntMillis(Math.max(1, (deadline - System.nanoTime()) / 1_000_000)));
+      return new StoreHandshake.Link(s, new DataInputStream(new BufferedInputStream(s.getInputStream())),
+          new DataOutputStream(new BufferedOutputStream(s.getOutputStream())));
+    } catch (IOException | RuntimeException e) {
+      s.close();
+      throw e;
     }
   }
 
@@ -203,50 +194,6 @@ public final class TcpStore implements Store {
     return server;
   }
 
-  @FunctionalInterface
-  private interface Body {
-    void write(DataOutputStream out) throws IOException;
-  }
-
-  /** Sends one request and returns the response's payload after the status byte. */
-  private synchronized DataInputStream request(byte op, String what, Duration wait, Body body) {
-    if (closed) {
-      throw new IllegalStateException("TCP store client of " + host + ":" + port + " is closed");
-    }
-    if (lost != null) {
-      // The connection broke under an earlier request: every later one fails at once, for the same reason.
-      throw new BackendException("TCP store " + host + ":" + port + ": connection failed earlier (" + lost + "),"
-          + " so " + what + " cannot be sent");
-    }
-    try {
-      ByteArrayOutputStream b = new ByteArrayOutputStream();
-      DataOutputStream o = new DataOutputStream(b);
-      o.writeByte(op);
-      body.write(o);
-      o.flush();
-      socket.setSoTimeout(Durations.toIntMillis(Durations.plus(wait, NETWORK_MARGIN)));
-      Wire.writeFrame(out, b.toByteArray());
-      DataInputStream r = new DataInputStream(new ByteArrayInputStream(
-          Wire.readFrame(in, limits.maxFrameBytes(), "NCCL4J_STORE_MAX_VALUE_BYTES", host + ":" + port)));
-      byte status = r.readByte();
-      if (status == Wire.TIMEOUT) {
-        throw new StoreTimeoutException("TCP store " + host + ":" + port + ": " + Wire.readText(r));
-      }
-      if (status == Wire.ERROR) {
-        throw new BackendException("TCP store " + host + ":" + port + " failed " + what + ": " + Wire.readText(r));
-      }
-      return r;
-    } catch (SocketTimeoutException e) {
-      throw new StoreTimeoutException("TCP store " + host + ":" + port + ": no answer to " + what + " within "
-          + Durations.describe(Durations.plus(wait, NETWORK_MARGIN)));
-    } catch (IOException e) {
-      lost = "the store's host closed or reset the connection during " + what + ": " + e.getMessage()
-          + "; the process hosting the store (rank 0) may have exited";
-      throw new BackendException("TCP store " + host + ":" + port + ": connection failed during " + what + ": "
-          + e.getMessage() + " (the process hosting the store, rank 0, may have exited)", e);
-    }
-  }
-
   /** A value the server would refuse is refused here, before it is sent, with the cap's name. */
   private void checkSize(String what, String key, long bytes, long cap, String setting) {
     if (bytes > cap) {
@@ -257,116 +204,85 @@ public final class TcpStore implements Store {
   }
 
   private void checkKey(String key) {
-    checkSize("a key", key, key.getBytes(java.nio.charset.StandardCharsets.UTF_8).length, limits.maxKeyBytes(),
-        "NCCL4J_STORE_MAX_KEY_BYTES");
+    checkSize("a key", key, StoreCalls.wireKeyBytes(key), limits.maxKeyBytes(), "NCCL4J_STORE_MAX_KEY_BYTES");
   }
 
   private void checkValue(String key, byte[] value) {
     checkSize("a value", key, value.length, limits.maxValueBytes(), "NCCL4J_STORE_MAX_VALUE_BYTES");
   }
 
-  private byte[] value(DataInputStream r) throws IOException {
-    return Wire.readBytes(r, limits.maxValueBytes(), "a value", "NCCL4J_STORE_MAX_VALUE_BYTES", host + ":" + port);
-  }
-
   @Override
   public void set(String key, byte[] value) {
     checkKey(key);
     checkValue(key, value);
-    request(Wire.SET, "set(" + key + ")", Duration.ZERO, o -> {
-      Wire.writeString(o, key);
-      Wire.writeBytes(o, value);
-    });
+    calls.set(key, value);
   }
 
   @Override
   public byte[] get(String key, Duration wait) {
-    try {
-      checkKey(key);
-      return value(request(Wire.GET, "get(" + key + ")", wait, o -> {
-        Wire.writeString(o, key);
-        o.writeLong(Durations.toMillis(wait));
-      }));
-    } catch (IOException e) {
-      throw new BackendException("TCP store " + host + ":" + port + ": corrupt answer to get(" + key + ")", e);
-    }
+    checkKey(key);
+    return calls.get(key, wait);
   }
 
   @Override
   public long add(String key, long delta) {
-    try {
-      return request(Wire.ADD, "add(" + key + ")", Duration.ZERO, o -> {
-        Wire.writeString(o, key);
-        o.writeLong(delta);
-      }).readLong();
-    } catch (IOException e) {
-      throw new BackendException("TCP store " + host + ":" + port + ": corrupt answer to add(" + key + ")", e);
-    }
+    return calls.add(key, delta);
   }
 
   @Override
   public byte[] compareSet(String key, byte[] expected, byte[] desired) {
-    try {
-      checkKey(key);
-      checkValue(key, expected);
-      checkValue(key, desired);
-      return value(request(Wire.COMPARE_SET, "compareSet(" + key + ")", Duration.ZERO, o -> {
-        Wire.writeString(o, key);
-        Wire.writeBytes(o, expected);
-        Wire.writeBytes(o, desired);
-      }));
-    } catch (IOException e) {
-      throw new BackendException("TCP store " + host + ":" + port + ": corrupt answer to compareSet(" + key + ")", e);
-    }
+    checkKey(key);
+    checkValue(key, expected);
+    checkValue(key, desired);
+    return calls.compareSet(key, expected, desired);
   }
 
   @Override
   public void wait(List<String> keys, Duration wait) {
-    request(Wire.WAIT, "wait(" + keys + ")", wait, o -> {
-      o.writeInt(keys.size());
-      for (String k : keys) {
-        Wire.writeString(o, k);
-      }
-      o.writeLong(Durations.toMillis(wait));
-    });
+    calls.await(keys, wait);
   }
 
   @Override
   public boolean check(List<String> keys) {
-    try {
-      return request(Wire.CHECK, "check(" + keys + ")", Duration.ZERO, o -> {
-        o.writeInt(keys.size());
-        for (String k : keys) {
-          Wire.writeString(o, k);
-        }
-      }).readBoolean();
-    } catch (IOException e) {
-      throw new BackendException("TCP store " + host + ":" + port + ": corrupt answer to check", e);
-    }
+    return calls.check(keys);
   }
 
   @Override
   public boolean deleteKey(String key) {
-    try {
-      return request(Wire.DELETE, "deleteKey(" + key + ")", Duration.ZERO, o -> Wire.writeString(o, key))
-          .readBoolean();
-    } catch (IOException e) {
-      throw new BackendException("TCP store " + host + ":" + port + ": corrupt answer to deleteKey", e);
-    }
+    return calls.deleteKey(key);
   }
 
   @Override
   public long numKeys() {
-    try {
-      return request(Wire.NUM_KEYS, "numKeys", Duration.ZERO, o -> { }).readLong();
-    } catch (IOException e) {
-      throw new BackendException("TCP store " + host + ":" + port + ": corrupt answer to numKeys", e);
+    return calls.numKeys();
+  }
+
+  /** One WAIT for every key, then one MULTI_GET (per-key GETs in the legacy dialect, which has none). */
+  @Override
+  public List<byte[]> multiGet(List<String> keys, Duration wait) {
+    keys.forEach(this::checkKey);
+    return calls.multiGet(keys, wait);
+  }
+
+  /** One MULTI_SET (per-key SETs in the legacy dialect, which has none). */
+  @Override
+  public void multiSet(List<String> keys, List<byte[]> values) {
+    Store.checkPairs(keys, values);
+    for (int i = 0; i < keys.size(); i++) {
+      checkKey(keys.get(i));
+      checkValue(keys.get(i), values.get(i));
     }
+    calls.multiSet(keys, values);
   }
 
   /** Round trip to the server; throws when it does not answer. */
   public void ping() {
-    request(Wire.PING, "ping", Duration.ZERO, o -> { });
+    calls.ping();
+  }
+
+  /** True when the server is PyTorch's (it cannot check a job), false when it is nccl4j's. */
+  public boolean pyTorchServer() {
+    return !link.nccl4j;
   }
 
   @Override
@@ -381,11 +297,7 @@ public final class TcpStore implements Store {
       return;
     }
     closed = true;
-    try {
-      socket.close();
-    } catch (IOException e) {
-      // closing anyway
-    }
+    calls.close();
     if (server != null) {
       server.close();
     }
@@ -393,6 +305,8 @@ public final class TcpStore implements Store {
 
   @Override
   public String toString() {
-    return "TcpStore(" + host + ":" + port + (server != null ? ", hosting" : "") + ")";
+    return "TcpStore(" + host + ":" + port + (server != null ? ", hosting" : "")
+        + (link.nccl4j ? "" : ", PyTorch's " + link.dialect.toString().toLowerCase(java.util.Locale.ROOT) + " dialect")
+        + ")";
   }
 }

@@ -2,19 +2,15 @@ package io.nccl4j.store;
 
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
-import java.io.ByteArrayInputStream;
-import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
+import java.io.PushbackInputStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
-import java.net.SocketException;
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -23,8 +19,9 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The server side of {@link TcpStore}: a {@link HashStore} behind a socket, one thread per client
- * (a blocking GET holds only its own client's thread). Hosted by rank 0 or standalone.
+ * The server side of {@link TcpStore}, and a server for PyTorch's TCPStore clients: a {@link HashStore} behind a
+ * socket speaking PyTorch's wire in both its dialects ({@link Query}), one thread per client (a blocking WAIT holds
+ * only its own client's thread). Hosted by rank 0 or standalone.
  *
  * <p>Every byte a connection sends is hostile until its handshake is done: a client has {@link
  * ListenerLimits#handshakeTimeout} to introduce itself, lengths are held to {@link ListenerLimits}' caps before
@@ -48,13 +45,16 @@ public final class TcpStoreServer implements AutoCloseable {
   private volatile boolean closed;
   private final JobIdentity job;
   private final ListenerLimits limits;
+  /** Whether clients that do not introduce themselves (PyTorch's) are admitted. */
+  private final boolean admitPyTorch;
   /** The first stranger is logged at WARN, the others at DEBUG: a scan of the port must not flood the log. */
   private final AtomicBoolean warned = new AtomicBoolean();
 
-  private TcpStoreServer(ServerSocket server, JobIdentity job, ListenerLimits limits) {
+  private TcpStoreServer(ServerSocket server, JobIdentity job, ListenerLimits limits, boolean admitPyTorch) {
     this.server = server;
     this.job = job;
     this.limits = limits;
+    this.admitPyTorch = admitPyTorch;
     this.acceptor = new Thread(this::acceptLoop, "nccl4j-store-server:" + server.getLocalPort());
     this.acceptor.setDaemon(true);
     this.acceptor.start();
@@ -63,8 +63,8 @@ public final class TcpStoreServer implements AutoCloseable {
   }
 
   /**
-   * Listens on {@code port} (0: any free port) on every interface, for any client (no job identity): a
-   * standalone server.
+   * Listens on {@code port} (0: any free port) on every interface, for any client (no job identity), PyTorch's
+   * included: a standalone server.
    *
    * @throws IllegalStateException naming the port when it cannot be bound
    */
@@ -75,18 +75,36 @@ public final class TcpStoreServer implements AutoCloseable {
   /**
    * Listens on {@code bind}:{@code port} (null: every interface; port 0: any free port) for the clients of
    * {@code job} only: a client that names another job is refused, and when the job has a token, a client must
-   * answer a challenge with it. An anonymous {@code job} admits every client.
+   * answer a challenge with it. An anonymous {@code job} admits every client, PyTorch's included; a job's server
+   * admits only nccl4j clients (see {@link #start(InetAddress, int, JobIdentity, ListenerLimits, boolean)}).
    *
    * @throws IllegalStateException naming the port when it cannot be bound, and saying so when another process
    *     (another job) holds it
    */
   public static TcpStoreServer start(InetAddress bind, int port, JobIdentity job, ListenerLimits limits) {
+    return start(bind, port, job, limits, job.id().isEmpty() && !job.hasToken());
+  }
+
+  /**
+   * As {@link #start(InetAddress, int, JobIdentity, ListenerLimits)}, saying whether PyTorch's clients, which name
+   * no job and cannot answer a challenge, are admitted: only a job without a token may admit them, and what then
+   * protects the job is its bind address and its network (docs/RENDEZVOUS.md).
+   *
+   * @throws IllegalArgumentException when {@code admitPyTorch} is asked of a job with a token
+   */
+  public static TcpStoreServer start(InetAddress bind, int port, JobIdentity job, ListenerLimits limits,
+      boolean admitPyTorch) {
+    if (admitPyTorch && job.hasToken()) {
+      throw new IllegalArgumentException("TCP store: " + job + " cannot admit PyTorch's clients, which cannot prove"
+          + " its token; a store that admits them must belong to a job without one (unset " + JobIdentity.TOKEN_ENV
+          + ")");
+    }
     ServerSocket s = null;
     try {
       s = new ServerSocket();
       s.setReuseAddress(true);
       s.bind(new InetSocketAddress(bind, port), 1024);
-      return new TcpStoreServer(s, job, limits);
+      return new TcpStoreServer(s, job, limits, admitPyTorch);
     } catch (java.net.BindException e) {
       closeQuietly(s);
       throw new IllegalStateException("TCP store: cannot listen on port " + port + (bind == null ? "" : " of " + bind)
@@ -143,52 +161,26 @@ public final class TcpStoreServer implements AutoCloseable {
 
   private void serve(Socket c) {
     String peer = String.valueOf(c.getRemoteSocketAddress());
-    try (c;
-         DataInputStream in = new DataInputStream(new BufferedInputStream(c.getInputStream()));
-         DataOutputStream out = new DataOutputStream(new BufferedOutputStream(c.getOutputStream()))) {
+    try (c) {
+      PushbackInputStream raw = new PushbackInputStream(new BufferedInputStream(c.getInputStream()), 8);
+      StoreHandshake.Link link = new StoreHandshake.Link(c, new DataInputStream(raw),
+          new DataOutputStream(new BufferedOutputStream(c.getOutputStream())));
       // A client that says nothing, or too little, must not hold a thread and a connection for ever.
       c.setSoTimeout((int) Math.min(Integer.MAX_VALUE, limits.handshakeTimeout().toMillis()));
-      if (!StoreHandshake.admit(job, port(), peer, in, out, this::stranger)) {
+      if (StoreHandshake.admit(job, admitPyTorch, port(), peer, link, raw, this::stranger) == null) {
         return;
       }
       c.setSoTimeout(0);
-      while (!closed) {
-        byte[] request;
-        try {
-          request = Wire.readFrame(in, limits.maxFrameBytes(), "NCCL4J_STORE_MAX_VALUE_BYTES", peer);
-        } catch (Wire.LimitException e) {
-          stranger("dropped a client: {}", e.getMessage());
-          tellAndDrop(c, e.getMessage());
-          return;
-        }
-        answering.incrementAndGet();
-        try {
-          Wire.writeFrame(out, handle(request, peer));
-        } finally {
-          answering.decrementAndGet();
-        }
-      }
+      new StoreConnection(store, link, limits, peer, answering).serve(() -> !closed);
     } catch (java.net.SocketTimeoutException e) {
       stranger("dropped {}: no handshake within {} ms", peer, limits.handshakeTimeout().toMillis());
+    } catch (StoreConnection.Fatal e) {
+      stranger("dropped a client: {}", e.getMessage());
     } catch (IOException | RuntimeException e) {
       // the client went away, or sent what no client of this store would: either way only it is dropped
       LOG.debug("TCP store on port {}: connection of {} ended: {}", port(), peer, e.toString());
     } finally {
       clients.remove(c);
-    }
-  }
-
-  /** A frame over the cap cannot be skipped; its sender hears why before the connection closes. */
-  private static void tellAndDrop(Socket c, String why) {
-    try {
-      ByteArrayOutputStream b = new ByteArrayOutputStream();
-      DataOutputStream o = new DataOutputStream(b);
-      o.writeByte(Wire.ERROR);
-      Wire.writeString(o, why);
-      DataOutputStream out = new DataOutputStream(c.getOutputStream());
-      Wire.writeFrame(out, b.toByteArray());
-    } catch (IOException e) {
-      // it is being dropped anyway
     }
   }
 
@@ -201,128 +193,6 @@ public final class TcpStoreServer implements AutoCloseable {
       LOG.warn(f + " (further such connections are logged at DEBUG)", a);
     } else {
       LOG.debug(f, a);
-    }
-  }
-
-  private byte[] handle(byte[] request, String peer) throws IOException {
-    DataInputStream in = new DataInputStream(new ByteArrayInputStream(request));
-    ByteArrayOutputStream bytes = new ByteArrayOutputStream();
-    DataOutputStream out = new DataOutputStream(bytes);
-    if (request.length == 0) {
-      throw new IOException("corrupt frame from " + peer + ": an empty request");
-    }
-    byte op = in.readByte();
-    try {
-      switch (op) {
-        case Wire.PING:
-          out.writeByte(Wire.OK);
-          break;
-        case Wire.SET: {
-          String key = key(in, peer);
-          store.set(key, value(in, peer));
-          out.writeByte(Wire.OK);
-          break;
-        }
-        case Wire.GET: {
-          String key = key(in, peer);
-          long ms = in.readLong();
-          byte[] v = blocking(() -> store.get(key, Duration.ofMillis(ms)));
-          out.writeByte(Wire.OK);
-          Wire.writeBytes(out, v);
-          break;
-        }
-        case Wire.ADD: {
-          String key = key(in, peer);
-          long v = store.add(key, in.readLong());
-          out.writeByte(Wire.OK);
-          out.writeLong(v);
-          break;
-        }
-        case Wire.COMPARE_SET: {
-          String key = key(in, peer);
-          byte[] expected = value(in, peer);
-          byte[] desired = value(in, peer);
-          byte[] v = store.compareSet(key, expected, desired);
-          out.writeByte(Wire.OK);
-          Wire.writeBytes(out, v);
-          break;
-        }
-        case Wire.WAIT: {
-          List<String> keys = readKeys(in, peer);
-          long ms = in.readLong();
-          blocking(() -> {
-            store.wait(keys, Duration.ofMillis(ms));
-            return null;
-          });
-          out.writeByte(Wire.OK);
-          break;
-        }
-        case Wire.CHECK: {
-          boolean ok = store.check(readKeys(in, peer));
-          out.writeByte(Wire.OK);
-          out.writeBoolean(ok);
-          break;
-        }
-        case Wire.DELETE: {
-          boolean existed = store.deleteKey(key(in, peer));
-          out.writeByte(Wire.OK);
-          out.writeBoolean(existed);
-          break;
-        }
-        case Wire.NUM_KEYS:
-          out.writeByte(Wire.OK);
-          out.writeLong(store.numKeys());
-          break;
-        default:
-          out.writeByte(Wire.ERROR);
-          Wire.writeString(out, "unknown request " + op);
-      }
-    } catch (Wire.LimitException e) {
-      // The frame was read whole, so the connection stays in step: the client hears why.
-      bytes.reset();
-      out.writeByte(Wire.ERROR);
-      Wire.writeString(out, e.getMessage());
-    } catch (StoreTimeoutException e) {
-      bytes.reset();
-      out.writeByte(Wire.TIMEOUT);
-      Wire.writeString(out, e.getMessage());
-    } catch (RuntimeException e) {
-      bytes.reset();
-      out.writeByte(Wire.ERROR);
-      Wire.writeString(out, String.valueOf(e.getMessage()));
-    }
-    out.flush();
-    return bytes.toByteArray();
-  }
-
-  private List<String> readKeys(DataInputStream in, String peer) throws IOException {
-    int n = in.readInt();
-    // Each key takes at least its 8-byte length: a count the frame cannot hold is a lie, not an allocation.
-    if (n < 0 || n > in.available() / 8) {
-      throw new IOException("corrupt frame from " + peer + ": " + n + " keys in " + in.available() + " bytes");
-    }
-    List<String> keys = new ArrayList<>(n);
-    for (int i = 0; i < n; i++) {
-      keys.add(key(in, peer));
-    }
-    return keys;
-  }
-
-  private String key(DataInputStream in, String peer) throws IOException {
-    return Wire.readString(in, limits.maxKeyBytes(), "a key", "NCCL4J_STORE_MAX_KEY_BYTES", peer);
-  }
-
-  private byte[] value(DataInputStream in, String peer) throws IOException {
-    return Wire.readBytes(in, limits.maxValueBytes(), "a value", "NCCL4J_STORE_MAX_VALUE_BYTES", peer);
-  }
-
-  /** A wait for keys does not hold up close(): only requests being answered do. */
-  private <T> T blocking(java.util.function.Supplier<T> wait) {
-    answering.decrementAndGet();
-    try {
-      return wait.get();
-    } finally {
-      answering.incrementAndGet();
     }
   }
 
@@ -372,9 +242,5 @@ public final class TcpStoreServer implements AutoCloseable {
   @Override
   public String toString() {
     return "TcpStoreServer(port " + port() + (closed ? ", closed" : "") + ")";
-  }
-
-  static boolean isClosedSocket(IOException e) {
-    return e instanceof SocketException;
   }
 }

@@ -8,39 +8,38 @@ import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 
 /**
- * The TCP store's wire format (docs/RENDEZVOUS.md). After a handshake (magic {@code N4JS}, version, the job's
- * identity), every request and response is one frame: an 8-byte length, then the body. Strings and byte arrays
- * inside a body are 8-byte length + bytes. A length read from the socket is a claim, not a fact: frames are
- * read as their bytes arrive (a false length allocates only what was sent), and every length is held to a cap
- * ({@link ListenerLimits}) before anything is allocated.
+ * PyTorch's TCPStore wire (docs/RENDEZVOUS.md), which the store speaks to PyTorch and to nccl4j alike: a query is
+ * one byte of its type and its fields, with no frame around it; lengths, counts and integers are little-endian
+ * (PyTorch sends its native order, and every platform it runs on is little-endian); a string or a byte array is an
+ * 8-byte length and the bytes. A length read from the socket is a claim, not a fact: fields are read as their bytes
+ * arrive (a false length allocates only what was sent), and every length is held to a cap ({@link ListenerLimits})
+ * before anything is read.
  */
 final class Wire {
-  static final int MAGIC = 0x4e344a53; // "N4JS"
-  /** 2: the job's identity follows the magic and version. */
-  static final short VERSION = 2;
+  /** The current dialect's first query: VALIDATE and this number, little-endian. */
+  static final int VALIDATION_MAGIC = 0x3C85F7CE;
 
-  static final byte PING = 0;
-  static final byte SET = 1;
-  static final byte GET = 2;
-  static final byte ADD = 3;
-  static final byte COMPARE_SET = 4;
-  static final byte WAIT = 5;
-  static final byte CHECK = 6;
-  static final byte DELETE = 7;
-  static final byte NUM_KEYS = 8;
+  /** nccl4j's one query beyond PyTorch's: a client introduces its job (outside both dialects' ranges). */
+  static final byte HELLO = 0x4E;
 
+  /** PyTorch's answers to CHECK and WAIT. */
+  static final byte READY = 0;
+  static final byte NOT_READY = 1;
+  static final byte STOP_WAITING = 0;
+  static final byte WAIT_CANCELED = 1;
+
+  /** The status byte before every answer to a client that introduced itself (PyTorch's wire has no errors). */
   static final byte OK = 0;
-  static final byte TIMEOUT = 1;
   static final byte ERROR = 2;
 
-  /** The server's answers to a client's identity. */
+  /** The server's answers to HELLO. */
   static final byte ADMITTED = 0;
   static final byte CHALLENGE = 1;
   static final byte REFUSED = 2;
-  /** A refusal's text is cut to this. */
-  static final int MAX_REFUSAL_BYTES = 1024;
+  /** A refusal's or an error's text is cut to this. */
+  static final int MAX_MESSAGE_BYTES = 1024;
 
-  /** Frames grow by doubling from this as their bytes arrive. */
+  /** Fields grow by doubling from this as their bytes arrive. */
   private static final int FIRST_CHUNK = 64 << 10;
 
   private Wire() {}
@@ -49,13 +48,34 @@ final class Wire {
   static final class LimitException extends IOException {
     private static final long serialVersionUID = 1L;
 
+    LimitException(String what, long got, long cap, String unit, String setting, String peer) {
+      super(what + " of " + Long.toUnsignedString(got) + " " + unit + " from " + peer + " exceeds the cap of " + cap
+          + " " + unit + " (" + setting + ")");
+    }
+
     LimitException(String what, long got, long cap, String setting, String peer) {
-      super(what + " of " + got + " bytes from " + peer + " exceeds the cap of " + cap + " bytes (" + setting + ")");
+      this(what, got, cap, "bytes", setting, peer);
     }
   }
 
+  static void writeU64(DataOutputStream out, long v) throws IOException {
+    out.writeLong(Long.reverseBytes(v));
+  }
+
+  static long readU64(DataInputStream in) throws IOException {
+    return Long.reverseBytes(in.readLong());
+  }
+
+  static void writeU32(DataOutputStream out, int v) throws IOException {
+    out.writeInt(Integer.reverseBytes(v));
+  }
+
+  static int readU32(DataInputStream in) throws IOException {
+    return Integer.reverseBytes(in.readInt());
+  }
+
   static void writeBytes(DataOutputStream out, byte[] b) throws IOException {
-    out.writeLong(b.length);
+    writeU64(out, b.length);
     out.write(b);
   }
 
@@ -63,48 +83,28 @@ final class Wire {
     writeBytes(out, s.getBytes(StandardCharsets.UTF_8));
   }
 
-  /**
-   * Reads a field of a frame body already in memory ({@code in.available()} is what is left of it): its length
-   * must fit both what is left and {@code cap}.
-   */
-  static byte[] readBytes(DataInputStream in, long cap, String what, String setting, String peer)
-      throws IOException {
-    long n = in.readLong();
-    if (n < 0 || n > in.available()) {
-      throw new IOException("corrupt frame from " + peer + ": " + what + " of " + n + " bytes, " + in.available()
-          + " left in the frame");
-    }
-    if (n > cap) {
+  /** A short text of nccl4j's own (a refusal, an error), cut to {@link #MAX_MESSAGE_BYTES}. */
+  static void writeMessage(DataOutputStream out, String s) throws IOException {
+    byte[] b = s.getBytes(StandardCharsets.UTF_8);
+    writeBytes(out, b.length <= MAX_MESSAGE_BYTES ? b : Arrays.copyOf(b, MAX_MESSAGE_BYTES));
+  }
+
+  static String readMessage(DataInputStream in, String peer) throws IOException {
+    return new String(readBytes(in, MAX_MESSAGE_BYTES, "a message", "fixed by the protocol", peer),
+        StandardCharsets.UTF_8);
+  }
+
+  /** Reads a field (8-byte length, then the bytes) as its bytes arrive; a length over {@code cap} is refused first. */
+  static byte[] readBytes(DataInputStream in, long cap, String what, String setting, String peer) throws IOException {
+    long n = readU64(in);
+    if (n < 0 || n > cap) {
       throw new LimitException(what, n, cap, setting, peer);
     }
-    byte[] b = new byte[(int) n];
-    in.readFully(b);
-    return b;
+    return readAsItArrives(in, (int) n, what);
   }
 
-  static String readString(DataInputStream in, long cap, String what, String setting, String peer)
-      throws IOException {
-    return new String(readBytes(in, cap, what, setting, peer), StandardCharsets.UTF_8);
-  }
-
-  /** A field of a trusted body (a message of this side's own making): bounded by the body only. */
-  static String readText(DataInputStream in) throws IOException {
-    return readString(in, Integer.MAX_VALUE, "text", "", "the store");
-  }
-
-  /**
-   * Reads one frame body of at most {@code max} bytes as its bytes arrive; EOFException when the peer closed
-   * cleanly before a frame.
-   */
-  static byte[] readFrame(DataInputStream in, long max, String setting, String peer) throws IOException {
-    long n = in.readLong();
-    if (n < 0) {
-      throw new IOException("corrupt frame from " + peer + ": length " + n);
-    }
-    if (n > max) {
-      throw new LimitException("a frame", n, max, setting, peer);
-    }
-    int len = (int) n;
+  /** {@code len} bytes, in a buffer that grows as they arrive: a false length costs only what was sent. */
+  static byte[] readAsItArrives(DataInputStream in, int len, String what) throws IOException {
     byte[] b = new byte[Math.min(len, FIRST_CHUNK)];
     int got = 0;
     while (got < len) {
@@ -113,34 +113,28 @@ final class Wire {
       }
       int r = in.read(b, got, b.length - got);
       if (r < 0) {
-        throw new EOFException("the connection closed " + got + " bytes into a frame of " + len);
+        throw new EOFException("the connection closed " + got + " bytes into " + what + " of " + len + " bytes");
       }
       got += r;
     }
     return b;
   }
 
-  static void writeFrame(DataOutputStream out, byte[] body) throws IOException {
-    out.writeLong(body.length);
-    out.write(body);
-    out.flush();
+  static String readString(DataInputStream in, long cap, String what, String setting, String peer)
+      throws IOException {
+    return new String(readBytes(in, cap, what, setting, peer), StandardCharsets.UTF_8);
   }
 
-  /** A short string of the handshake: a 2-byte length and UTF-8 bytes. */
-  static void writeShortString(DataOutputStream out, String s, int max) throws IOException {
-    byte[] b = s.getBytes(StandardCharsets.UTF_8);
-    int n = Math.min(b.length, max);
-    out.writeShort(n);
-    out.write(b, 0, n);
-  }
-
-  static String readShortString(DataInputStream in, int max, String what, String peer) throws IOException {
-    int n = in.readUnsignedShort();
-    if (n > max) {
-      throw new LimitException(what, n, max, "fixed by the protocol", peer);
+  /** Reads and drops {@code n} bytes without keeping them (a field over its cap, so that the stream stays in step). */
+  static void skip(DataInputStream in, long n) throws IOException {
+    byte[] sink = new byte[(int) Math.min(n, 8192)];
+    long left = n;
+    while (left > 0) {
+      int r = in.read(sink, 0, (int) Math.min(left, sink.length));
+      if (r < 0) {
+        throw new EOFException("the connection closed with " + left + " bytes of a field still to come");
+      }
+      left -= r;
     }
-    byte[] b = new byte[n];
-    in.readFully(b);
-    return new String(b, StandardCharsets.UTF_8);
   }
 }

@@ -65,22 +65,27 @@ class TcpStoreHardeningTest {
     assertThat(Duration.ofNanos(System.nanoTime() - startNanos)).isLessThan(FAST);
   }
 
-  /** A raw connection past the handshake of an anonymous client: the caller writes frames by hand. */
+  /** A raw connection past the handshake of an anonymous nccl4j client: the caller writes queries by hand. */
   private Socket admitted(TcpStoreServer s) throws IOException {
     Socket raw = keep(new Socket("127.0.0.1", s.port()));
     raw.setSoTimeout((int) FAST.toMillis());
     DataOutputStream o = new DataOutputStream(raw.getOutputStream());
-    o.writeInt(Wire.MAGIC);
-    o.writeShort(Wire.VERSION);
-    o.writeShort(0); // no job id
+    o.writeByte(0); // VALIDATE
+    Wire.writeU32(o, Wire.VALIDATION_MAGIC);
+    o.writeByte(Wire.HELLO);
+    Wire.writeU64(o, 0); // no job id
     o.flush();
     DataInputStream in = new DataInputStream(raw.getInputStream());
-    assertThat(in.readInt()).isEqualTo(Wire.MAGIC);
-    assertThat(in.readShort()).isEqualTo(Wire.VERSION);
     assertThat(in.readByte()).isEqualTo(Wire.ADMITTED);
     return raw;
   }
 
+  /** The first bytes of a SET of key "k" (current dialect) whose value claims {@code length} bytes. */
+  private static void setClaiming(DataOutputStream o, long length) throws IOException {
+    o.writeByte(Query.SET.code(Query.Dialect.CURRENT));
+    Wire.writeString(o, "k");
+    Wire.writeU64(o, length);
+  }
 
   /** Bytes allocated by every live thread of this JVM so far (threads that ended are not counted). */
   private static long allocatedBytes() {
@@ -104,7 +109,7 @@ class TcpStoreHardeningTest {
     for (int i = 0; i < 3; i++) {
       Socket raw = admitted(s);
       DataOutputStream o = new DataOutputStream(raw.getOutputStream());
-      o.writeLong(500L << 20); // a frame of 500 MiB, under the cap ...
+      setClaiming(o, 500L << 20); // a value of 500 MiB, under the cap ...
       o.writeLong(0x0102030405060708L); // ... of which 8 bytes come
       o.flush();
       liars.add(raw);
@@ -120,20 +125,17 @@ class TcpStoreHardeningTest {
   }
 
   @Test
-  void aFrameOverTheCapIsRefusedNamingTheCapTheLengthAndThePeer() throws Exception {
+  void aValueOverTheCapThatCannotBeSkippedIsRefusedNamingTheCapTheLengthAndThePeer() throws Exception {
     TcpStoreServer s = server(JobIdentity.anonymous(), ListenerLimits.DEFAULT);
     Socket raw = admitted(s);
     DataOutputStream o = new DataOutputStream(raw.getOutputStream());
-    o.writeLong(Integer.MAX_VALUE - 9L);
+    setClaiming(o, Integer.MAX_VALUE - 9L);
     o.writeLong(0);
     o.flush();
     DataInputStream in = new DataInputStream(raw.getInputStream());
-    byte[] answer = new byte[(int) in.readLong()];
-    in.readFully(answer);
-    DataInputStream a = new DataInputStream(new java.io.ByteArrayInputStream(answer));
-    assertThat(a.readByte()).isEqualTo(Wire.ERROR);
-    assertThat(Wire.readText(a)).startsWith("a frame of 2147483638 bytes from /127.0.0.1:")
-        .contains("exceeds the cap of " + ListenerLimits.DEFAULT.maxFrameBytes() + " bytes")
+    assertThat(in.readByte()).isEqualTo(Wire.ERROR);
+    assertThat(Wire.readMessage(in, "the store")).startsWith("a value of 2147483638 bytes from /127.0.0.1:")
+        .contains("exceeds the cap of " + ListenerLimits.DEFAULT.maxValueBytes() + " bytes")
         .contains("NCCL4J_STORE_MAX_VALUE_BYTES");
     assertThat(closedByPeer(in)).isTrue();
     assertWorks(client(s, JobIdentity.anonymous()), "after");
@@ -148,7 +150,8 @@ class TcpStoreHardeningTest {
     assertThat(e.getMessage()).contains("127.0.0.1:" + s.port()).contains("set(k)")
         .contains("a value of 2048 bytes from /127.0.0.1:").contains("exceeds the cap of 1024 bytes");
     Throwable key = catchThrowable(() -> c.set("k".repeat(100), new byte[1]));
-    assertThat(key.getMessage()).contains("a key of 100 bytes").contains("cap of 64 bytes")
+    // On the wire the key carries PyTorch's "/" before it: 101 bytes.
+    assertThat(key.getMessage()).contains("a key of 101 bytes").contains("cap of 64 bytes")
         .contains("NCCL4J_STORE_MAX_KEY_BYTES");
     assertWorks(c, "small");
   }
@@ -158,11 +161,14 @@ class TcpStoreHardeningTest {
     TcpStoreServer s = server(JobIdentity.anonymous(), ListenerLimits.DEFAULT);
     Socket raw = admitted(s);
     DataOutputStream o = new DataOutputStream(raw.getOutputStream());
-    o.writeLong(5);
-    o.writeByte(Wire.CHECK);
-    o.writeInt(Integer.MAX_VALUE); // keys, in a 5-byte frame
+    o.writeByte(Query.CHECK.code(Query.Dialect.CURRENT));
+    Wire.writeU64(o, Integer.MAX_VALUE); // keys, of which none come
     o.flush();
-    assertThat(closedByPeer(raw.getInputStream())).isTrue();
+    DataInputStream in = new DataInputStream(raw.getInputStream());
+    assertThat(in.readByte()).isEqualTo(Wire.ERROR);
+    assertThat(Wire.readMessage(in, "the store")).startsWith("a count of 2147483647 keys from /127.0.0.1:")
+        .contains("exceeds the cap of " + ListenerLimits.DEFAULT.maxKeyBytes() + " keys");
+    assertThat(closedByPeer(in)).isTrue();
     assertWorks(client(s, JobIdentity.anonymous()), "after");
   }
 
@@ -192,7 +198,15 @@ class TcpStoreHardeningTest {
     byte[] noise = new byte[4096];
     random.nextBytes(noise);
     garbage.add(noise);
-    garbage.add(new byte[] {0x4e, 0x34, 0x4a, 0x53, 0, 2, (byte) 0xff, (byte) 0xff, 1, 2}); // 10 bytes, id too long
+    garbage.add(new byte[] {0x4e, 0x34, 0x4a, 0x53, 0, 2, (byte) 0xff, (byte) 0xff, 1, 2}); // 10 bytes, not a query
+    byte[] longId = new byte[15];
+    longId[1] = (byte) 0xce; // VALIDATE and its magic, then HELLO claiming a job id of 2^40 bytes
+    longId[2] = (byte) 0xf7;
+    longId[3] = (byte) 0x85;
+    longId[4] = 0x3c;
+    longId[5] = Wire.HELLO;
+    longId[11] = 1;
+    garbage.add(longId);
     garbage.add("GET / HTTP/1.1\r\nHost: x\r\n\r\n".getBytes(UTF_8));
     for (byte[] g : garbage) {
       try (Socket raw = new Socket("127.0.0.1", s.port())) {
