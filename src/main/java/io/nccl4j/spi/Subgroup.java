@@ -20,10 +20,12 @@ public record Subgroup(String id, int[] members, int color, int key) {
   /** NCCL's {@code NCCL_SPLIT_NOCOLOR}: the rank takes part in the split but joins no group. */
   public static final int NO_COLOR = -1;
 
+  /** Copies {@code members}, so that the record cannot change under its holder. */
   public Subgroup {
     members = members.clone();
   }
 
+  /** The members, in new-rank order (a copy). */
   @Override
   public int[] members() {
     return members.clone();

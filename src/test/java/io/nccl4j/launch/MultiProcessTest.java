@@ -319,13 +319,18 @@ class MultiProcessTest {
    * Starts the two {@link RankMains.PeerDies} ranks here (no launcher to stop the survivor) and
    * returns the line where rank 0 reports the exception its second all-reduce threw.
    */
+  /** Over TCP (shared memory off): what the sockets tell. */
   private String peerDies(String when) throws Exception {
+    return peerDies(when, false);
+  }
+
+  private String peerDies(String when, boolean sharedMemory) throws Exception {
     int port = Launcher.freePort();
     List<Process> ps = new ArrayList<>();
     for (int r = 0; r < 2; r++) {
       ps.add(start(rank(javaCommand(RankMains.PeerDies.class, when),
           Map.of("MASTER_ADDR", "127.0.0.1", "MASTER_PORT", Integer.toString(port), "RANK", Integer.toString(r),
-              "WORLD_SIZE", "2"), tmp.resolve(when + "-rank" + r + ".txt"))));
+              "WORLD_SIZE", "2", "NCCL4J_SHM", sharedMemory ? "1" : "0"), tmp.resolve(when + "-rank" + r + ".txt"))));
     }
     try {
       assertThat(ps.get(1).waitFor(120, TimeUnit.SECONDS)).as("rank 1 died").isTrue();
@@ -357,6 +362,11 @@ class MultiProcessTest {
   @Test
   void peerDyingDuringACollectiveFailsItNamingThePeer() throws Exception {
     peerDies("pending");
+  }
+
+  @Test
+  void peerDyingDuringACollectiveThroughSharedMemoryFailsItNamingThePeersDeath() throws Exception {
+    assertThat(peerDies("pending", true)).contains("rank 1 (pid ").contains(") died while rank 0 was waiting");
   }
 
   @Test

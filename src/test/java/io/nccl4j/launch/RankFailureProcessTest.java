@@ -73,14 +73,21 @@ class RankFailureProcessTest {
     /** Counted down when a rank's output ends (it exited). */
     final List<CountDownLatch> ended = new ArrayList<>();
 
+    /** Over TCP only: the scenarios below are about what the sockets tell (the shared-memory ones further down). */
     Job(String scenario, int size, int victim, String... extra) throws IOException {
+      this(false, scenario, size, victim, extra);
+    }
+
+    /** With {@code sharedMemory}, the ranks' collectives run through /dev/shm, as by default on one host. */
+    Job(boolean sharedMemory, String scenario, int size, int victim, String... extra) throws IOException {
       this.size = size;
       int port = Launcher.freePort();
       for (int r = 0; r < size; r++) {
+        Map<String, String> env = new java.util.HashMap<>(Map.of("MASTER_ADDR", "127.0.0.1", "MASTER_PORT",
+            Integer.toString(port), "RANK", Integer.toString(r), "WORLD_SIZE", Integer.toString(size)));
+        env.put("NCCL4J_SHM", sharedMemory ? "1" : "0");
         Process p = children.start(ChildJvms.rank(
-            ChildJvms.javaCommand(RankFailureMains.Scenario.class, args(scenario, victim, extra)),
-            Map.of("MASTER_ADDR", "127.0.0.1", "MASTER_PORT", Integer.toString(port), "RANK", Integer.toString(r),
-                "WORLD_SIZE", Integer.toString(size))));
+            ChildJvms.javaCommand(RankFailureMains.Scenario.class, args(scenario, victim, extra)), env));
         ps.add(p);
         List<String> lines = new CopyOnWriteArrayList<>();
         CountDownLatch end = new CountDownLatch(1);
@@ -413,6 +420,83 @@ class RankFailureProcessTest {
     for (int r : survivors(size, victim)) {
       failedNaming(job, r, victim, "A", "B", "C");
       assertThat(job.out(r)).contains("rank " + r + " aborted, closed=true");
+    }
+  }
+
+  // ------------------------------------------------------------------ through shared memory (the default on one host)
+
+  @Test
+  void sharedMemoryRankKilledWithSigkillWhileThePeersWaitInAWindowFailsThemNamingIt() throws Exception {
+    int size = 3;
+    int victim = 1;
+    Job job = new Job(true, "kill", size, victim);
+    job.await(victim, s -> s.equals("rank 1 ready"));
+    for (int r : survivors(size, victim)) {
+      job.await(r, s -> s.equals("rank " + r + " pending"));
+    }
+    kill("KILL", job.pid(victim));
+    assertThat(job.exit(victim)).isEqualTo(137);
+    for (int r : survivors(size, victim)) {
+      assertThat(job.exit(r)).as("rank %d; output: %s", r, job.all()).isZero();
+      assertThat(job.out(r)).contains("rank " + r + " op warmup returned " + sum(0, size));
+      failedNaming(job, r, victim, "A", "B", "C");
+    }
+  }
+
+  @Test
+  void sharedMemoryRankThrowingBetweenCollectivesFailsEveryPeerNamingIt() throws Exception {
+    int size = 3;
+    int victim = 1;
+    Job job = new Job(true, "throw", size, victim);
+    assertThat(job.exit(victim)).as("uncaught exception: status 1; output: %s", job.all()).isEqualTo(1);
+    for (int r : survivors(size, victim)) {
+      assertThat(job.exit(r)).as("rank %d; output: %s", r, job.all()).isZero();
+      failedNaming(job, r, victim, "A", "B", "C");
+      assertThat(job.failure(r, "A").message()).contains("rank 1 throws between collectives");
+    }
+  }
+
+  @Test
+  void sharedMemoryRankThrowingBeforeJoiningTimesTheOthersOutNamingIt() throws Exception {
+    int size = 3;
+    int victim = 1;
+    Job job = new Job(true, "throw-before-joining", size, victim);
+    assertThat(job.exit(victim)).as("output: %s", job.all()).isEqualTo(1);
+    for (int r : survivors(size, victim)) {
+      assertThat(job.exit(r)).as("rank %d; output: %s", r, job.all()).isZero();
+      for (String op : List.of("A", "B", "C")) {
+        Failure f = job.failure(r, op);
+        assertThat(f.type()).as("rank %d op %s: %s", r, op, f).isEqualTo(CollectiveTimeoutException.class.getName());
+        assertThat(f.message()).as("rank %d op %s", r, op).contains("Watchdog caught collective operation timeout")
+            .contains("rank 1 to join the group");
+        assertThat(f.millis()).as("rank %d op %s: %s", r, op, f).isLessThan(TIMEOUT.multipliedBy(2).toMillis());
+      }
+    }
+  }
+
+  @Test
+  void sharedMemoryRankStoppedGivesEveryPeerATimeoutNamingIt() throws Exception {
+    int size = 3;
+    int victim = 1;
+    Path go = tmp.resolve("go");
+    Job job = new Job(true, "stop-staggered", size, victim, go.toString());
+    for (int r = 0; r < size; r++) {
+      int rank = r;
+      job.await(r, s -> s.equals("rank " + rank + " ready"));
+    }
+    kill("STOP", job.pid(victim));
+    try {
+      Files.writeString(go, "go");
+      for (int r : survivors(size, victim)) {
+        assertThat(job.exit(r)).as("rank %d; output: %s", r, job.all()).isZero();
+        Failure f = job.failure(r, "A");
+        assertThat(f.type()).as("rank %d: %s", r, f).isEqualTo(CollectiveTimeoutException.class.getName());
+        assertThat(f.message()).contains("Watchdog caught collective operation timeout")
+            .contains("waiting for rank 1 to reach ALLREDUCE #2");
+        assertThat(f.millis()).isLessThan(TIMEOUT.multipliedBy(2).toMillis());
+      }
+    } finally {
+      resumeAndKill(job.ps.get(victim));
     }
   }
 }

@@ -366,14 +366,17 @@ final class ProcessWindows implements SharedMemory {
   /** Throws if waiting is hopeless: the group failed, the deadline passed, a peer not yet here is gone. */
   private void waitable(int parity, long use, Tag tag, long deadline) {
     checkGroupFailure();
+    List<Integer> absent = new ArrayList<>();
     for (int q = 0; q < size; q++) {
       if (q == rank || NativeMemory.getLongVolatile(segments[q].publication(parity) + P_USE) == use + 1) {
         continue;
       }
       checkAlive(q, "waiting in " + tag + " for rank " + q);
+      absent.add(q);
     }
     if (System.nanoTime() - deadline > 0) {
-      throw new TransportTimeoutException("waiting for every rank to reach " + tag);
+      throw new TransportTimeoutException("waiting for rank" + (absent.size() == 1 ? " " + absent.get(0)
+          : "s " + absent) + " to reach " + tag);
     }
   }
 
@@ -383,8 +386,22 @@ final class ProcessWindows implements SharedMemory {
       throw departed(q, "rank " + q + " closed its process group while rank " + rank + " was " + what);
     }
     long pid = s.pid();
-    if (pid != ProcessHandle.current().pid() && !ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false)) {
+    if (pid != ProcessHandle.current().pid() && !alive(pid)) {
       throw departed(q, "rank " + q + " (pid " + pid + ") died while rank " + rank + " was " + what);
+    }
+  }
+
+  /** Running, or stopped: a zombie (killed, not yet reaped by its parent) is dead for its peers. */
+  private static boolean alive(long pid) {
+    if (!ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false)) {
+      return false;
+    }
+    try {
+      String stat = java.nio.file.Files.readString(java.nio.file.Paths.get("/proc/" + pid + "/stat"));
+      int close = stat.lastIndexOf(')'); // after the command name, which may hold spaces
+      return close < 0 || close + 2 >= stat.length() || stat.charAt(close + 2) != 'Z';
+    } catch (java.io.IOException | RuntimeException e) {
+      return true; // no /proc: as the JDK says
     }
   }
 
