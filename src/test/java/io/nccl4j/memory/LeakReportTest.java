@@ -17,9 +17,10 @@ import org.junit.jupiter.api.Test;
 /**
  * A tensor collected while unclosed is reported once, with its size and dtype — and, with
  * {@code free}, its memory returns to the allocator; with {@code trace} the report says where it
- * was allocated. A closed, moved, wrapped or still-viewed tensor is never reported, and nothing is
- * freed twice. The collector's timing is the JVM's: each test drops a "sentinel" tensor with the
- * ones it checks and calls System.gc() in a loop (bounded by a generous number of rounds) until
+ * was allocated. A closed, moved, wrapped or still-viewed tensor is never reported (but a wrapped
+ * tensor whose external memory has a release callback is: its callback runs then, see
+ * ExternalMemoryTest), and nothing is freed twice. The collector's timing is the JVM's: each test
+ * drops a "sentinel" tensor with the ones it checks and calls System.gc() in a loop (bounded by a generous number of rounds) until
  * that sentinel's report arrives, then checks what was and was not reported.
  */
 @Tag("unit")

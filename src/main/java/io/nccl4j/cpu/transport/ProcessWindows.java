@@ -41,8 +41,8 @@ final class ProcessWindows implements SharedMemory {
   private static final int MAX_ADDRESSES = 8;
   private static final int MAX_ALGORITHM_BYTES = 28;
   private static final int MAX_FINGERPRINT_BYTES = 1024;
-  /** Rounds between two liveness checks of the peers (a pid lookup is a system call). */
-  private static final int LIVENESS_EVERY = 256;
+  /** Between two liveness checks of the peers (a pid lookup reads /proc): a dead peer is seen within this. */
+  private static final long LIVENESS_NANOS = 10_000_000;
   // Publication layout.
   private static final int P_USE = 0;
   private static final int P_OP = 8;
@@ -86,7 +86,11 @@ final class ProcessWindows implements SharedMemory {
     this.arena = arena;
     this.host = host;
     boolean oversubscribed = size > Runtime.getRuntime().availableProcessors();
-    this.backoff = new Backoff(oversubscribed ? 10 : 200, 200, 20_000, 200_000);
+    // No other process can be unparked: yielding lets the peer a rank waits for have its core, and the
+    // parks that follow stay short. Measured in docs/PERFORMANCE.md; -Dnccl4j.shm.* override.
+    this.backoff = new Backoff(Integer.getInteger("nccl4j.shm.spin", oversubscribed ? 10 : 200),
+        Integer.getInteger("nccl4j.shm.yield", 2000), Long.getLong("nccl4j.shm.park", 20_000),
+        Long.getLong("nccl4j.shm.maxpark", 100_000));
   }
 
   ShmArena arena() {
@@ -230,11 +234,14 @@ final class ProcessWindows implements SharedMemory {
     NativeMemory.getAndAddLong(arrived, 1);
     int round = 0;
     long v;
+    long nextCheck = System.nanoTime() + LIVENESS_NANOS; // a pid lookup per peer costs more than a small collective
     while (((v = NativeMemory.getLongVolatile(arrived)) & ~ABORTED) < target) {
       if ((v & ABORTED) != 0) {
         throw peersFailure("a rank gave up waiting in " + tag + "; the group failed");
       }
-      if (round % LIVENESS_EVERY == LIVENESS_EVERY - 1 || round == 0) {
+      long now = System.nanoTime();
+      if (now - nextCheck >= 0) {
+        nextCheck = now + LIVENESS_NANOS;
         try {
           waitable(parity, use, tag, deadline);
         } catch (RuntimeException e) {
@@ -522,8 +529,11 @@ final class ProcessWindows implements SharedMemory {
         return;
       }
       int round = 0;
+      long nextCheck = System.nanoTime() + LIVENESS_NANOS;
       while (NativeMemory.getLongVolatile(left) < target) {
-        if (round % LIVENESS_EVERY == LIVENESS_EVERY - 1) {
+        long now = System.nanoTime();
+        if (now - nextCheck >= 0) {
+          nextCheck = now + LIVENESS_NANOS;
           // Peers inside a window only compute, but a process can die there: then nobody must wait.
           for (int q = 0; q < size; q++) {
             if (q != rank) {
