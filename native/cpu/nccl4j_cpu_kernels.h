@@ -15,6 +15,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* The order of io.nccl4j.cpu.Reduction.ArrayOp. */
 enum {
@@ -96,6 +100,25 @@ static inline int nccl4j_reduce(int op, const void* const* src, int ns, void* co
     static const bool avx2 = NCCL4J_HAS_AVX2();
     (avx2 ? nccl4j_kernels_avx2 : nccl4j_kernels_base)[op](src, ns, dst, nd, n);
     return 0;
+}
+
+/*
+ * Waiting between processes (the CPU backend's windows in /dev/shm): sleeps while the 32-bit word at
+ * addr holds expected, for at most timeout_nanos, until nccl4j_futex_wake on the same word (any
+ * process mapping it: a shared futex, not FUTEX_PRIVATE). Returns 0 when woken, -1 otherwise (the
+ * word had changed, the time ran out, or a signal came): the caller re-checks its condition.
+ */
+static inline int nccl4j_futex_wait(void* addr, int expected, long timeout_nanos) {
+    struct timespec ts;
+    ts.tv_sec = timeout_nanos / 1000000000L;
+    ts.tv_nsec = timeout_nanos % 1000000000L;
+    return syscall(SYS_futex, (int*) addr, FUTEX_WAIT, expected, &ts, NULL, 0) == 0 ? 0 : -1;
+}
+
+/* Wakes every process sleeping in nccl4j_futex_wait on the word at addr; returns how many, or -1. */
+static inline int nccl4j_futex_wake(void* addr) {
+    long n = syscall(SYS_futex, (int*) addr, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
+    return n < 0 ? -1 : (int) n;
 }
 
 #endif

@@ -29,4 +29,14 @@ public final class CpuKernels {
 
   /** The instruction set the kernels use on this CPU: "avx2" or "baseline". */
   public static native @Cast("const char*") String nccl4j_cpu_kernels_isa();
+
+  /**
+   * Sleeps while the 32-bit word at {@code address} (in memory several processes map) holds
+   * {@code expected}, for at most {@code timeoutNanos}, until {@link #nccl4j_futex_wake}; 0 when woken,
+   * -1 otherwise (re-check the condition).
+   */
+  public static native int nccl4j_futex_wait(@Cast("void*") long address, int expected, long timeoutNanos);
+
+  /** Wakes every process sleeping on the word at {@code address}; how many, or -1. */
+  public static native int nccl4j_futex_wake(@Cast("void*") long address);
 }

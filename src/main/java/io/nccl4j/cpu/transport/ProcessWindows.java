@@ -89,7 +89,7 @@ final class ProcessWindows implements SharedMemory {
     // No other process can be unparked: yielding lets the peer a rank waits for have its core, and the
     // parks that follow stay short. Measured in docs/PERFORMANCE.md; -Dnccl4j.shm.* override.
     this.backoff = new Backoff(Integer.getInteger("nccl4j.shm.spin", oversubscribed ? 10 : 200),
-        Integer.getInteger("nccl4j.shm.yield", 2000), Long.getLong("nccl4j.shm.park", 20_000),
+        Integer.getInteger("nccl4j.shm.yield", Futex.available() ? 100 : 2000), Long.getLong("nccl4j.shm.park", 20_000),
         Long.getLong("nccl4j.shm.maxpark", 100_000));
   }
 
@@ -231,7 +231,10 @@ final class ProcessWindows implements SharedMemory {
     long target = ((use >> 1) + 1) * size;
     publish(segments[rank].publication(parity), use, tag, algorithm, bytes, addresses);
     long arrived = counter(ShmSegment.ARRIVED, parity);
-    NativeMemory.getAndAddLong(arrived, 1);
+    long sleeping = counter(ShmSegment.SLEEPING_ARRIVED, parity);
+    if (((NativeMemory.getAndAddLong(arrived, 1) + 1) & ~ABORTED) == target) {
+      wakeSleepers(arrived, sleeping);
+    }
     int round = 0;
     long v;
     long nextCheck = System.nanoTime() + LIVENESS_NANOS; // a pid lookup per peer costs more than a small collective
@@ -250,6 +253,11 @@ final class ProcessWindows implements SharedMemory {
           }
           break; // every rank arrived meanwhile: the window is open after all
         }
+      }
+      if (round >= backoff.firstParkRound() && Futex.available()) {
+        sleep(arrived, sleeping, target, Math.min(deadline, nextCheck));
+        round++;
+        continue;
       }
       backoff.pause(round++, deadline);
     }
@@ -426,8 +434,34 @@ final class ProcessWindows implements SharedMemory {
         return false;
       }
       if ((v & ABORTED) != 0 || NativeMemory.compareAndSetLong(arrived, v, v | ABORTED)) {
+        if (Futex.available()) {
+          Futex.wakeAll(arrived);
+        }
         return true;
       }
+    }
+  }
+
+  /**
+   * Sleeps on {@code word} until it reaches {@code target} (or is aborted), {@code until} at the latest.
+   * The count of sleepers is raised before the last look and read by the completing rank after its
+   * increment (both atomic), so either this rank sees the completion or the completer sees it asleep.
+   */
+  private static void sleep(long word, long sleeping, long target, long until) {
+    NativeMemory.getAndAddLong(sleeping, 1);
+    try {
+      long v = NativeMemory.getLongVolatile(word);
+      if ((v & ~ABORTED) < target && (v & ABORTED) == 0) {
+        Futex.await(word, (int) v, Math.min(1_000_000, until - System.nanoTime()));
+      }
+    } finally {
+      NativeMemory.getAndAddLong(sleeping, -1);
+    }
+  }
+
+  private static void wakeSleepers(long word, long sleeping) {
+    if (Futex.available() && NativeMemory.getLongVolatile(sleeping) > 0) {
+      Futex.wakeAll(word);
     }
   }
 
@@ -524,7 +558,11 @@ final class ProcessWindows implements SharedMemory {
       }
       closed = true;
       long left = counter(ShmSegment.LEFT, parity);
-      NativeMemory.getAndAddLong(left, 1); // counted for every window, so targets stay aligned
+      long sleeping = counter(ShmSegment.SLEEPING_LEFT, parity);
+      // Counted for every window, so targets stay aligned.
+      if (NativeMemory.getAndAddLong(left, 1) + 1 == target) {
+        wakeSleepers(left, sleeping);
+      }
       if (!exitBarrier) {
         return;
       }
@@ -540,6 +578,11 @@ final class ProcessWindows implements SharedMemory {
               checkAlive(q, "leaving a window");
             }
           }
+        }
+        if (round >= backoff.firstParkRound() && Futex.available()) {
+          sleep(left, sleeping, target, nextCheck);
+          round++;
+          continue;
         }
         backoff.pause(round++);
       }

@@ -37,7 +37,9 @@ final class ShmSegment {
   static final int LEFT = 320; // rank 0's: two counters, 64 bytes apart
   static final int MAPPED = 448; // how many peers mapped this segment; the last removes its file
   static final int FAILURE = 512; // this rank's recorded failure: kind (4), root (4), length (4), text
-  static final int FAILURE_TEXT_MAX = 4096 - 12;
+  static final int FAILURE_TEXT_MAX = 2048;
+  static final int SLEEPING_ARRIVED = 2624; // rank 0's: processes asleep on ARRIVED, two counters 64 bytes apart
+  static final int SLEEPING_LEFT = 2752; // rank 0's: processes asleep on LEFT, two counters 64 bytes apart
   static final int PUBLICATIONS = 4608; // two publications
   static final int PUBLICATION_BYTES = 2048;
   static final int STAGING = 16384; // two staging buffers
