@@ -82,6 +82,42 @@ public final class RankMains {
   }
 
   /**
+   * For a launcher that restarts failed jobs (torchrun): in the first attempt every rank all-reduces
+   * once, then rank 1 exits with status 1; in the next attempt every rank all-reduces and reports, with
+   * the attempt number, as {@link AllReduce} does.
+   */
+  public static final class FailFirstAttempt {
+    public static void main(String[] args) throws Exception {
+      DistEnv env = DistEnv.fromEnvironment();
+      int attempt = Integer.parseInt(System.getenv().getOrDefault("TORCHELASTIC_RESTART_COUNT", "0"));
+      try (ProcessGroups.Joined j = ProcessGroups.init(env, "cpu", TIMEOUT);
+           Tensor t = input(j.group(), 6)) {
+        j.group().allReduce(t, ReduceOp.SUM);
+        if (attempt == 0) {
+          System.out.println("attempt=0 rank=" + env.rank() + " result=" + Arrays.toString(t.toLongArray()));
+          System.out.flush();
+          if (env.rank() == 1) {
+            Runtime.getRuntime().halt(1);
+          }
+          // The others wait for the launcher to stop them (it restarts the job when rank 1 fails).
+          Thread.sleep(TIMEOUT.toMillis());
+          System.exit(2);
+        }
+        System.out.println("attempt=" + attempt + " rank=" + env.rank() + " size=" + env.worldSize()
+            + " result=" + Arrays.toString(t.toLongArray()));
+        j.store().set("done/" + env.rank(), new byte[] {1});
+        java.util.List<String> keys = new java.util.ArrayList<>();
+        for (int r = 0; r < env.worldSize(); r++) {
+          keys.add("done/" + r);
+        }
+        j.store().wait(keys, TIMEOUT);
+      }
+      System.out.flush();
+      System.exit(0);
+    }
+  }
+
+  /**
    * Creates two groups in turn (store namespaces pg1 and pg2), the second while the first is still
    * open: both all-reduce with different data, then the first one again.
    */

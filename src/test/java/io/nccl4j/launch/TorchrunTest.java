@@ -73,6 +73,38 @@ class TorchrunTest {
     }
   }
 
+  /**
+   * torchrun restarts the workers after rank 1 fails in the first attempt: the second attempt's ranks
+   * make a clean group on the agent's store (a new attempt's namespace) and all-reduce exactly.
+   */
+  @Test
+  void aRestartByTorchrunGivesACleanNewGroup() throws Exception {
+    String python = TorchPythons.current().orElseGet(() -> {
+      Assumptions.abort(TorchPythons.CURRENT_HOW);
+      return null;
+    });
+    Path torchrun = Path.of(python).resolveSibling("torchrun");
+    Assumptions.assumeTrue(Files.isExecutable(torchrun), "no torchrun beside " + python);
+    int port;
+    try (ServerSocket free = new ServerSocket(0)) {
+      port = free.getLocalPort();
+    }
+    List<String> cmd = new ArrayList<>(List.of(torchrun.toString(), "--master-port", String.valueOf(port),
+        "--nproc-per-node", "2", "--max-restarts", "1", "--no-python"));
+    cmd.addAll(ChildJvms.javaCommand(RankMains.FailFirstAttempt.class));
+    ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
+    pb.environment().put("PYTHONWARNINGS", "ignore");
+    pb.environment().keySet().removeIf(k -> k.startsWith("NCCL4J_JOB_") || k.equals("RANK") || k.equals("WORLD_SIZE"));
+    Process p = pb.start();
+    p.getOutputStream().close();
+    String out = new String(p.getInputStream().readAllBytes(), UTF_8);
+    assertThat(p.waitFor(180, TimeUnit.SECONDS)).isTrue();
+    assertThat(p.exitValue()).as(out).isZero();
+    String expected = Arrays.toString(RankMains.expectedSum(2, 6));
+    assertThat(out).as(out).contains("attempt=0 rank=1 result=" + expected)
+        .contains("attempt=1 rank=0 size=2 result=" + expected).contains("attempt=1 rank=1 size=2 result=" + expected);
+  }
+
   @Test
   void theAgentStoreIsReadFromTorchrunsVariables() throws IOException {
     assertThat(AgentStore.from(Map.of())).isEmpty();
