@@ -1,0 +1,141 @@
+package io.nccl4j.samples;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Two hosts on one machine: two network namespaces joined by a veth pair (iproute2, as root), each
+ * running {@code ./nccl4j run --nnodes 2} with two ranks — so the ranks really talk across an
+ * interface between "hosts", and ranks of different hosts (another network namespace counts as another
+ * host) do not share memory: the group runs over TCP, exactly. Skipped, saying why, where namespaces
+ * cannot be made (not root, no {@code ip}).
+ */
+@Tag("multiprocess")
+class NetworkNamespacesTest {
+  private static final String ID = Integer.toHexString(ThreadLocalRandom.current().nextInt(1 << 20, 1 << 24));
+  private static final String A = "n4j" + ID + "a";
+  private static final String B = "n4j" + ID + "b";
+  private static final int NET = ThreadLocalRandom.current().nextInt(16, 250);
+  private static final String ADDR_A = "10.213." + NET + ".1";
+  private static final String ADDR_B = "10.213." + NET + ".2";
+  private static final String TOKEN = Long.toHexString(ThreadLocalRandom.current().nextLong() | 1L << 63)
+      + Long.toHexString(ThreadLocalRandom.current().nextLong() | 1L << 63);
+  private static boolean made;
+
+  private static String run(String... cmd) throws Exception {
+    Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+    String out = new String(p.getInputStream().readAllBytes(), UTF_8);
+    if (!p.waitFor(30, TimeUnit.SECONDS) || p.exitValue() != 0) {
+      throw new IllegalStateException(String.join(" ", cmd) + " failed: " + out.trim());
+    }
+    return out;
+  }
+
+  @BeforeAll
+  static void makeTwoHosts() throws Exception {
+    String why = null;
+    if (!"root".equals(System.getProperty("user.name"))) {
+      why = "network namespaces need root (running as " + System.getProperty("user.name") + ")";
+    } else if (!java.nio.file.Files.isExecutable(Paths.get("/usr/sbin/ip"))
+        && !java.nio.file.Files.isExecutable(Paths.get("/sbin/ip"))) {
+      why = "no iproute2 (ip) here";
+    }
+    if (why == null) {
+      try {
+        run("ip", "netns", "add", A);
+        run("ip", "netns", "add", B);
+        made = true;
+        run("ip", "link", "add", "v" + ID + "a", "type", "veth", "peer", "name", "v" + ID + "b");
+        run("ip", "link", "set", "v" + ID + "a", "netns", A);
+        run("ip", "link", "set", "v" + ID + "b", "netns", B);
+        run("ip", "-n", A, "addr", "add", ADDR_A + "/24", "dev", "v" + ID + "a");
+        run("ip", "-n", B, "addr", "add", ADDR_B + "/24", "dev", "v" + ID + "b");
+        for (String[] nd : new String[][] {{A, "v" + ID + "a"}, {B, "v" + ID + "b"}}) {
+          run("ip", "-n", nd[0], "link", "set", nd[1], "up");
+          run("ip", "-n", nd[0], "link", "set", "lo", "up");
+        }
+      } catch (Exception e) {
+        why = "cannot make network namespaces here: " + e.getMessage();
+      }
+    }
+    if (why != null) {
+      System.out.println("NetworkNamespacesTest skipped: " + why);
+    }
+    Assumptions.assumeTrue(why == null, why);
+  }
+
+  @AfterAll
+  static void removeThem() throws Exception {
+    if (made) {
+      for (String ns : new String[] {A, B}) {
+        try {
+          run("ip", "netns", "del", ns);
+        } catch (IllegalStateException e) {
+          // already gone
+        }
+      }
+    }
+  }
+
+  /** {@code ./nccl4j run} on node {@code nodeRank} inside namespace {@code ns}; its output. */
+  private static CompletableFuture<String> node(String ns, int nodeRank, int port, String... command) {
+    List<String> cmd = new ArrayList<>(List.of("ip", "netns", "exec", ns,
+        Paths.get(System.getProperty("java.home"), "bin", "java").toString(), "-Xmx256m", "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true", "-cp", System.getProperty("java.class.path"),
+        Cli.class.getName(), "run", "--nnodes", "2", "--node-rank", Integer.toString(nodeRank), "--nproc-per-node",
+        "2", "--master-addr", ADDR_A, "--master-port", Integer.toString(port), "--"));
+    cmd.addAll(List.of(command));
+    return CompletableFuture.supplyAsync(() -> {
+      try {
+        ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
+        pb.environment().keySet().removeIf(k -> k.startsWith("NCCL4J_JOB_"));
+        pb.environment().put("NCCL4J_JOB_ID", "netns-" + ID + "-" + port);
+        pb.environment().put("NCCL4J_JOB_TOKEN", TOKEN); // both launchers are one job
+        Process p = pb.start();
+        p.getOutputStream().close();
+        String out = new String(p.getInputStream().readAllBytes(), UTF_8);
+        if (!p.waitFor(180, TimeUnit.SECONDS)) {
+          p.destroyForcibly();
+          return "TIMED OUT\n" + out;
+        }
+        return "exit " + p.exitValue() + "\n" + out;
+      } catch (Exception e) {
+        return "FAILED TO START: " + e;
+      }
+    });
+  }
+
+  private static String[] both(int port, String... command) throws Exception {
+    CompletableFuture<String> a = node(A, 0, port, command);
+    CompletableFuture<String> b = node(B, 1, port, command);
+    return new String[] {a.get(200, TimeUnit.SECONDS), b.get(200, TimeUnit.SECONDS)};
+  }
+
+  @Test
+  void twoHostsOfTwoRanksPassTheContracts() throws Exception {
+    String[] out = both(29500 + NET, "contracts", "--backend", "cpu", "--timeout", "60");
+    assertThat(out[0]).as(out[0] + "\n--- node 1 ---\n" + out[1]).startsWith("exit 0").contains("20 passed, 0 failed");
+    assertThat(out[1]).as(out[1]).startsWith("exit 0");
+  }
+
+  @Test
+  void acrossHostsTheSweepRunsOverTcpAndIsExact() throws Exception {
+    String[] out = both(29700 + NET, "sweep", "--backend", "cpu", "--op", "allreduce", "-b", "1K", "-e", "4M", "-f",
+        "64", "-n", "3", "-w", "1", "--timeout", "60");
+    assertThat(out[0]).as(out[0] + "\n--- node 1 ---\n" + out[1]).startsWith("exit 0")
+        .contains("# algorithms (out-of-place/in-place): ring/ring 1024–4194304")
+        .contains("# out-of-bounds values: 0 OK");
+  }
+}
