@@ -87,6 +87,36 @@ class ProcessWindowsTest {
   }
 
   /** 200 KB: past the one-shot size, whose staged copies lie in the segments whatever the tensor. */
+  /**
+   * Windows back to back, under load (four ranks on two cores): one-shot and direct AllReduces
+   * alternating, in place and out of place, each iteration's data distinct, every element checked —
+   * a publication or a result read before its writer's counter increment would show as a wrong element.
+   */
+  @Test
+  void windowsBackToBackStayExactUnderLoad() {
+    List<Long> wrong = cluster(4, 64L << 20).call(pg -> {
+      long bad = 0;
+      try (Tensor small = pg.empty(256, DType.INT64); Tensor big = pg.empty(40_000, DType.INT64);
+          Tensor out = pg.empty(40_000, DType.INT64)) {
+        for (int it = 0; it < 300; it++) {
+          Tensor t = it % 2 == 0 ? small : big;
+          long n = t.count();
+          for (long i = 0; i < n; i++) {
+            t.setLong(i, it * 1_000_000L + pg.rank() * 10_000L + i);
+          }
+          Tensor dst = it % 3 == 0 ? t : out.slice(0, n);
+          pg.allReduce(dst, t, ReduceOp.SUM);
+          for (long i = 0; i < n; i++) {
+            long want = 4 * (it * 1_000_000L + i) + 10_000L * (0 + 1 + 2 + 3);
+            bad += dst.getLong(i) == want ? 0 : 1;
+          }
+        }
+      }
+      return bad;
+    });
+    assertThat(wrong).containsExactly(0L, 0L, 0L, 0L);
+  }
+
   @Test
   void aTensorOutsideTheSegmentsGoesOverTcpOnEveryRank() {
     List<String> algorithms = cluster(3, 64L << 20).call(pg -> {
