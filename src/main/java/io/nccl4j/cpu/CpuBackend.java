@@ -22,6 +22,10 @@ import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+// Over 400 lines because it is the template every CPU operation follows on the rank's execution
+// thread (deadline, failure, in-band fingerprints, groups, and making a subgroup's or a shrunk
+// group's backend); the algorithms (Algorithms and its two families) and the transports are apart.
+
 /**
  * The CPU reference backend for one rank: the same semantics as the NCCL backend, on host memory.
  *

@@ -1,20 +1,17 @@
 package io.nccl4j.cpu.transport;
 
 import io.nccl4j.CollectiveMismatchException;
-import io.nccl4j.OpType;
 import io.nccl4j.PeerFailureException;
 import io.nccl4j.concurrent.Backoff;
 import io.nccl4j.memory.NativeMemory;
-import io.nccl4j.spi.Fingerprint;
 import io.nccl4j.store.Store;
-import io.nccl4j.store.StoreTimeoutException;
 import java.nio.charset.StandardCharsets;
-import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
+
+// Over 400 lines because the window protocol, its two waits and what a wait must check (the peers'
+// liveness, the group's failure word, the futex) act on the same shared words; the agreement
+// (ShmAgreement), the publication layout (ShmPublication) and the segments (ShmSegment) are apart.
 
 /**
  * {@link SharedMemory} windows between the processes of one host, over their {@link ShmSegment}s:
@@ -36,26 +33,12 @@ import org.slf4j.LoggerFactory;
  * every rank sees the same publications, so every rank gets null and the collective goes over TCP.
  */
 final class ProcessWindows implements SharedMemory {
-  private static final Logger LOG = LoggerFactory.getLogger(ProcessWindows.class);
   private static final long ABORTED = 1L << 62;
-  private static final int MAX_ADDRESSES = 8;
-  private static final int MAX_ALGORITHM_BYTES = 28;
-  private static final int MAX_FINGERPRINT_BYTES = 1024;
   /** Between two liveness checks of the peers (a pid lookup reads /proc): a dead peer is seen within this. */
   private static final long LIVENESS_NANOS = 10_000_000;
-  // Publication layout.
-  private static final int P_USE = 0;
-  private static final int P_OP = 8;
-  private static final int P_CHANNEL = 12;
-  private static final int P_SEQ = 16;
-  private static final int P_BYTES = 24;
-  private static final int P_ALGORITHM = 32;
-  private static final int P_ADDRESSES = 64;
-  private static final int P_FINGERPRINT = 200;
 
   /** Under this key plus a rank, the store holds that rank's host identity, segment and size, or why it has none. */
-  static final String SEGMENT_KEY = "shm/segment/";
-  private static final String MAPPED_KEY = "shm/mapped/";
+  static final String SEGMENT_KEY = ShmAgreement.SEGMENT_KEY;
 
   private final int rank;
   private final int size;
@@ -72,8 +55,7 @@ final class ProcessWindows implements SharedMemory {
   /** Null until the first window decided; then whether the windows run (false: every rank goes over TCP). */
   private volatile Boolean usable;
   private long entered;
-  private byte[] lastFingerprintBytes = new byte[0];
-  private Fingerprint lastFingerprint;
+  private final ShmPublication.Decoder decoder = new ShmPublication.Decoder();
 
   ProcessWindows(int rank, int size, ShmSegment own, Store store, TcpTransport transport, ShmArena arena,
       String host) {
@@ -101,105 +83,14 @@ final class ProcessWindows implements SharedMemory {
     return segments[0].base + base + parity * 64L;
   }
 
-  /**
-   * Whether the windows run: at the first window, every rank reads every rank's entry in the store
-   * (waiting for it under the collective's deadline, so that a rank that never joined fails the
-   * collective naming it, as over TCP), maps the peers' segments, and tells the others whether it
-   * could; every rank then reaches the same verdict from the same answers.
-   */
+  /** Whether the windows run, agreed on at the first window ({@link ShmAgreement}); false: every rank goes over TCP. */
   private boolean ready(Tag tag, long deadline) {
     Boolean u = usable;
-    if (u != null) {
-      return u;
+    if (u == null) {
+      u = new ShmAgreement(rank, segments, store, transport, host, this::checkAlive).reach(tag, deadline);
+      usable = u;
     }
-    List<String> entries = everyRank(SEGMENT_KEY, tag, deadline);
-    String problem = null;
-    for (int q = 0; q < size && problem == null; q++) {
-      String[] e = entries.get(q).split("\n", -1);
-      if (e.length != 3) {
-        problem = entries.get(q).startsWith("none: ") ? entries.get(q).substring(6) : "rank " + q + " published "
-            + "no segment";
-      } else if (!e[0].equals(host)) {
-        problem = "rank " + q + " is on another host (" + e[0] + ", not " + host + ")";
-      }
-    }
-    if (problem == null) {
-      problem = mapPeers(entries);
-      store.set(MAPPED_KEY + rank, (problem == null ? "ok" : problem).getBytes(StandardCharsets.UTF_8));
-      for (String answer : everyRank(MAPPED_KEY, tag, deadline)) {
-        if (problem == null && !answer.equals("ok")) {
-          problem = answer;
-        }
-      }
-    }
-    if (problem != null) {
-      segments[rank].unlink(); // nobody maps it any more
-      if (rank == 0) {
-        LOG.warn("shared memory between the group's processes is off, TCP carries everything: {}", problem);
-      }
-    }
-    usable = problem == null;
-    return usable;
-  }
-
-  /** Maps every peer's segment; the last rank to map one removes its file. Null, or what went wrong. */
-  private String mapPeers(List<String> entries) {
-    for (int q = 0; q < size; q++) {
-      if (q == rank) {
-        continue;
-      }
-      String[] e = entries.get(q).split("\n", -1);
-      try {
-        long bytes = Long.parseLong(e[2]);
-        java.nio.file.Path path = java.nio.file.Paths.get(e[1]);
-        if (!path.getFileName().toString().startsWith("nccl4j-" + transport.groupId() + "-")) {
-          return "rank " + q + " published " + path + ", which is not one of this group's segments";
-        }
-        segments[q] = ShmSegment.open(path, bytes);
-      } catch (java.io.IOException | RuntimeException x) {
-        return "rank " + rank + " cannot map rank " + q + "'s segment " + e[1] + ": " + x;
-      }
-      if (NativeMemory.getAndAddLong(segments[q].base + ShmSegment.MAPPED, 1) + 1 == size - 1) {
-        segments[q].unlink();
-      }
-    }
-    return null;
-  }
-
-  /** Every rank's value under {@code prefix}, waiting for them until {@code deadline}. */
-  private List<String> everyRank(String prefix, Tag tag, long deadline) {
-    List<String> keys = new ArrayList<>();
-    for (int q = 0; q < size; q++) {
-      keys.add(prefix + q);
-    }
-    // In slices, so that a failure, or a peer whose segment is mapped and whose process died, ends the wait.
-    while (true) {
-      long left = deadline - System.nanoTime();
-      try {
-        store.wait(keys, Duration.ofNanos(Math.max(1_000_000, Math.min(left, 100_000_000L))));
-        break;
-      } catch (StoreTimeoutException e) {
-        transport.checkFailed();
-        List<Integer> missing = new ArrayList<>();
-        for (int q = 0; q < size; q++) {
-          if (!store.check(List.of(keys.get(q)))) {
-            missing.add(q);
-            if (segments[q] != null && q != rank) {
-              checkAlive(q, "waiting for it to map the group's shared memory (" + tag + ")");
-            }
-          }
-        }
-        if (System.nanoTime() - deadline > 0) {
-          throw new TransportTimeoutException("waiting for rank" + (missing.size() == 1 ? " " + missing.get(0)
-              : "s " + missing) + " to join the group (" + tag + ")");
-        }
-      }
-    }
-    List<String> values = new ArrayList<>();
-    for (String k : keys) {
-      values.add(new String(store.get(k, Duration.ofSeconds(5)), StandardCharsets.UTF_8));
-    }
-    return values;
+    return u;
   }
 
   @Override
@@ -229,7 +120,11 @@ final class ProcessWindows implements SharedMemory {
     long use = entered++;
     int parity = (int) (use & 1);
     long target = ((use >> 1) + 1) * size;
-    publish(segments[rank].publication(parity), use, tag, algorithm, bytes, addresses);
+    long[] offsets = new long[addresses.length];
+    for (int i = 0; i < addresses.length; i++) {
+      offsets[i] = arena.contains(addresses[i]) ? addresses[i] - segments[rank].base : -1;
+    }
+    ShmPublication.write(segments[rank].publication(parity), use, tag, algorithm, bytes, offsets);
     long arrived = counter(ShmSegment.ARRIVED, parity);
     long sleeping = counter(ShmSegment.SLEEPING_ARRIVED, parity);
     if (((NativeMemory.getAndAddLong(arrived, 1) + 1) & ~ABORTED) == target) {
@@ -270,66 +165,6 @@ final class ProcessWindows implements SharedMemory {
     return w;
   }
 
-  private void publish(long p, long use, Tag tag, String algorithm, long bytes, long[] addresses) {
-    if (addresses.length > MAX_ADDRESSES) {
-      throw new IllegalArgumentException("a window publishes at most " + MAX_ADDRESSES + " buffers");
-    }
-    NativeMemory.putInt(p + P_OP, tag.op().ordinal());
-    NativeMemory.putInt(p + P_CHANNEL, tag.channel().ordinal());
-    NativeMemory.putLong(p + P_SEQ, tag.seq());
-    NativeMemory.putLong(p + P_BYTES, bytes);
-    byte[] a = algorithm.getBytes(StandardCharsets.UTF_8);
-    int n = Math.min(a.length, MAX_ALGORITHM_BYTES);
-    NativeMemory.putInt(p + P_ALGORITHM, n);
-    NativeMemory.copyFromArray(a, 0, p + P_ALGORITHM + 4, n);
-    NativeMemory.putInt(p + P_ADDRESSES, addresses.length);
-    for (int i = 0; i < addresses.length; i++) {
-      long off = arena.contains(addresses[i]) ? addresses[i] - segments[rank].base : -1;
-      NativeMemory.putLong(p + P_ADDRESSES + 8 + 8L * i, off);
-    }
-    byte[] fp = tag.fingerprint() == null ? null : TcpFrames.encodeFingerprint(tag.fingerprint());
-    if (fp != null && fp.length > MAX_FINGERPRINT_BYTES) {
-      fp = null;
-    }
-    NativeMemory.putInt(p + P_FINGERPRINT, fp == null ? -1 : fp.length);
-    if (fp != null) {
-      NativeMemory.copyFromArray(fp, 0, p + P_FINGERPRINT + 4, fp.length);
-    }
-    NativeMemory.putLongVolatile(p + P_USE, use + 1);
-  }
-
-  /** The tag rank {@code q} published (its fingerprint decoded), checked as a peer's bytes must be. */
-  private Tag publishedTag(long p) {
-    int op = NativeMemory.getInt(p + P_OP);
-    int channel = NativeMemory.getInt(p + P_CHANNEL);
-    OpType[] ops = OpType.values();
-    Tag.Channel[] channels = Tag.Channel.values();
-    if (op < 0 || op >= ops.length || channel < 0 || channel >= channels.length) {
-      return null;
-    }
-    int fpLen = NativeMemory.getInt(p + P_FINGERPRINT);
-    Fingerprint fp = null;
-    if (fpLen > 0 && fpLen <= MAX_FINGERPRINT_BYTES) {
-      byte[] b = new byte[fpLen];
-      NativeMemory.copyToArray(p + P_FINGERPRINT + 4, b, 0, fpLen);
-      if (Arrays.equals(b, lastFingerprintBytes)) {
-        fp = lastFingerprint; // one collective's ranks publish the same bytes: decode them once
-      } else {
-        fp = TcpFrames.decodeFingerprint(b, ops[op]);
-        lastFingerprintBytes = b;
-        lastFingerprint = fp;
-      }
-    }
-    return new Tag(channels[channel], ops[op], NativeMemory.getLong(p + P_SEQ), fp);
-  }
-
-  private static String algorithm(long p) {
-    int n = Math.max(0, Math.min(NativeMemory.getInt(p + P_ALGORITHM), MAX_ALGORITHM_BYTES));
-    byte[] a = new byte[n];
-    NativeMemory.copyToArray(p + P_ALGORITHM + 4, a, 0, n);
-    return new String(a, StandardCharsets.UTF_8);
-  }
-
   /**
    * Every rank's addresses as mapped here, after checking that all ranks run the same collective
    * (every rank compares everyone against rank 0, so all reach the same verdict); null when a buffer
@@ -337,20 +172,20 @@ final class ProcessWindows implements SharedMemory {
    */
   private long[][] verify(int parity, long use, Tag mine, String algorithm, long bytes, int nAddresses) {
     long p0 = segments[0].publication(parity);
-    Tag first = publishedTag(p0);
-    String firstAlgorithm = algorithm(p0);
-    long firstBytes = NativeMemory.getLong(p0 + P_BYTES);
-    int firstN = NativeMemory.getInt(p0 + P_ADDRESSES);
+    Tag first = decoder.tag(p0);
+    String firstAlgorithm = ShmPublication.algorithm(p0);
+    long firstBytes = ShmPublication.bytes(p0);
+    int firstN = ShmPublication.addressCount(p0);
     long[][] all = new long[size][];
     boolean resident = true;
     for (int q = 0; q < size; q++) {
       long p = segments[q].publication(parity);
-      if (NativeMemory.getLongVolatile(p + P_USE) != use + 1) {
+      if (ShmPublication.use(p) != use + 1) {
         throw new CollectiveMismatchException("rank " + q + " is not in window #" + use + " with rank " + rank
             + " (" + mine + ")");
       }
-      Tag theirs = q == 0 ? first : publishedTag(p);
-      int n = NativeMemory.getInt(p + P_ADDRESSES);
+      Tag theirs = q == 0 ? first : decoder.tag(p);
+      int n = ShmPublication.addressCount(p);
       if (first == null || theirs == null) {
         throw new CollectiveMismatchException("rank " + (first == null ? 0 : q) + " published a window that is not"
             + " one nccl4j writes, while rank " + rank + " is running " + mine);
@@ -359,15 +194,15 @@ final class ProcessWindows implements SharedMemory {
       if (differs != null && first.sameOperation(theirs)) {
         throw new CollectiveMismatchException(differs);
       }
-      if (differs != null || !algorithm(p).equals(firstAlgorithm) || NativeMemory.getLong(p + P_BYTES) != firstBytes
-          || n != firstN || n < 0 || n > MAX_ADDRESSES) {
+      if (differs != null || !ShmPublication.algorithm(p).equals(firstAlgorithm) || ShmPublication.bytes(p) != firstBytes
+          || n != firstN || n < 0 || n > ShmPublication.MAX_ADDRESSES) {
         throw new CollectiveMismatchException("rank 0 is running " + first + " (" + firstAlgorithm + ", " + firstBytes
-            + " bytes) but rank " + q + " is running " + theirs + " (" + algorithm(p) + ", "
-            + NativeMemory.getLong(p + P_BYTES) + " bytes)");
+            + " bytes) but rank " + q + " is running " + theirs + " (" + ShmPublication.algorithm(p) + ", "
+            + ShmPublication.bytes(p) + " bytes)");
       }
       all[q] = new long[n];
       for (int i = 0; i < n; i++) {
-        long off = NativeMemory.getLong(p + P_ADDRESSES + 8 + 8L * i);
+        long off = ShmPublication.offset(p, i);
         if (off < 0 || off >= segments[q].size) {
           resident = false;
         } else {
@@ -383,7 +218,7 @@ final class ProcessWindows implements SharedMemory {
     checkGroupFailure();
     List<Integer> absent = new ArrayList<>();
     for (int q = 0; q < size; q++) {
-      if (q == rank || NativeMemory.getLongVolatile(segments[q].publication(parity) + P_USE) == use + 1) {
+      if (q == rank || ShmPublication.use(segments[q].publication(parity)) == use + 1) {
         continue;
       }
       checkAlive(q, "waiting in " + tag + " for rank " + q);
@@ -395,7 +230,7 @@ final class ProcessWindows implements SharedMemory {
     }
   }
 
-  private void checkAlive(int q, String what) {
+  void checkAlive(int q, String what) {
     ShmSegment s = segments[q];
     if (s.left()) {
       throw departed(q, "rank " + q + " closed its process group while rank " + rank + " was " + what);
@@ -523,7 +358,7 @@ final class ProcessWindows implements SharedMemory {
       segments[rank].unlink(); // peers that never mapped it will not now
       try {
         // Peers deciding at their first window hear it now, rather than at their deadline.
-        store.set(MAPPED_KEY + rank, ("rank " + rank + " left the group before its first window")
+        store.set(ShmAgreement.MAPPED_KEY + rank, ("rank " + rank + " left the group before its first window")
             .getBytes(StandardCharsets.UTF_8));
       } catch (RuntimeException e) {
         // The store is gone too: the peers find out over TCP.

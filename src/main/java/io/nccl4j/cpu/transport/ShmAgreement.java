@@ -1,0 +1,145 @@
+package io.nccl4j.cpu.transport;
+
+import io.nccl4j.memory.NativeMemory;
+import io.nccl4j.store.Store;
+import io.nccl4j.store.StoreTimeoutException;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * How the processes of a group agree, at their first shared-memory window, on whether the windows
+ * run ({@link ProcessWindows}): from every rank's entry in the store and every rank's report of
+ * mapping the others' segments, so that all reach the same verdict. See {@link HostSharedMemory}.
+ */
+final class ShmAgreement {
+  private static final Logger LOG = LoggerFactory.getLogger(ShmAgreement.class);
+  /** Under this key plus a rank: that rank's host identity, segment path and size, or {@code none: why}. */
+  static final String SEGMENT_KEY = "shm/segment/";
+  /** Under this key plus a rank: {@code ok}, or why that rank cannot use the peers' segments. */
+  static final String MAPPED_KEY = "shm/mapped/";
+
+  /** Throws when rank {@code q}'s process is gone; {@code what} says what this rank was doing. */
+  @FunctionalInterface
+  interface Liveness {
+    void check(int q, String what);
+  }
+
+  private final int rank;
+  private final int size;
+  /** Filled with the peers' segments as they are mapped ([rank] is this rank's own). */
+  private final ShmSegment[] segments;
+  private final Store store;
+  private final TcpTransport transport;
+  private final String host;
+  private final Liveness alive;
+
+  ShmAgreement(int rank, ShmSegment[] segments, Store store, TcpTransport transport, String host, Liveness alive) {
+    this.rank = rank;
+    this.size = segments.length;
+    this.segments = segments;
+    this.store = store;
+    this.transport = transport;
+    this.host = host;
+    this.alive = alive;
+  }
+
+  /**
+   * Whether the windows run: at the first window, every rank reads every rank's entry in the store
+   * (waiting for it under the collective's deadline, so that a rank that never joined fails the
+   * collective naming it, as over TCP), maps the peers' segments, and tells the others whether it
+   * could; every rank then reaches the same verdict from the same answers.
+   */
+  boolean reach(Tag tag, long deadline) {
+    List<String> entries = everyRank(SEGMENT_KEY, tag, deadline);
+    String problem = null;
+    for (int q = 0; q < size && problem == null; q++) {
+      String[] e = entries.get(q).split("\n", -1);
+      if (e.length != 3) {
+        problem = entries.get(q).startsWith("none: ") ? entries.get(q).substring(6) : "rank " + q + " published "
+            + "no segment";
+      } else if (!e[0].equals(host)) {
+        problem = "rank " + q + " is on another host (" + e[0] + ", not " + host + ")";
+      }
+    }
+    if (problem == null) {
+      problem = mapPeers(entries);
+      store.set(MAPPED_KEY + rank, (problem == null ? "ok" : problem).getBytes(StandardCharsets.UTF_8));
+      for (String answer : everyRank(MAPPED_KEY, tag, deadline)) {
+        if (problem == null && !answer.equals("ok")) {
+          problem = answer;
+        }
+      }
+    }
+    if (problem != null) {
+      segments[rank].unlink(); // nobody maps it any more
+      if (rank == 0) {
+        LOG.warn("shared memory between the group's processes is off, TCP carries everything: {}", problem);
+      }
+    }
+    return problem == null;
+  }
+
+  /** Maps every peer's segment; the last rank to map one removes its file. Null, or what went wrong. */
+  private String mapPeers(List<String> entries) {
+    for (int q = 0; q < size; q++) {
+      if (q == rank) {
+        continue;
+      }
+      String[] e = entries.get(q).split("\n", -1);
+      try {
+        long bytes = Long.parseLong(e[2]);
+        java.nio.file.Path path = java.nio.file.Paths.get(e[1]);
+        if (!path.getFileName().toString().startsWith("nccl4j-" + transport.groupId() + "-")) {
+          return "rank " + q + " published " + path + ", which is not one of this group's segments";
+        }
+        segments[q] = ShmSegment.open(path, bytes);
+      } catch (java.io.IOException | RuntimeException x) {
+        return "rank " + rank + " cannot map rank " + q + "'s segment " + e[1] + ": " + x;
+      }
+      if (NativeMemory.getAndAddLong(segments[q].base + ShmSegment.MAPPED, 1) + 1 == size - 1) {
+        segments[q].unlink();
+      }
+    }
+    return null;
+  }
+
+  /** Every rank's value under {@code prefix}, waiting for them until {@code deadline}. */
+  private List<String> everyRank(String prefix, Tag tag, long deadline) {
+    List<String> keys = new ArrayList<>();
+    for (int q = 0; q < size; q++) {
+      keys.add(prefix + q);
+    }
+    // In slices, so that a failure, or a peer whose segment is mapped and whose process died, ends the wait.
+    while (true) {
+      long left = deadline - System.nanoTime();
+      try {
+        store.wait(keys, Duration.ofNanos(Math.max(1_000_000, Math.min(left, 100_000_000L))));
+        break;
+      } catch (StoreTimeoutException e) {
+        transport.checkFailed();
+        List<Integer> missing = new ArrayList<>();
+        for (int q = 0; q < size; q++) {
+          if (!store.check(List.of(keys.get(q)))) {
+            missing.add(q);
+            if (segments[q] != null && q != rank) {
+              alive.check(q, "waiting for it to map the group's shared memory (" + tag + ")");
+            }
+          }
+        }
+        if (System.nanoTime() - deadline > 0) {
+          throw new TransportTimeoutException("waiting for rank" + (missing.size() == 1 ? " " + missing.get(0)
+              : "s " + missing) + " to join the group (" + tag + ")");
+        }
+      }
+    }
+    List<String> values = new ArrayList<>();
+    for (String k : keys) {
+      values.add(new String(store.get(k, Duration.ofSeconds(5)), StandardCharsets.UTF_8));
+    }
+    return values;
+  }
+}

@@ -1,0 +1,117 @@
+package io.nccl4j.cpu.transport;
+
+import io.nccl4j.OpType;
+import io.nccl4j.memory.NativeMemory;
+import io.nccl4j.spi.Fingerprint;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+
+/**
+ * One rank's publication in a shared-memory window between processes ({@link ProcessWindows}), as it
+ * lies in the rank's segment: the window's use number (written last, with a volatile store), the
+ * collective's tag and fingerprint, the algorithm, the size, and the published buffers as offsets in
+ * the rank's segment (-1: outside it). Read by peers, so every field is checked as a peer's bytes
+ * must be.
+ */
+final class ShmPublication {
+  static final int MAX_ADDRESSES = 8;
+  private static final int MAX_ALGORITHM_BYTES = 28;
+  private static final int MAX_FINGERPRINT_BYTES = 1024;
+  private static final int P_USE = 0;
+  private static final int P_OP = 8;
+  private static final int P_CHANNEL = 12;
+  private static final int P_SEQ = 16;
+  private static final int P_BYTES = 24;
+  private static final int P_ALGORITHM = 32;
+  private static final int P_ADDRESSES = 64;
+  private static final int P_FINGERPRINT = 200;
+
+  private ShmPublication() {}
+
+  /** Writes a publication at {@code p}; its use number last, so that a reader who sees it sees the rest. */
+  static void write(long p, long use, Tag tag, String algorithm, long bytes, long[] offsets) {
+    if (offsets.length > MAX_ADDRESSES) {
+      throw new IllegalArgumentException("a window publishes at most " + MAX_ADDRESSES + " buffers");
+    }
+    NativeMemory.putInt(p + P_OP, tag.op().ordinal());
+    NativeMemory.putInt(p + P_CHANNEL, tag.channel().ordinal());
+    NativeMemory.putLong(p + P_SEQ, tag.seq());
+    NativeMemory.putLong(p + P_BYTES, bytes);
+    byte[] a = algorithm.getBytes(StandardCharsets.UTF_8);
+    int n = Math.min(a.length, MAX_ALGORITHM_BYTES);
+    NativeMemory.putInt(p + P_ALGORITHM, n);
+    NativeMemory.copyFromArray(a, 0, p + P_ALGORITHM + 4, n);
+    NativeMemory.putInt(p + P_ADDRESSES, offsets.length);
+    for (int i = 0; i < offsets.length; i++) {
+      NativeMemory.putLong(p + P_ADDRESSES + 8 + 8L * i, offsets[i]);
+    }
+    byte[] fp = tag.fingerprint() == null ? null : TcpFrames.encodeFingerprint(tag.fingerprint());
+    if (fp != null && fp.length > MAX_FINGERPRINT_BYTES) {
+      fp = null;
+    }
+    NativeMemory.putInt(p + P_FINGERPRINT, fp == null ? -1 : fp.length);
+    if (fp != null) {
+      NativeMemory.copyFromArray(fp, 0, p + P_FINGERPRINT + 4, fp.length);
+    }
+    NativeMemory.putLongVolatile(p + P_USE, use + 1);
+  }
+
+  /** The algorithm the publication names. */
+  static String algorithm(long p) {
+    int n = Math.max(0, Math.min(NativeMemory.getInt(p + P_ALGORITHM), MAX_ALGORITHM_BYTES));
+    byte[] a = new byte[n];
+    NativeMemory.copyToArray(p + P_ALGORITHM + 4, a, 0, n);
+    return new String(a, StandardCharsets.UTF_8);
+  }
+
+  /** The use number, read with a volatile load: equal to the window's use + 1 once the publication is complete. */
+  static long use(long p) {
+    return NativeMemory.getLongVolatile(p + P_USE);
+  }
+
+  /** The window's size in bytes, as the publisher gave it. */
+  static long bytes(long p) {
+    return NativeMemory.getLong(p + P_BYTES);
+  }
+
+  /** How many buffers were published (check against {@link #MAX_ADDRESSES} before using it). */
+  static int addressCount(long p) {
+    return NativeMemory.getInt(p + P_ADDRESSES);
+  }
+
+  /** The {@code i}-th buffer's offset in the publisher's segment, -1 when outside it. */
+  static long offset(long p, int i) {
+    return NativeMemory.getLong(p + P_ADDRESSES + 8 + 8L * i);
+  }
+
+  /** Decodes published tags, the last fingerprint's bytes kept: one collective's ranks publish the same. */
+  static final class Decoder {
+    private byte[] lastFingerprintBytes = new byte[0];
+    private Fingerprint lastFingerprint;
+
+  /** The tag published at {@code p} (its fingerprint decoded), or null when it is not one nccl4j writes. */
+      Tag tag(long p) {
+      int op = NativeMemory.getInt(p + P_OP);
+      int channel = NativeMemory.getInt(p + P_CHANNEL);
+      OpType[] ops = OpType.values();
+      Tag.Channel[] channels = Tag.Channel.values();
+      if (op < 0 || op >= ops.length || channel < 0 || channel >= channels.length) {
+        return null;
+      }
+      int fpLen = NativeMemory.getInt(p + P_FINGERPRINT);
+      Fingerprint fp = null;
+      if (fpLen > 0 && fpLen <= MAX_FINGERPRINT_BYTES) {
+        byte[] b = new byte[fpLen];
+        NativeMemory.copyToArray(p + P_FINGERPRINT + 4, b, 0, fpLen);
+        if (Arrays.equals(b, lastFingerprintBytes)) {
+          fp = lastFingerprint; // one collective's ranks publish the same bytes: decode them once
+        } else {
+          fp = TcpFrames.decodeFingerprint(b, ops[op]);
+          lastFingerprintBytes = b;
+          lastFingerprint = fp;
+        }
+      }
+      return new Tag(channels[channel], ops[op], NativeMemory.getLong(p + P_SEQ), fp);
+    }
+  }
+}
