@@ -87,6 +87,10 @@ public abstract class ConformanceSuite {
   }
 
   Stream<DynamicNode> matrix(String name, boolean reduces, int minWorld, Case c) {
+    return matrix(name, reduces, minWorld, counts(), c);
+  }
+
+  Stream<DynamicNode> matrix(String name, boolean reduces, int minWorld, long[] counts, Case c) {
     List<DynamicNode> byWorld = new ArrayList<>();
     for (int p : worldSizes()) {
       if (p < minWorld) {
@@ -95,7 +99,7 @@ public abstract class ConformanceSuite {
       List<DynamicNode> byType = new ArrayList<>();
       for (DType t : dtypes()) {
         List<DynamicNode> tests = new ArrayList<>();
-        for (long n : counts()) {
+        for (long n : counts) {
           for (ReduceOp op : reduces ? ops(t) : java.util.Collections.<ReduceOp>singletonList(null)) {
             String label = "count " + n + (op == null ? "" : ", " + op);
             tests.add(DynamicTest.dynamicTest(label, () -> {
