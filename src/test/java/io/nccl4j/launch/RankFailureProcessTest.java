@@ -456,10 +456,22 @@ class RankFailureProcessTest {
     }
   }
 
+  /** Segments in /dev/shm (none are left by a job whose ranks exited, even without closing their groups). */
+  private static long segmentsInDevShm() throws IOException {
+    Path shm = Path.of("/dev/shm");
+    if (!Files.isDirectory(shm)) {
+      return 0;
+    }
+    try (java.util.stream.Stream<Path> s = Files.list(shm)) {
+      return s.filter(p -> p.getFileName().toString().startsWith("nccl4j-")).count();
+    }
+  }
+
   @Test
   void sharedMemoryRankThrowingBeforeJoiningTimesTheOthersOutNamingIt() throws Exception {
     int size = 3;
     int victim = 1;
+    long segmentsBefore = segmentsInDevShm();
     Job job = new Job(true, "throw-before-joining", size, victim);
     assertThat(job.exit(victim)).as("output: %s", job.all()).isEqualTo(1);
     for (int r : survivors(size, victim)) {
@@ -472,6 +484,8 @@ class RankFailureProcessTest {
         assertThat(f.millis()).as("rank %d op %s: %s", r, op, f).isLessThan(TIMEOUT.multipliedBy(2).toMillis());
       }
     }
+    // No window ever opened, so no peer removed the survivors' files: each removed its own at exit.
+    assertThat(segmentsInDevShm()).as("segments in /dev/shm").isEqualTo(segmentsBefore);
   }
 
   @Test

@@ -71,6 +71,7 @@ public final class HostSharedMemory {
     }
     Store store = transport.store();
     Path mine = dir.resolve("nccl4j-" + transport.groupId() + "-" + rank);
+    ShmSegment.removeOrphans(dir); // what killed processes of earlier jobs left
     ShmSegment own;
     try {
       own = ShmSegment.create(mine, bytes);

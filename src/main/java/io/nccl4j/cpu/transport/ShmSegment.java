@@ -31,6 +31,7 @@ final class ShmSegment {
 
   // Header, one cache line per field that another process spins on.
   static final int PID = 8;
+  static final int PID_NAMESPACE = 16; // the creator's pid namespace: its pid means something only there
   static final int STATE = 64; // 0 open, 1 left
   static final int FAILURE_WORD = 128; // rank 0's: 0, or 1 + the rank whose failure is recorded
   static final int ARRIVED = 192; // rank 0's: two counters, 64 bytes apart
@@ -64,6 +65,65 @@ final class ShmSegment {
     this.base = DirectBuffers.address(mapping);
   }
 
+  /** This process's pid namespace, as the inode /proc/self/ns/pid names; 0 when unknown. */
+  private static final long PID_NAMESPACE_ID = pidNamespace();
+
+  private static long pidNamespace() {
+    try {
+      String link = Files.readSymbolicLink(java.nio.file.Paths.get("/proc/self/ns/pid")).toString(); // pid:[4026531836]
+      return Long.parseLong(link.substring(link.indexOf('[') + 1, link.indexOf(']')));
+    } catch (IOException | RuntimeException e) {
+      return 0;
+    }
+  }
+
+  /** Files this process created and has not removed yet: removed when the JVM exits, however it exits normally. */
+  private static final java.util.Set<Path> OWNED = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+  static {
+    Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+      for (Path p : OWNED) {
+        try {
+          Files.deleteIfExists(p);
+        } catch (IOException | RuntimeException e) {
+          // nothing more to do at exit
+        }
+      }
+    }, "nccl4j-shm-cleanup"));
+  }
+
+  /**
+   * Removes the segments in {@code dir} whose creator has died (a SIGKILL before every peer mapped them
+   * leaves the file): a segment's header names its creator's pid. A live process, or a file this user
+   * cannot remove, is left alone.
+   */
+  static void removeOrphans(Path dir) {
+    try (java.util.stream.Stream<Path> files = Files.list(dir)) {
+      files.filter(f -> f.getFileName().toString().startsWith("nccl4j-")).forEach(ShmSegment::removeIfOrphan);
+    } catch (IOException | RuntimeException e) {
+      // an unreadable directory: creating the segment will say what is wrong
+    }
+  }
+
+  private static void removeIfOrphan(Path f) {
+    try (FileChannel ch = FileChannel.open(f, StandardOpenOption.READ)) {
+      ByteBuffer b = ByteBuffer.allocate(24).order(java.nio.ByteOrder.nativeOrder());
+      while (b.hasRemaining() && ch.read(b, b.position()) > 0) {
+        // read the magic, the pid and its namespace
+      }
+      if (b.position() < 24 || b.getLong(0) != MAGIC || b.getLong(PID_NAMESPACE) != PID_NAMESPACE_ID
+          || PID_NAMESPACE_ID == 0) {
+        return; // not a segment, or made where its pid cannot be looked up from here
+      }
+      long pid = b.getLong(PID);
+      if (!ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false)) {
+        Files.deleteIfExists(f);
+      }
+    } catch (IOException | RuntimeException e) {
+      // not ours to remove, or gone already
+    }
+  }
+
   /** Creates this rank's segment of {@code size} bytes (owner-only permissions) with its header committed. */
   static ShmSegment create(Path path, long size) throws IOException {
     if (size < ARENA || size > MAX_BYTES) {
@@ -77,8 +137,10 @@ final class ShmSegment {
       writeZeros(ch, 0, ARENA);
       MappedByteBuffer m = ch.map(FileChannel.MapMode.READ_WRITE, 0, size);
       ShmSegment s = new ShmSegment(path, size, ch, m);
+      OWNED.add(path);
       s.committed = ARENA;
       NativeMemory.putLong(s.base + PID, ProcessHandle.current().pid());
+      NativeMemory.putLong(s.base + PID_NAMESPACE, PID_NAMESPACE_ID);
       NativeMemory.putLongVolatile(s.base, MAGIC);
       return s;
     } catch (IOException | RuntimeException e) {
@@ -137,6 +199,7 @@ final class ShmSegment {
 
   /** Removes the file; every process that mapped it keeps its mapping. */
   void unlink() {
+    OWNED.remove(path);
     try {
       Files.deleteIfExists(path);
     } catch (IOException e) {
