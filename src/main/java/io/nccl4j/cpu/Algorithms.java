@@ -121,20 +121,18 @@ final class Algorithms implements AutoCloseable {
 
   /** {@code out} is 0 on non-roots; with nothing to exchange (no elements, one rank) the root copies its block. */
   CollectiveStats gather(Tag tag, long deadline, long in, long out, long count, DType dtype, int root) {
-    if (count == 0) {
-      return CollectiveStats.LOCAL;
-    }
-    if (p == 1) {
-      if (in != out) {
-        NativeMemory.copy(in, out, count * dtype.size());
-      }
-      return CollectiveStats.LOCAL;
-    }
-    return ring.gather(tag, deadline, in, out, count, dtype, root);
+    CollectiveStats local = localCopy(in, out, count, dtype);
+    return local != null ? local : ring.gather(tag, deadline, in, out, count, dtype, root);
   }
 
   /** {@code in} is 0 on non-roots; as {@link #gather} when there is nothing to exchange. */
   CollectiveStats scatter(Tag tag, long deadline, long in, long out, long count, DType dtype, int root) {
+    CollectiveStats local = localCopy(in, out, count, dtype);
+    return local != null ? local : ring.scatter(tag, deadline, in, out, count, dtype, root);
+  }
+
+  /** A rooted copy with nothing to exchange (no elements, or one rank: the root copies its block); else null. */
+  private CollectiveStats localCopy(long in, long out, long count, DType dtype) {
     if (count == 0) {
       return CollectiveStats.LOCAL;
     }
@@ -144,7 +142,7 @@ final class Algorithms implements AutoCloseable {
       }
       return CollectiveStats.LOCAL;
     }
-    return ring.scatter(tag, deadline, in, out, count, dtype, root);
+    return null;
   }
 
   CollectiveStats send(Tag tag, long deadline, long src, long bytes, int peer) {
