@@ -93,6 +93,8 @@ public final class FakeNccl implements NcclApi {
   private final List<String> violations = new CopyOnWriteArrayList<>();
   private final List<String> forcedAborts = new CopyOnWriteArrayList<>();
   private final Map<Long, Long> memory = new ConcurrentHashMap<>();
+  /** The unique id of every communicator made, in order (what a rendezvous handed to NCCL). */
+  public final List<byte[]> initIds = new CopyOnWriteArrayList<>();
   private final Map<Long, long[]> registrations = new ConcurrentHashMap<>();
   private final AtomicLong handles = new AtomicLong(0x7_0000_0000L);
   private final ThreadLocal<Set<Long>> groupComms = ThreadLocal.withInitial(LinkedHashSet::new);
@@ -407,6 +409,7 @@ public final class FakeNccl implements NcclApi {
       return rc;
     }
     long h = newComm(nranks, rank, false);
+    initIds.add(uniqueId.clone());
     outComm[0] = h;
     log.add("ncclCommInitRank(" + nranks + "," + rank + ")->" + comm(h));
     return 0;
@@ -438,6 +441,7 @@ public final class FakeNccl implements NcclApi {
       return rc;
     }
     long h = newComm(nranks, rank, nonBlocking);
+    initIds.add(uniqueId.clone());
     outComm[0] = h;
     log.add(entry + "->" + comm(h) + (rc == null ? "" : "=" + rc));
     if (nonBlocking) {
