@@ -16,7 +16,8 @@
 # all-reduce (tells "NCCL does not work in this sandbox" apart from "nccl4j is broken"), info, the
 # gpu-tagged tests at world size 1, the Java and C probes side by side with their 1 KiB latency, the
 # gpu tests at world size 2 on one GPU (two ranks as threads, NCCL >= 2.30), the contracts with two
-# ranks on one GPU as processes, the equivalence at world size 2, kernel counts per NVTX range by
+# ranks on one GPU as processes, the equivalence at world size 2, a PyTorch rank and a Java rank in one
+# group (ci/mixed-group.sh), kernel counts per NVTX range by
 # ncu where it can read counters, and a rerun of failed tests with NCCL_COMM_BLOCKING=1.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -222,8 +223,13 @@ PY
     show contracts-ws2-processes 'passed, .* failed'
     check equivalence-ws2-threads 40 env NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_MAX_CTAS=8 \
       "${cli[@]}" equivalence --backend nccl --world-size 2 --timeout 60
+    # A PyTorch rank and a Java rank in one communicator (the id under nccl_unique_id in torch's TCPStore).
+    check mixed-group 70 env NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_MAX_CTAS=8 bash "$root/ci/mixed-group.sh" 29531 \
+      "${cli[@]}"
+    show mixed-group '(^weights|^python: weights|^mixed-group)'
   else
-    say "SKIP world size 2 on one GPU: NCCL < 2.30 rejects two ranks on one GPU"
+    say "SKIP world size 2 on one GPU (threads, processes, the PyTorch + Java mixed group): NCCL < 2.30 rejects"
+    say "     two ranks on one GPU"
   fi
 
   # Kernels per NVTX range, counted by a profiler (nsys is not on this machine; ncu is).
