@@ -70,7 +70,7 @@ public final class ProcessGroups {
       Rendezvous r = STORES.get(key);
       if (r == null) {
         TcpStore s = env.rank() == 0 && agent == null
-            ? TcpStore.hostAndConnect(bind, env.masterPort(), timeout, job)
+            ? TcpStore.hostAndConnect(bind, env.masterPort(), timeout, job, admitsPyTorch(System.getenv()))
             : TcpStore.connect(env.masterAddr(), env.masterPort(), timeout, job);
         Store root = agent == null ? s : new PrefixStore(agent.prefix(), s);
         claimRank(root, s, env, job);
@@ -79,6 +79,25 @@ public final class ProcessGroups {
       }
       return r;
     }
+  }
+
+  /**
+   * {@value #ADMIT_PYTORCH_ENV}=1: the store rank 0 hosts admits PyTorch's TCPStore clients too (Python processes
+   * beside the job: a trainer publishing {@code nccl_unique_id}, a monitor). They cannot prove the job's token, so
+   * the store then admits whoever reaches it; the token still guards the transports (docs/RENDEZVOUS.md).
+   */
+  public static final String ADMIT_PYTORCH_ENV = "NCCL4J_STORE_ADMIT_PYTORCH";
+
+  /** Whether {@code vars} ask the job's store to admit PyTorch's clients: unset, empty or 0 no, 1 yes. */
+  static boolean admitsPyTorch(java.util.Map<String, String> vars) {
+    String v = vars.get(ADMIT_PYTORCH_ENV);
+    if (v == null || v.isBlank() || v.trim().equals("0")) {
+      return false;
+    }
+    if (v.trim().equals("1")) {
+      return true;
+    }
+    throw new IllegalArgumentException(ADMIT_PYTORCH_ENV + " must be 0 or 1, got '" + v.trim() + "'");
   }
 
   static void claimRank(TcpStore s, DistEnv env, JobIdentity job) {

@@ -74,7 +74,16 @@ public final class TcpStore implements Store {
    * rank 0 of a job does.
    */
   public static TcpStore hostAndConnect(InetAddress bind, int port, Duration timeout, JobIdentity job) {
-    TcpStoreServer server = TcpStoreServer.start(bind, port, job, ListenerLimits.fromEnvironment());
+    return hostAndConnect(bind, port, timeout, job, TcpStoreServer.admitsPyTorchByDefault(job));
+  }
+
+  /**
+   * As {@link #hostAndConnect(InetAddress, int, Duration, JobIdentity)}, saying whether the server admits PyTorch's
+   * clients ({@link TcpStoreServer#start(InetAddress, int, JobIdentity, ListenerLimits, boolean)}).
+   */
+  public static TcpStore hostAndConnect(InetAddress bind, int port, Duration timeout, JobIdentity job,
+      boolean admitPyTorch) {
+    TcpStoreServer server = TcpStoreServer.start(bind, port, job, ListenerLimits.fromEnvironment(), admitPyTorch);
     try {
       String self = bind == null || bind.isAnyLocalAddress() ? "127.0.0.1" : bind.getHostAddress();
       return connect(self, server.port(), timeout, job, server);

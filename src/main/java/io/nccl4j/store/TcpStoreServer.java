@@ -82,23 +82,22 @@ public final class TcpStoreServer implements AutoCloseable {
    *     (another job) holds it
    */
   public static TcpStoreServer start(InetAddress bind, int port, JobIdentity job, ListenerLimits limits) {
-    return start(bind, port, job, limits, job.id().isEmpty() && !job.hasToken());
+    return start(bind, port, job, limits, admitsPyTorchByDefault(job));
+  }
+
+  /** A store of no job admits PyTorch's clients unless told otherwise; a job's store admits only its own. */
+  static boolean admitsPyTorchByDefault(JobIdentity job) {
+    return job.id().isEmpty() && !job.hasToken();
   }
 
   /**
    * As {@link #start(InetAddress, int, JobIdentity, ListenerLimits)}, saying whether PyTorch's clients, which name
-   * no job and cannot answer a challenge, are admitted: only a job without a token may admit them, and what then
-   * protects the job is its bind address and its network (docs/RENDEZVOUS.md).
-   *
-   * @throws IllegalArgumentException when {@code admitPyTorch} is asked of a job with a token
+   * no job and cannot answer a challenge, are admitted. When they are, the store admits whoever reaches it (any
+   * client may speak as PyTorch's does), even for a job with a token: what protects the store is then its bind
+   * address and its network, while the token still guards every transport connection (docs/RENDEZVOUS.md).
    */
   public static TcpStoreServer start(InetAddress bind, int port, JobIdentity job, ListenerLimits limits,
       boolean admitPyTorch) {
-    if (admitPyTorch && job.hasToken()) {
-      throw new IllegalArgumentException("TCP store: " + job + " cannot admit PyTorch's clients, which cannot prove"
-          + " its token; a store that admits them must belong to a job without one (unset " + JobIdentity.TOKEN_ENV
-          + ")");
-    }
     ServerSocket s = null;
     try {
       s = new ServerSocket();
