@@ -56,6 +56,7 @@ final class ProcessWindows implements SharedMemory {
   private volatile Boolean usable;
   private long entered;
   private final ShmPublication.Decoder decoder = new ShmPublication.Decoder();
+  private final ShmPublication.Encoder encoder = new ShmPublication.Encoder();
 
   ProcessWindows(int rank, int size, ShmSegment own, Store store, TcpTransport transport, ShmArena arena,
       String host) {
@@ -124,7 +125,8 @@ final class ProcessWindows implements SharedMemory {
     for (int i = 0; i < addresses.length; i++) {
       offsets[i] = arena.contains(addresses[i]) ? addresses[i] - segments[rank].base : -1;
     }
-    ShmPublication.write(segments[rank].publication(parity), use, tag, algorithm, bytes, offsets);
+    ShmPublication.write(segments[rank].publication(parity), use, tag, encoder.algorithm(algorithm), bytes, offsets,
+        encoder.fingerprint(tag.fingerprint()));
     long arrived = counter(ShmSegment.ARRIVED, parity);
     long sleeping = counter(ShmSegment.SLEEPING_ARRIVED, parity);
     if (((NativeMemory.getAndAddLong(arrived, 1) + 1) & ~ABORTED) == target) {
@@ -173,7 +175,6 @@ final class ProcessWindows implements SharedMemory {
   private long[][] verify(int parity, long use, Tag mine, String algorithm, long bytes, int nAddresses) {
     long p0 = segments[0].publication(parity);
     Tag first = decoder.tag(p0);
-    String firstAlgorithm = ShmPublication.algorithm(p0);
     long firstBytes = ShmPublication.bytes(p0);
     int firstN = ShmPublication.addressCount(p0);
     long[][] all = new long[size][];
@@ -194,9 +195,9 @@ final class ProcessWindows implements SharedMemory {
       if (differs != null && first.sameOperation(theirs)) {
         throw new CollectiveMismatchException(differs);
       }
-      if (differs != null || !ShmPublication.algorithm(p).equals(firstAlgorithm) || ShmPublication.bytes(p) != firstBytes
+      if (differs != null || !ShmPublication.sameAlgorithm(p, p0) || ShmPublication.bytes(p) != firstBytes
           || n != firstN || n < 0 || n > ShmPublication.MAX_ADDRESSES) {
-        throw new CollectiveMismatchException("rank 0 is running " + first + " (" + firstAlgorithm + ", " + firstBytes
+        throw new CollectiveMismatchException("rank 0 is running " + first + " (" + ShmPublication.algorithm(p0) + ", " + firstBytes
             + " bytes) but rank " + q + " is running " + theirs + " (" + ShmPublication.algorithm(p) + ", "
             + ShmPublication.bytes(p) + " bytes)");
       }

@@ -28,8 +28,11 @@ final class ShmPublication {
 
   private ShmPublication() {}
 
-  /** Writes a publication at {@code p}; its use number last, so that a reader who sees it sees the rest. */
-  static void write(long p, long use, Tag tag, String algorithm, long bytes, long[] offsets) {
+  /**
+   * Writes a publication at {@code p}; its use number last, so that a reader who sees it sees the rest. The
+   * algorithm and the fingerprint come encoded ({@link Encoder}).
+   */
+  static void write(long p, long use, Tag tag, byte[] algorithm, long bytes, long[] offsets, byte[] fingerprint) {
     if (offsets.length > MAX_ADDRESSES) {
       throw new IllegalArgumentException("a window publishes at most " + MAX_ADDRESSES + " buffers");
     }
@@ -37,23 +40,65 @@ final class ShmPublication {
     NativeMemory.putInt(p + P_CHANNEL, tag.channel().ordinal());
     NativeMemory.putLong(p + P_SEQ, tag.seq());
     NativeMemory.putLong(p + P_BYTES, bytes);
-    byte[] a = algorithm.getBytes(StandardCharsets.UTF_8);
-    int n = Math.min(a.length, MAX_ALGORITHM_BYTES);
+    int n = Math.min(algorithm.length, MAX_ALGORITHM_BYTES);
     NativeMemory.putInt(p + P_ALGORITHM, n);
-    NativeMemory.copyFromArray(a, 0, p + P_ALGORITHM + 4, n);
+    NativeMemory.copyFromArray(algorithm, 0, p + P_ALGORITHM + 4, n);
     NativeMemory.putInt(p + P_ADDRESSES, offsets.length);
     for (int i = 0; i < offsets.length; i++) {
       NativeMemory.putLong(p + P_ADDRESSES + 8 + 8L * i, offsets[i]);
     }
-    byte[] fp = tag.fingerprint() == null ? null : TcpFrames.encodeFingerprint(tag.fingerprint());
-    if (fp != null && fp.length > MAX_FINGERPRINT_BYTES) {
-      fp = null;
-    }
+    byte[] fp = fingerprint != null && fingerprint.length > MAX_FINGERPRINT_BYTES ? null : fingerprint;
     NativeMemory.putInt(p + P_FINGERPRINT, fp == null ? -1 : fp.length);
     if (fp != null) {
       NativeMemory.copyFromArray(fp, 0, p + P_FINGERPRINT + 4, fp.length);
     }
     NativeMemory.putLongVolatile(p + P_USE, use + 1);
+  }
+
+  /**
+   * Encodes what a rank publishes, the last algorithm and fingerprint kept: a rank runs the same shape of collective
+   * again and again, and its fingerprint is then the same object (one per shape), so a small collective encodes
+   * nothing. One per rank; not thread-safe (a rank's windows are entered by its execution thread).
+   */
+  static final class Encoder {
+    private String lastAlgorithm;
+    private byte[] lastAlgorithmBytes;
+    private Fingerprint lastFingerprint;
+    private byte[] lastFingerprintBytes;
+
+    byte[] algorithm(String algorithm) {
+      if (!algorithm.equals(lastAlgorithm)) {
+        lastAlgorithmBytes = algorithm.getBytes(StandardCharsets.UTF_8);
+        lastAlgorithm = algorithm;
+      }
+      return lastAlgorithmBytes;
+    }
+
+    /** The fingerprint's bytes; null for none (validation off). */
+    byte[] fingerprint(Fingerprint f) {
+      if (f == null) {
+        return null;
+      }
+      if (f != lastFingerprint) {
+        lastFingerprintBytes = TcpFrames.encodeFingerprint(f);
+        lastFingerprint = f;
+      }
+      return lastFingerprintBytes;
+    }
+  }
+
+  /** Whether the publications at {@code p} and {@code q} name the same algorithm (compared in place). */
+  static boolean sameAlgorithm(long p, long q) {
+    int n = NativeMemory.getInt(p + P_ALGORITHM);
+    if (n != NativeMemory.getInt(q + P_ALGORITHM) || n < 0 || n > MAX_ALGORITHM_BYTES) {
+      return false;
+    }
+    for (int i = 0; i < n; i++) {
+      if (NativeMemory.getByte(p + P_ALGORITHM + 4 + i) != NativeMemory.getByte(q + P_ALGORITHM + 4 + i)) {
+        return false;
+      }
+    }
+    return true;
   }
 
   /** The algorithm the publication names. */
@@ -88,6 +133,8 @@ final class ShmPublication {
   static final class Decoder {
     private byte[] lastFingerprintBytes = new byte[0];
     private Fingerprint lastFingerprint;
+    /** Where a publication's fingerprint is read to be compared: no allocation while it repeats. */
+    private final byte[] scratch = new byte[MAX_FINGERPRINT_BYTES];
 
   /** The tag published at {@code p} (its fingerprint decoded), or null when it is not one nccl4j writes. */
       Tag tag(long p) {
@@ -101,11 +148,11 @@ final class ShmPublication {
       int fpLen = NativeMemory.getInt(p + P_FINGERPRINT);
       Fingerprint fp = null;
       if (fpLen > 0 && fpLen <= MAX_FINGERPRINT_BYTES) {
-        byte[] b = new byte[fpLen];
-        NativeMemory.copyToArray(p + P_FINGERPRINT + 4, b, 0, fpLen);
-        if (Arrays.equals(b, lastFingerprintBytes)) {
+        NativeMemory.copyToArray(p + P_FINGERPRINT + 4, scratch, 0, fpLen);
+        if (Arrays.equals(scratch, 0, fpLen, lastFingerprintBytes, 0, lastFingerprintBytes.length)) {
           fp = lastFingerprint; // one collective's ranks publish the same bytes: decode them once
         } else {
+          byte[] b = Arrays.copyOf(scratch, fpLen);
           fp = TcpFrames.decodeFingerprint(b, ops[op]);
           lastFingerprintBytes = b;
           lastFingerprint = fp;

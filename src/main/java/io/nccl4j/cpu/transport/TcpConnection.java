@@ -150,8 +150,8 @@ final class TcpConnection {
     }
   }
 
-  /** The last tag the writer sent and its encoded fingerprint (the writer thread's own). */
-  private Tag encodedTag;
+  /** The last fingerprint the writer sent and its encoding (the writer thread's own). */
+  private io.nccl4j.spi.Fingerprint encodedFor;
   private byte[] encodedFingerprint;
 
   private void writeLoop() {
@@ -183,9 +183,10 @@ final class TcpConnection {
       }
       writeLock.lock();
       try {
-        if (job.tag != encodedTag) {
-          // The steps of one collective share its tag: encode its fingerprint once.
-          encodedTag = job.tag;
+        if (job.tag.fingerprint() != encodedFor || encodedFingerprint == null) {
+          // Collectives of one shape share their fingerprint object (and a collective's steps their tag): encode
+          // it once while it repeats.
+          encodedFor = job.tag.fingerprint();
           encodedFingerprint = TcpFrames.encodeFingerprint(job.tag.fingerprint());
         }
         TcpFrames.encodeDataHeader(header, job.tag, job.bytes, encodedFingerprint.length);

@@ -143,11 +143,12 @@ final class TcpReceiver {
     }
     if (tag.sameOperation(got)) {
       Encoded mine = encoded;
-      if (mine == null || mine.tag != tag) {
-        mine = new Encoded(tag, TcpFrames.encodeFingerprint(tag.fingerprint()));
+      if (mine == null || mine.of() != tag.fingerprint()) {
+        // One object per shape of collective: encoded once while the shape repeats.
+        mine = new Encoded(tag.fingerprint(), TcpFrames.encodeFingerprint(tag.fingerprint()));
         encoded = mine;
       }
-      if (java.util.Arrays.equals(mine.fingerprint, fingerprint)) {
+      if (java.util.Arrays.equals(mine.bytes(), fingerprint)) {
         return null;
       }
     }
@@ -158,10 +159,10 @@ final class TcpReceiver {
     return tag.mismatch(new Tag(got.channel(), got.op(), got.seq(), theirs), rank, from);
   }
 
-  /** A tag this rank receives for, with its fingerprint as frames carry it (compared byte for byte). */
-  private record Encoded(Tag tag, byte[] fingerprint) {}
+  /** A fingerprint this rank receives with, and its bytes as frames carry them (compared byte for byte). */
+  private record Encoded(io.nccl4j.spi.Fingerprint of, byte[] bytes) {}
 
-  /** The last receive's; one reference, so a reader never pairs one tag with another's bytes. */
+  /** The last receive's; one reference, so a reader never pairs one fingerprint with another's bytes. */
   private volatile Encoded encoded;
 
   private RuntimeException readAbort(TcpConnection c, InputStream in, long deadline, Tag tag, byte kind) {
