@@ -16,8 +16,8 @@
 # all-reduce (tells "NCCL does not work in this sandbox" apart from "nccl4j is broken"), info, the
 # gpu-tagged tests at world size 1, the Java and C probes side by side with their 1 KiB latency, the
 # gpu tests at world size 2 on one GPU (two ranks as threads, NCCL >= 2.30), the contracts with two
-# ranks on one GPU as processes, the equivalence at world size 2, a PyTorch rank and a Java rank in one
-# group (ci/mixed-group.sh), kernel counts per NVTX range by
+# ranks on one GPU as processes, the equivalence at world size 2, the contracts under torchrun, a PyTorch rank and a
+# Java rank in one group (ci/mixed-group.sh), kernel counts per NVTX range by
 # ncu where it can read counters, and a rerun of failed tests with NCCL_COMM_BLOCKING=1.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -223,6 +223,10 @@ PY
     show contracts-ws2-processes 'passed, .* failed'
     check equivalence-ws2-threads 40 env NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_MAX_CTAS=8 \
       "${cli[@]}" equivalence --backend nccl --world-size 2 --timeout 60
+    # nccl4j's NCCL backend under PyTorch's own launcher (its agent hosts the store).
+    check torchrun-nccl-ws2 60 env NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_MAX_CTAS=8 python3 -m torch.distributed.run \
+      --nproc-per-node 2 --no-python "${cli[@]}" contracts --backend nccl --timeout 60
+    show torchrun-nccl-ws2 'passed, .* failed'
     # A PyTorch rank and a Java rank in one communicator (the id under nccl_unique_id in torch's TCPStore).
     check mixed-group 70 env NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_MAX_CTAS=8 bash "$root/ci/mixed-group.sh" 29531 \
       "${cli[@]}"
