@@ -1,0 +1,54 @@
+package io.nccl4j.testing;
+
+import java.util.Arrays;
+
+/**
+ * The entry point of the libtorch oracle's own JVM ({@link LibtorchOracle} starts it): libtorch's TCPStore as a
+ * server or a client ({@link LibtorchStorePeer}). Its class path holds bytedeco's javacpp, pytorch and openblas of one release and the test classes, nothing of
+ * nccl4j's: so it uses none of nccl4j's classes, and none of the test classes but the oracle's own.
+ *
+ * <p>Usage: {@code store-server LIBUV | store-client PORT | store-stranger PORT}. Reports go to stdout as
+ * {@link OracleReport} lines; libtorch's own output, and a failure's stack, to stderr. A watchdog ends the JVM
+ * after {@code -Dnccl4j.oracle.limit.s} seconds (120 unless set), so that a test never waits on a stuck oracle.
+ */
+public final class LibtorchOracleMain {
+  private LibtorchOracleMain() {}
+
+  public static void main(String[] args) throws Exception {
+    long limit = Long.getLong("nccl4j.oracle.limit.s", 120);
+    Thread watchdog = new Thread(() -> {
+      try {
+        Thread.sleep(limit * 1000);
+      } catch (InterruptedException e) {
+        return;
+      }
+      System.err.println("libtorch oracle: still running after " + limit + " s (" + String.join(" ", args)
+          + "); halting");
+      Runtime.getRuntime().halt(3);
+    }, "oracle-watchdog");
+    watchdog.setDaemon(true);
+    watchdog.start();
+    if (args.length == 0) {
+      throw new IllegalArgumentException("expected a mode (store-server, store-client, store-stranger), got"
+          + " none");
+    }
+    String[] rest = Arrays.copyOfRange(args, 1, args.length);
+    switch (args[0]) {
+      case "store-server":
+        LibtorchStorePeer.server(Boolean.parseBoolean(rest[0]));
+        break;
+      case "store-client":
+        LibtorchStorePeer.client(Integer.parseInt(rest[0]));
+        break;
+      case "store-stranger":
+        LibtorchStorePeer.stranger(Integer.parseInt(rest[0]));
+        break;
+      default:
+        throw new IllegalArgumentException("expected a mode (store-server, store-client, store-stranger), got '"
+            + args[0] + "'");
+    }
+    // libtorch's threads (the server's loop) are not daemons: the oracle is done when its mode returns.
+    System.out.flush();
+    System.exit(0);
+  }
+}
