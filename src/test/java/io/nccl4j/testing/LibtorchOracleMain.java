@@ -4,12 +4,14 @@ import java.util.Arrays;
 
 /**
  * The entry point of the libtorch oracle's own JVM ({@link LibtorchOracle} starts it): libtorch's TCPStore as a
- * server or a client ({@link LibtorchStorePeer}). Its class path holds bytedeco's javacpp, pytorch and openblas of one release and the test classes, nothing of
+ * server or a client ({@link LibtorchStorePeer}), or ProcessGroupGloo's ranks as threads ({@link LibtorchGloo}).
+ * Its class path holds bytedeco's javacpp, pytorch and openblas of one release and the test classes, nothing of
  * nccl4j's: so it uses none of nccl4j's classes, and none of the test classes but the oracle's own.
  *
- * <p>Usage: {@code store-server LIBUV | store-client PORT | store-stranger PORT}. Reports go to stdout as
- * {@link OracleReport} lines; libtorch's own output, and a failure's stack, to stderr. A watchdog ends the JVM
- * after {@code -Dnccl4j.oracle.limit.s} seconds (120 unless set), so that a test never waits on a stuck oracle.
+ * <p>Usage: {@code store-server LIBUV | store-client PORT | store-stranger PORT | gloo CASES RESULTS}. Reports go
+ * to stdout as {@link OracleReport} lines; libtorch's own output, and a failure's stack, to stderr. A watchdog ends
+ * the JVM after {@code -Dnccl4j.oracle.limit.s} seconds (120 unless set), so that a test never waits on a stuck
+ * oracle.
  */
 public final class LibtorchOracleMain {
   private LibtorchOracleMain() {}
@@ -29,7 +31,7 @@ public final class LibtorchOracleMain {
     watchdog.setDaemon(true);
     watchdog.start();
     if (args.length == 0) {
-      throw new IllegalArgumentException("expected a mode (store-server, store-client, store-stranger), got"
+      throw new IllegalArgumentException("expected a mode (store-server, store-client, store-stranger, gloo), got"
           + " none");
     }
     String[] rest = Arrays.copyOfRange(args, 1, args.length);
@@ -43,11 +45,14 @@ public final class LibtorchOracleMain {
       case "store-stranger":
         LibtorchStorePeer.stranger(Integer.parseInt(rest[0]));
         break;
+      case "gloo":
+        LibtorchGloo.run(java.nio.file.Path.of(rest[0]), java.nio.file.Path.of(rest[1]));
+        break;
       default:
-        throw new IllegalArgumentException("expected a mode (store-server, store-client, store-stranger), got '"
-            + args[0] + "'");
+        throw new IllegalArgumentException("expected a mode (store-server, store-client, store-stranger, gloo),"
+            + " got '" + args[0] + "'");
     }
-    // libtorch's threads (the server's loop) are not daemons: the oracle is done when its mode returns.
+    // libtorch's threads (the server's loop, gloo's) are not daemons: the oracle is done when its mode returns.
     System.out.flush();
     System.exit(0);
   }
