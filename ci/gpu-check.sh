@@ -56,7 +56,7 @@ prepare() {
       # byte-buddy (AssertJ's optional proxies) only serve tests that do not run there; pdfbox and
       # fontbox only XChart's PDF export; the cuda-redist jar is 343 MB, of which only libcudart is
       # needed (copied below).
-      *redist*|*/junit-*|*/opentest4j-*|*/apiguardian-*|*/archunit*|*/byte-buddy-*|*/pdfbox-*|*/fontbox-*|"") ;;
+      *redist*|*/junit-*|*/opentest4j-*|*/apiguardian-*|*/archunit*|*/byte-buddy-*|*/pdfbox-*|*/fontbox-*|*/pytorch-*|"") ;;
       # Of bytedeco's JNI libraries only the CUDA runtime's and NCCL's are loaded.
       *cuda-*-linux-x86_64.jar)
         local t
