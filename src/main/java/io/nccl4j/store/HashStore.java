@@ -125,6 +125,20 @@ public final class HashStore implements Store {
     notifyAll();
   }
 
+  /**
+   * Sets {@code key} to {@code value} only when it is absent, waking readers; true when it set it. Unlike {@link
+   * #compareSet} with an empty expected value, a key set to an empty value counts as present.
+   */
+  synchronized boolean setIfAbsent(String key, byte[] value) {
+    ensureOpen();
+    if (map.containsKey(key)) {
+      return false;
+    }
+    map.put(key, value.clone());
+    notifyAll();
+    return true;
+  }
+
   @Override
   public synchronized boolean check(List<String> keys) {
     ensureOpen();

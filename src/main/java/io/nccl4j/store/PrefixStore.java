@@ -71,6 +71,11 @@ public final class PrefixStore implements Store {
     inner.multiSet(ks(keys), values);
   }
 
+  @Override
+  public boolean setOnDeparture(List<String> keys, List<byte[]> values) {
+    return inner.setOnDeparture(ks(keys), values);
+  }
+
   /** Number of keys in the whole underlying store (as PyTorch's PrefixStore reports). */
   @Override
   public long numKeys() {

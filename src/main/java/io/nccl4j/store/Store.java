@@ -70,10 +70,28 @@ public interface Store extends AutoCloseable {
 
   /** Keys and values of a multiSet pair up. */
   static void checkPairs(List<String> keys, List<byte[]> values) {
+    checkPairs("multiSet", keys, values);
+  }
+
+  /** Keys and values of {@code call} pair up. */
+  static void checkPairs(String call, List<String> keys, List<byte[]> values) {
     if (keys.size() != values.size()) {
-      throw new IllegalArgumentException("multiSet: " + keys.size() + " keys and " + values.size() + " values; each"
+      throw new IllegalArgumentException(call + ": " + keys.size() + " keys and " + values.size() + " values; each"
           + " key needs one value");
     }
+  }
+
+  /**
+   * Departure notices: asks the store to set each of {@code keys} to the value at the same index when this client's
+   * connection to it ends — closed, reset, its process killed — unless the key is set by then. A rank registers
+   * them for the keys its peers wait for before it publishes them, so that if it dies first they wake to the notice
+   * instead of waiting out their timeout. Returns whether the store honours them: nccl4j's TCP store does (one
+   * query, kept by its server for this connection); PyTorch's servers cannot and a store in this JVM has no
+   * connection to lose, so by default nothing happens and the answer is false.
+   */
+  default boolean setOnDeparture(List<String> keys, List<byte[]> values) {
+    checkPairs("setOnDeparture", keys, values);
+    return false;
   }
 
   /** Default timeout of {@link #get(String)}. */

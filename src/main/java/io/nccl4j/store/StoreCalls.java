@@ -56,10 +56,15 @@ final class StoreCalls {
    * Sends one query and reads its answer, waiting up to {@code wait} plus the margin; an nccl4j server's status
    * byte comes first and carries its errors.
    */
-  private synchronized <T> T call(Query q, String what, Duration wait, Body body, Answer<T> answer) {
+  private <T> T call(Query q, String what, Duration wait, Body body, Answer<T> answer) {
+    return call(q.code(link.dialect), what, wait, body, answer);
+  }
+
+  /** As {@link #call(Query, String, Duration, Body, Answer)}, by type byte: also nccl4j's own queries. */
+  private synchronized <T> T call(byte code, String what, Duration wait, Body body, Answer<T> answer) {
     ensureUsable(what);
     try {
-      link.out.writeByte(q.code(link.dialect));
+      link.out.writeByte(code);
       body.write(link.out);
       link.out.flush();
       link.socket.setSoTimeout(Durations.toIntMillis(Durations.plus(wait, NETWORK_MARGIN)));
@@ -177,6 +182,17 @@ final class StoreCalls {
       return;
     }
     call(Query.MULTI_SET, "multiSet(" + keys + ")", Duration.ZERO, o -> {
+      Wire.writeU64(o, keys.size());
+      for (int i = 0; i < keys.size(); i++) {
+        Wire.writeString(o, wireKey(keys.get(i)));
+        Wire.writeBytes(o, values.get(i));
+      }
+    }, null);
+  }
+
+  /** nccl4j's SET_ON_DEPARTURE, to an nccl4j server only (the caller checks). */
+  void setOnDeparture(List<String> keys, List<byte[]> values) {
+    call(Wire.SET_ON_DEPARTURE, "setOnDeparture(" + keys + ")", Duration.ZERO, o -> {
       Wire.writeU64(o, keys.size());
       for (int i = 0; i < keys.size(); i++) {
         Wire.writeString(o, wireKey(keys.get(i)));

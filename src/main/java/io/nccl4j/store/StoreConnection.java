@@ -7,15 +7,19 @@ import java.net.SocketTimeoutException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * One admitted client of a {@link TcpStoreServer}: reads its queries in its dialect and answers them as PyTorch's
  * server does. A client that said HELLO (nccl4j's) gets a status byte before every answer, so that a refused
  * request (a field over its cap, ADD to a value that is not a number) reaches it with the reason and its connection
  * stays in step; PyTorch's wire has no errors, so a PyTorch client that sends such a request is dropped, as its own
- * server would drop it.
+ * server would drop it. Such a client may also leave departure notices ({@link DepartureNotices}), which the
+ * connection applies when it ends.
  */
 final class StoreConnection {
+  private static final Logger LOG = LoggerFactory.getLogger(StoreConnection.class);
   /** How often a WAIT looks at its client's socket for CANCEL_WAIT or a hang-up. */
   private static final long WAIT_SLICE_NANOS = 50_000_000L;
 
@@ -32,6 +36,8 @@ final class StoreConnection {
   private List<String> pendingWait;
   /** The first field of this query that was over its cap (and skipped), or null. */
   private String refused;
+  /** What this client asked to have set when it leaves. */
+  private final DepartureNotices notices;
 
   StoreConnection(HashStore store, StoreHandshake.Link link, ListenerLimits limits, String peer,
       AtomicInteger answering) {
@@ -42,6 +48,7 @@ final class StoreConnection {
     this.answering = answering;
     this.in = link.in;
     this.out = link.out;
+    this.notices = new DepartureNotices(limits, peer);
   }
 
   /** A query that cannot be answered, nor skipped: its client hears why (when it can) and is dropped. */
@@ -57,8 +64,31 @@ final class StoreConnection {
    * Serves queries until the client leaves (an IOException) or {@code open} turns false. A WAIT whose keys are not
    * all set stays pending while the connection goes on, as in PyTorch's server: STOP_WAITING is sent when they are,
    * and CANCEL_WAIT ends it. Meanwhile the socket is read in short slices, between which the keys are looked at.
+   * However the connection ends — the client closed it, died, or sent what ends it — its departure notices are
+   * applied then, unless the server is closing (nobody is left to wait).
    */
   void serve(java.util.function.BooleanSupplier open) throws IOException {
+    try {
+      serveQueries(open);
+    } finally {
+      if (open.getAsBoolean()) {
+        depart();
+      }
+    }
+  }
+
+  private void depart() {
+    try {
+      List<String> set = notices.apply(store);
+      if (!set.isEmpty()) {
+        LOG.debug("TCP store: the connection of {} ended; its departure notices set {}", peer, set);
+      }
+    } catch (IllegalStateException closing) {
+      // the server closed its store meanwhile
+    }
+  }
+
+  private void serveQueries(java.util.function.BooleanSupplier open) throws IOException {
     while (open.getAsBoolean()) {
       int code;
       if (pendingWait != null) {
@@ -91,13 +121,17 @@ final class StoreConnection {
       }
       answering.incrementAndGet();
       try {
-        Query q = Query.of(link.dialect, code);
-        if (q == null || q == Query.VALIDATE) {
-          throw fatal("query type " + code + " is not one this store serves in the " + link.dialect + " dialect");
-        }
         budget = limits.maxFrameBytes();
         refused = null;
-        answer(q);
+        if (code == Wire.SET_ON_DEPARTURE && link.nccl4j) {
+          registerDepartures();
+        } else {
+          Query q = Query.of(link.dialect, code);
+          if (q == null || q == Query.VALIDATE) {
+            throw fatal("query type " + code + " is not one this store serves in the " + link.dialect + " dialect");
+          }
+          answer(q);
+        }
         out.flush();
       } finally {
         answering.decrementAndGet();
@@ -276,6 +310,25 @@ final class StoreConnection {
       default:
         throw fatal("query " + q + " is not served");
     }
+  }
+
+  /** SET_ON_DEPARTURE: the pairs are read whole, then kept or refused whole. */
+  private void registerDepartures() throws IOException {
+    long n = count();
+    List<String> keys = new ArrayList<>();
+    List<byte[]> values = new ArrayList<>();
+    for (long i = 0; i < n; i++) {
+      keys.add(key());
+      values.add(value());
+    }
+    if (refused == null) {
+      String why = notices.register(keys, values, store);
+      if (why != null) {
+        error(why);
+        return;
+      }
+    }
+    ok();
   }
 
   private long count() throws IOException {

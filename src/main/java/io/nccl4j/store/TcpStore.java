@@ -284,6 +284,24 @@ public final class TcpStore implements Store {
     calls.multiSet(keys, values);
   }
 
+  /**
+   * One SET_ON_DEPARTURE when the server is nccl4j's; against PyTorch's servers, which do not know the query and
+   * would drop the connection, nothing is sent and the answer is false.
+   */
+  @Override
+  public boolean setOnDeparture(List<String> keys, List<byte[]> values) {
+    Store.checkPairs("setOnDeparture", keys, values);
+    if (!link.nccl4j) {
+      return false;
+    }
+    for (int i = 0; i < keys.size(); i++) {
+      checkKey(keys.get(i));
+      checkValue(keys.get(i), values.get(i));
+    }
+    calls.setOnDeparture(keys, values);
+    return true;
+  }
+
   /** Round trip to the server; throws when it does not answer. */
   public void ping() {
     calls.ping();

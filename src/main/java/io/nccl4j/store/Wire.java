@@ -19,8 +19,14 @@ final class Wire {
   /** The current dialect's first query: VALIDATE and this number, little-endian. */
   static final int VALIDATION_MAGIC = 0x3C85F7CE;
 
-  /** nccl4j's one query beyond PyTorch's: a client introduces its job (outside both dialects' ranges). */
+  /** nccl4j's first query beyond PyTorch's: a client introduces its job (outside both dialects' ranges). */
   static final byte HELLO = 0x4E;
+  /**
+   * nccl4j's second, only after HELLO: count, then a key and a value each; answered with the status alone. When the
+   * connection ends, for whatever reason, the server sets each of those keys that is not set by then to its value
+   * ({@link DepartureNotices}). Outside both dialects too, so that a PyTorch client cannot send it.
+   */
+  static final byte SET_ON_DEPARTURE = 0x4F;
 
   /** PyTorch's answers to CHECK and WAIT. */
   static final byte READY = 0;

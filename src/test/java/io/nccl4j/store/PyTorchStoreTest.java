@@ -163,6 +163,8 @@ class PyTorchStoreTest {
             .hasMessageContaining("300 ms");
         assertThat(Duration.ofNanos(System.nanoTime() - start)).isLessThan(Duration.ofSeconds(20));
         java.ping();
+        // PyTorch's server would drop a connection that sent nccl4j's query: the client sends none, and says so.
+        assertThat(java.setOnDeparture(List.of("notice"), List.of(b("gone")))).isFalse();
         java.multiSet(List.of("m1", "m2"), List.of(new byte[] {9}, new byte[] {8, 7}));
         assertThat(java.multiGet(List.of("m2", "m1"), LONG)).containsExactly(new byte[] {8, 7}, new byte[] {9});
         // from-python, from-java, counter, cas, m1, m2 (the timed-out wait and the probe left nothing)
