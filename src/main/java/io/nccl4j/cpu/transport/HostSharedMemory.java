@@ -38,11 +38,16 @@ public final class HostSharedMemory {
    * every rank of the group calls it once, right after creating the transport.
    */
   public static MemoryResource attach(TcpTransport transport, Duration timeout) {
-    String env = System.getenv("NCCL4J_SHM");
-    if (env != null && (env.equals("0") || env.equalsIgnoreCase("off") || env.equalsIgnoreCase("false"))) {
+    if (!enabled()) {
       return null;
     }
     return attach(transport, Paths.get("/dev/shm"), sizeFromEnvironment(), timeout);
+  }
+
+  /** Whether {@code NCCL4J_SHM} leaves shared memory on: unless it is 0, off or false. */
+  static boolean enabled() {
+    String env = System.getenv("NCCL4J_SHM");
+    return env == null || !(env.equals("0") || env.equalsIgnoreCase("off") || env.equalsIgnoreCase("false"));
   }
 
   private static long sizeFromEnvironment() {

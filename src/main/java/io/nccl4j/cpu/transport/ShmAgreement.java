@@ -54,7 +54,7 @@ final class ShmAgreement {
    * could; every rank then reaches the same verdict from the same answers.
    */
   boolean reach(Tag tag, long deadline) {
-    List<String> entries = everyRank(SEGMENT_KEY, tag, deadline);
+    List<String> entries = everyRank(SEGMENT_KEY, "shared-memory segment entry", tag, deadline);
     String problem = null;
     for (int q = 0; q < size && problem == null; q++) {
       String[] e = entries.get(q).split("\n", -1);
@@ -68,7 +68,7 @@ final class ShmAgreement {
     if (problem == null) {
       problem = mapPeers(entries);
       store.set(MAPPED_KEY + rank, (problem == null ? "ok" : problem).getBytes(StandardCharsets.UTF_8));
-      for (String answer : everyRank(MAPPED_KEY, tag, deadline)) {
+      for (String answer : everyRank(MAPPED_KEY, "report on mapping its peers' segments", tag, deadline)) {
         if (problem == null && !answer.equals("ok")) {
           problem = answer;
         }
@@ -107,8 +107,11 @@ final class ShmAgreement {
     return null;
   }
 
-  /** Every rank's value under {@code prefix}, waiting for them until {@code deadline}. */
-  private List<String> everyRank(String prefix, Tag tag, long deadline) {
+  /**
+   * Every rank's value under {@code prefix} ({@code what} each is), waiting for them until {@code deadline}; a rank
+   * that left the store before publishing its value fails the wait naming it ({@link Departures}).
+   */
+  private List<String> everyRank(String prefix, String what, Tag tag, long deadline) {
     List<String> keys = new ArrayList<>();
     for (int q = 0; q < size; q++) {
       keys.add(prefix + q);
@@ -139,6 +142,9 @@ final class ShmAgreement {
     List<String> values = new ArrayList<>();
     for (String k : keys) {
       values.add(new String(store.get(k, Duration.ofSeconds(5)), StandardCharsets.UTF_8));
+    }
+    for (int q = 0; q < size; q++) {
+      Departures.check(values.get(q), rank, q, "waiting for rank " + q + "'s " + what + " (" + tag + ")");
     }
     return values;
   }

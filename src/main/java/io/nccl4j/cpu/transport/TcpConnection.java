@@ -81,9 +81,17 @@ final class TcpConnection {
     transport.tellIfFailed(this);
   }
 
+  /**
+   * Waits until the connection is made, by {@code deadline}; {@code what} says what this rank waits for. Between
+   * polls, a rank waiting for a lower peer to connect looks whether that peer left the store before publishing its
+   * address ({@link Departures#departed}).
+   */
   void awaitAttached(long deadline, String what) {
-    synchronized (lock) {
-      while (socket == null) {
+    while (true) {
+      synchronized (lock) {
+        if (socket != null) {
+          return;
+        }
         transport.checkFailed();
         if (lostReason != null) {
           throw lost(lostReason);
@@ -101,6 +109,15 @@ final class TcpConnection {
           Thread.currentThread().interrupt();
           throw new TransportTimeoutException(what + " (interrupted)");
         }
+        if (socket != null) {
+          return;
+        }
+      }
+      // Outside the lock: a round trip to the store must not hold up the acceptor attaching the connection.
+      PeerFailureException departed = connections.departures().departed(peer, what);
+      if (departed != null) {
+        transport.fail(peer, departed);
+        throw transport.failureOr(departed);
       }
     }
   }

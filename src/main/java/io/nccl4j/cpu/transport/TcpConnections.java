@@ -65,14 +65,17 @@ final class TcpConnections {
   /** The first stranger is logged at WARN, the others at DEBUG: a port scan must not flood the log. */
   private final AtomicBoolean warned = new AtomicBoolean();
   private volatile boolean closed;
+  /** The ranks' departure notices: this rank's registered, the peers' read where they stand. */
+  private final Departures departures;
 
   /**
    * Listens on an ephemeral port, publishes {@code transport/addr/<rank>} in {@code store} and
-   * starts accepting.
+   * starts accepting; this rank's {@code departures} are registered already.
    */
   TcpConnections(TcpTransport transport, Store store, String advertisedHost, InetAddress bind, JobIdentity job,
-      Duration connectTimeout) {
+      Duration connectTimeout, Departures departures) {
     this.transport = transport;
+    this.departures = departures;
     this.job = job;
     this.handshakeTimeout = ListenerLimits.fromEnvironment().handshakeTimeout();
     this.rank = transport.rank();
@@ -80,20 +83,25 @@ final class TcpConnections {
     this.store = store;
     this.connectTimeout = connectTimeout;
     if (rank == 0) {
-      store.set("transport/gid", UUID.randomUUID().toString().getBytes(StandardCharsets.UTF_8));
+      store.set(Departures.GROUP_ID_KEY, UUID.randomUUID().toString().getBytes(StandardCharsets.UTF_8));
     }
-    this.groupId = new String(store.get("transport/gid", connectTimeout), StandardCharsets.UTF_8);
+    this.groupId = new String(store.get(Departures.GROUP_ID_KEY, connectTimeout), StandardCharsets.UTF_8);
+    Departures.check(groupId, rank, 0, "waiting for rank 0's group id");
     try {
       listener = new ServerSocket();
       listener.bind(new InetSocketAddress(bind, 0), 128);
     } catch (IOException e) {
       throw new IllegalStateException("rank " + rank + ": cannot open a listening socket: " + e.getMessage(), e);
     }
-    store.set("transport/addr/" + rank,
+    store.set(Departures.ADDRESS_KEY + rank,
         (advertisedHost + ":" + listener.getLocalPort()).getBytes(StandardCharsets.UTF_8));
     this.acceptor = new Thread(this::acceptLoop, "nccl4j-tcp-accept-rank" + rank);
     this.acceptor.setDaemon(true);
     this.acceptor.start();
+  }
+
+  Departures departures() {
+    return departures;
   }
 
   /** The group's id, the same on every rank (rank 0 drew it and left it in the store). */
@@ -230,8 +238,9 @@ final class TcpConnections {
   /**
    * Connects to {@code peer}'s listener for {@code channel} and introduces this rank, by the
    * operation's deadline (or the connect timeout, if that comes first): a peer that never published
-   * its address is a timeout naming it; one whose listener refuses connections once published has gone,
-   * which is reported within about a second.
+   * its address is a timeout naming it, one that left the store before publishing it fails at once
+   * ({@link Departures}); one whose listener refuses connections once published has gone, which is
+   * reported within about a second.
    */
   Socket dial(int peer, Tag.Channel channel, Tag tag, long opDeadline) {
     long started = System.nanoTime();
@@ -241,11 +250,12 @@ final class TcpConnections {
     }
     String addr;
     try {
-      addr = new String(store.get("transport/addr/" + peer,
+      addr = new String(store.get(Departures.ADDRESS_KEY + peer,
           Duration.ofNanos(Math.max(1_000_000, deadline - System.nanoTime()))), StandardCharsets.UTF_8);
     } catch (StoreTimeoutException e) {
       throw new TransportTimeoutException("waiting for rank " + peer + " to join the group (" + tag + ")");
     }
+    departures.checkAddress(addr, peer, "waiting for rank " + peer + "'s transport address (" + tag + ")");
     int colon = addr.lastIndexOf(':');
     String host = addr.substring(0, colon);
     int port = Integer.parseInt(addr.substring(colon + 1));

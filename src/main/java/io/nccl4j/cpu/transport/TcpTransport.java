@@ -59,7 +59,9 @@ public final class TcpTransport implements Transport {
 
   /**
    * Creates this rank's endpoint: listens on an ephemeral port and publishes
-   * {@code transport/addr/<rank>} in {@code store}.
+   * {@code transport/addr/<rank>} in {@code store} — after registering the departure notices of the
+   * keys it publishes ({@link Departures}), so that peers waiting for them fail at once, naming this
+   * rank, if its store connection ends before it published them.
    *
    * @param advertisedHost the address peers should connect to (reachable from every rank)
    */
@@ -75,6 +77,12 @@ public final class TcpTransport implements Transport {
    */
   public TcpTransport(int rank, int size, Store store, String advertisedHost, InetAddress bind, JobIdentity job,
       Duration connectTimeout) {
+    this(rank, size, store, advertisedHost, bind, job, connectTimeout, HostSharedMemory.enabled());
+  }
+
+  /** {@code sharedMemory}: whether {@link HostSharedMemory} may attach to this transport (a world's; no subgroup's). */
+  private TcpTransport(int rank, int size, Store store, String advertisedHost, InetAddress bind, JobIdentity job,
+      Duration connectTimeout, boolean sharedMemory) {
     this.rank = rank;
     this.size = size;
     this.store = store;
@@ -82,7 +90,9 @@ public final class TcpTransport implements Transport {
     this.bind = bind;
     this.job = job;
     this.connectTimeout = connectTimeout;
-    this.connections = new TcpConnections(this, store, advertisedHost, bind, job, connectTimeout);
+    // Before anything of this rank is published.
+    Departures departures = new Departures(store, rank, size, sharedMemory && size > 1);
+    this.connections = new TcpConnections(this, store, advertisedHost, bind, job, connectTimeout, departures);
     this.receiver = new TcpReceiver(this, connections);
     UncaughtFailures.opened(this);
   }
@@ -132,7 +142,7 @@ public final class TcpTransport implements Transport {
   public Transport subgroup(String id, int[] members) {
     ensureOpen();
     return new TcpTransport(Transport.memberIndex(members, rank), members.length,
-        new io.nccl4j.store.PrefixStore("group/" + id, store), advertisedHost, bind, job, connectTimeout);
+        new io.nccl4j.store.PrefixStore("group/" + id, store), advertisedHost, bind, job, connectTimeout, false);
   }
 
   @Override
