@@ -166,9 +166,22 @@ public final class ProcessGroups {
   /** {@code agent}: torchrun's agent store, which every rank joins as a client; null: rank 0 hosts the store. */
   static Joined init(DistEnv env, JobIdentity job, InetAddress bind, AgentStore agent, String backend,
       Duration timeout, io.nccl4j.Validation mode) {
+    return join(env, groupStore(env, job, bind, agent, timeout), job, bind, backend, timeout, mode);
+  }
+
+  /**
+   * The namespace of this process's next group in the job's store ({@code pg<n>}), connecting to the store first
+   * when this process has not yet.
+   */
+  static Store groupStore(DistEnv env, JobIdentity job, InetAddress bind, AgentStore agent, Duration timeout) {
     Store root = sharedStore(env, job, bind, agent, timeout).root();
+    return new PrefixStore("pg" + nextGroup(root), root);
+  }
+
+  /** Makes the group's backend and the group, rendezvousing in {@code store}, the group's namespace. */
+  static Joined join(DistEnv env, Store store, JobIdentity job, InetAddress bind, String backend, Duration timeout,
+      io.nccl4j.Validation mode) {
     {
-      Store store = new PrefixStore("pg" + nextGroup(root), root);
       Backend b;
       switch (backend.toLowerCase(Locale.ROOT)) {
         case "cpu":

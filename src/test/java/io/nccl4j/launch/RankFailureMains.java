@@ -5,12 +5,17 @@ import io.nccl4j.PeerFailureException;
 import io.nccl4j.ProcessGroup;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
+import io.nccl4j.Validation;
 import io.nccl4j.Work;
+import io.nccl4j.store.JobIdentity;
 import io.nccl4j.store.Store;
+import io.nccl4j.testing.InterceptingStore;
+import java.net.InetAddress;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
 
 /**
  * The rank program of {@code RankFailureProcessTest}: every rank runs {@link Scenario} with the
@@ -124,6 +129,27 @@ public final class RankFailureMains {
     System.exit(0);
   }
 
+  /**
+   * The victim of {@code die-in-rendezvous}: joins the job's store and makes its group as {@link
+   * ProcessGroups#init} does, but halts where its transport would publish its address — after registering its
+   * departure notices, before publishing anything. Just before, it sets {@code test/victim-halts}, so that the
+   * survivors issue their first collective as it goes and measure how fast they learn of it, not how long it took
+   * to start.
+   */
+  private static void dieInRendezvous(DistEnv env, Duration timeout) {
+    Map<String, String> vars = System.getenv();
+    JobIdentity job = ProcessGroups.identity(env, vars);
+    InetAddress bind = BindAddress.choose(env, vars);
+    Store store = ProcessGroups.groupStore(env, job, bind, null, timeout);
+    Store halting = new InterceptingStore(store, "transport/addr/" + env.rank(), () -> {
+      store.set("test/victim-halts", new byte[] {1});
+      say("rank " + env.rank() + " halts before publishing its transport address");
+      Runtime.getRuntime().halt(1);
+    });
+    ProcessGroups.join(env, halting, job, bind, "cpu", timeout, Validation.fromEnvironment());
+    throw new IllegalStateException("rank " + env.rank() + " made its group, though it halts before publishing");
+  }
+
   private static List<Integer> allBut(int size, int victim) {
     List<Integer> l = new ArrayList<>();
     for (int r = 0; r < size; r++) {
@@ -145,7 +171,9 @@ public final class RankFailureMains {
    * their collective one after the other, 600 ms apart in ring order, so that the first to time
    * out is the victim's neighbour and the others hear of it before their own deadline), {@code abort}
    * (the victim aborts its group twice instead of the next collective), {@code recover} (as
-   * {@code abort}, then every rank aborts and creates a new group for round 4).
+   * {@code abort}, then every rank aborts and creates a new group for round 4), {@code die-in-rendezvous} (the
+   * victim joins the store and halts where its transport would publish its address; the survivors' first
+   * collective waits for the victim's last word before that, {@code test/victim-halts}).
    */
   public static final class Scenario {
     public static void main(String[] args) throws Exception {
@@ -160,6 +188,9 @@ public final class RankFailureMains {
         say("rank " + rank + " throws");
         throw new IllegalStateException("rank " + rank + " throws before joining the group");
       }
+      if (isVictim && scenario.equals("die-in-rendezvous")) {
+        dieInRendezvous(env, timeout);
+      }
       ProcessGroups.Joined j = ProcessGroups.init(env, "cpu", timeout);
       ProcessGroup pg = j.group();
       List<Integer> survivors = allBut(env.worldSize(), victim);
@@ -170,6 +201,11 @@ public final class RankFailureMains {
             say("rank " + rank + " throws");
             throw new IllegalStateException("rank " + rank + " throws before its first collective");
           }
+          survive(pg, false);
+          leave(j.store(), rank, survivors, timeout);
+          break;
+        case "die-in-rendezvous":
+          j.store().get("test/victim-halts", timeout);
           survive(pg, false);
           leave(j.store(), rank, survivors, timeout);
           break;

@@ -35,10 +35,17 @@ import org.junit.jupiter.api.io.TempDir;
  * program is {@link RankFailureMains.Scenario}; the survivors measure each operation themselves, from
  * issuing it to its exception, and print it. The bounds are the requirement's, nothing tighter.
  * Every process started here is killed after each test.
+ *
+ * <p>Longer than 400 lines on purpose: every scenario starts the same job of processes ({@code Job}, below) and
+ * reads its ranks' output, so the scenarios stay beside that one harness rather than in classes that would each
+ * need it.
  */
 @Tag("multiprocess")
 class RankFailureProcessTest {
   private static final Duration TIMEOUT = Duration.ofSeconds(4);
+  /** For a failure that must not wait for the timeout: the survivors must learn of it within {@link #PROMPT}. */
+  private static final Duration LONG_TIMEOUT = Duration.ofSeconds(20);
+  private static final Duration PROMPT = Duration.ofSeconds(2);
   /** How long the test waits for a line or an exit: only a guard against a hang, measures nothing. */
   private static final Duration GUARD = Duration.ofSeconds(60);
   private static final Pattern FAILED = Pattern.compile(
@@ -80,6 +87,12 @@ class RankFailureProcessTest {
 
     /** With {@code sharedMemory}, the ranks' collectives run through /dev/shm, as by default on one host. */
     Job(boolean sharedMemory, String scenario, int size, int victim, String... extra) throws IOException {
+      this(sharedMemory, scenario, size, victim, TIMEOUT, extra);
+    }
+
+    /** With the group timeout {@code timeout}. */
+    Job(boolean sharedMemory, String scenario, int size, int victim, Duration timeout, String... extra)
+        throws IOException {
       this.size = size;
       int port = Launcher.freePort();
       for (int r = 0; r < size; r++) {
@@ -87,7 +100,7 @@ class RankFailureProcessTest {
             Integer.toString(port), "RANK", Integer.toString(r), "WORLD_SIZE", Integer.toString(size)));
         env.put("NCCL4J_SHM", sharedMemory ? "1" : "0");
         Process p = children.start(ChildJvms.rank(
-            ChildJvms.javaCommand(RankFailureMains.Scenario.class, args(scenario, victim, extra)), env));
+            ChildJvms.javaCommand(RankFailureMains.Scenario.class, args(scenario, timeout, victim, extra)), env));
         ps.add(p);
         List<String> lines = new CopyOnWriteArrayList<>();
         CountDownLatch end = new CountDownLatch(1);
@@ -169,8 +182,8 @@ class RankFailureProcessTest {
     }
   }
 
-  private static String[] args(String scenario, int victim, String... extra) {
-    List<String> a = new ArrayList<>(List.of(scenario, Long.toString(TIMEOUT.toMillis()), Integer.toString(victim)));
+  private static String[] args(String scenario, Duration timeout, int victim, String... extra) {
+    List<String> a = new ArrayList<>(List.of(scenario, Long.toString(timeout.toMillis()), Integer.toString(victim)));
     a.addAll(List.of(extra));
     return a.toArray(String[]::new);
   }
@@ -235,8 +248,9 @@ class RankFailureProcessTest {
   }
 
   /**
-   * The victim dies before it joins: it never publishes its address, so no one can tell that it
-   * died rather than being late, and the survivors time out, each naming it as the rank it waited
+   * The victim dies before it joins: it never connects to the store, so it leaves no departure notice
+   * and never publishes its address, and no one can tell that it died rather than being late; the
+   * survivors time out, each naming it as the rank it waited
    * for — rank 0 (which connects to rank 1) by its deadline, not the store's or the connect timeout.
    */
   @Test
@@ -259,6 +273,61 @@ class RankFailureProcessTest {
             .contains(waitedFor.get(r));
         assertThat(f.millis()).as("rank %d op %s: %s", r, op, f).isLessThan(TIMEOUT.multipliedBy(2).toMillis());
       }
+    }
+  }
+
+  /**
+   * The victim joins the store, then halts where its transport would publish its address — after it registered
+   * its departure notices, before it published anything. Unlike a rank that never joined, its store connection
+   * closes, and the store sets its notices: every survivor's first collective fails naming it, well before the 20
+   * s timeout — rank 0, which reads its address, rank 2, which waits for it to connect, and rank 3, which waits
+   * for rank 0 (failed of it without connecting) and takes the failure a survivor left in the store. Only rank 0's
+   * words are certain: the others may hear of it from a peer before they find the notice themselves.
+   */
+  @Test
+  void rankDyingAfterJoiningTheStoreBeforePublishingFailsEveryPeerPromptlyNamingIt() throws Exception {
+    int size = 4;
+    int victim = 1;
+    Job job = new Job(false, "die-in-rendezvous", size, victim, LONG_TIMEOUT);
+    assertThat(job.exit(victim)).as("halted; output: %s", job.all()).isEqualTo(1);
+    assertThat(job.out(victim)).contains("rank 1 halts before publishing its transport address");
+    for (int r : survivors(size, victim)) {
+      assertThat(job.exit(r)).as("rank %d; output: %s", r, job.all()).isZero();
+      departureNamed(job, r, victim, "rank 1's connection to the job's store ended before it published its"
+          + " transport address (transport/addr/1)");
+    }
+    assertThat(job.failure(0, "A").message()).contains("rank 0 was waiting for rank 1's transport address");
+  }
+
+  /**
+   * The same with the default on one host: each survivor's first window waits for every rank's segment entry and
+   * finds the victim's notice there itself.
+   */
+  @Test
+  void sharedMemoryRankDyingAfterJoiningTheStoreBeforePublishingFailsEveryPeerPromptlyNamingIt() throws Exception {
+    int size = 3;
+    int victim = 1;
+    Job job = new Job(true, "die-in-rendezvous", size, victim, LONG_TIMEOUT);
+    assertThat(job.exit(victim)).as("halted; output: %s", job.all()).isEqualTo(1);
+    for (int r : survivors(size, victim)) {
+      assertThat(job.exit(r)).as("rank %d; output: %s", r, job.all()).isZero();
+      departureNamed(job, r, victim, "rank " + r + " was waiting for rank 1's shared-memory segment entry (ALLREDUCE"
+          + " #1), but the store holds rank 1's departure notice instead: rank 1's connection to the job's store"
+          + " ended before it published its shared-memory segment entry (shm/segment/1)");
+    }
+  }
+
+  /**
+   * Survivor {@code r}'s operations A, B and C each failed with a {@link PeerFailureException} naming {@code
+   * victim} and quoting {@code words}, within {@link #PROMPT} of being issued: far below the group's timeout.
+   */
+  private static void departureNamed(Job job, int r, int victim, String words) {
+    for (String op : List.of("A", "B", "C")) {
+      Failure f = job.failure(r, op);
+      assertThat(f.type()).as("rank %d op %s: %s", r, op, f).isEqualTo(PeerFailureException.class.getName());
+      assertThat(f.failedRank()).as("rank %d op %s: %s", r, op, f).isEqualTo(victim);
+      assertThat(f.message()).as("rank %d op %s", r, op).contains(words);
+      assertThat(f.millis()).as("rank %d op %s: %s", r, op, f).isLessThan(PROMPT.toMillis());
     }
   }
 
