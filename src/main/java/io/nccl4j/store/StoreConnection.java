@@ -25,17 +25,13 @@ final class StoreConnection {
 
   private final HashStore store;
   private final StoreHandshake.Link link;
-  private final ListenerLimits limits;
   private final String peer;
   private final AtomicInteger answering;
   private final DataInputStream in;
   private final DataOutputStream out;
-  /** Bytes the fields of the query being read may still take (a query of many fields has one cap). */
-  private long budget;
   /** The keys of a WAIT not yet answered, or null. */
   private List<String> pendingWait;
-  /** The first field of this query that was over its cap (and skipped), or null. */
-  private String refused;
+  private final QueryFields fields;
   /** What this client asked to have set when it leaves. */
   private final DepartureNotices notices;
 
@@ -43,11 +39,11 @@ final class StoreConnection {
       AtomicInteger answering) {
     this.store = store;
     this.link = link;
-    this.limits = limits;
     this.peer = peer;
     this.answering = answering;
     this.in = link.in;
     this.out = link.out;
+    this.fields = new QueryFields(link, limits, peer);
     this.notices = new DepartureNotices(limits, peer);
   }
 
@@ -57,6 +53,16 @@ final class StoreConnection {
 
     Fatal(String message) {
       super(message);
+    }
+
+    /** The end of {@code link}'s connection: an nccl4j client is told {@code why} first. */
+    static Fatal told(StoreHandshake.Link link, String why) throws IOException {
+      if (link.nccl4j) {
+        link.out.writeByte(Wire.ERROR);
+        Wire.writeMessage(link.out, why);
+        link.out.flush();
+      }
+      return new Fatal(why);
     }
   }
 
@@ -121,14 +127,14 @@ final class StoreConnection {
       }
       answering.incrementAndGet();
       try {
-        budget = limits.maxFrameBytes();
-        refused = null;
+        fields.start();
         if (code == Wire.SET_ON_DEPARTURE && link.nccl4j) {
           registerDepartures();
         } else {
           Query q = Query.of(link.dialect, code);
           if (q == null || q == Query.VALIDATE) {
-            throw fatal("query type " + code + " is not one this store serves in the " + link.dialect + " dialect");
+            throw Fatal.told(link, "query type " + code + " is not one this store serves in the " + link.dialect
+                + " dialect");
           }
           answer(q);
         }
@@ -139,17 +145,9 @@ final class StoreConnection {
     }
   }
 
-  private Fatal fatal(String why) throws IOException {
-    if (link.nccl4j) {
-      out.writeByte(Wire.ERROR);
-      Wire.writeMessage(out, why);
-      out.flush();
-    }
-    return new Fatal(why);
-  }
-
   /** Before an answer: nothing for PyTorch's clients, OK for nccl4j's, or the error that refused the query. */
   private boolean ok() throws IOException {
+    String refused = fields.refused();
     if (refused != null) {
       if (!link.nccl4j) {
         throw new Fatal(refused);
@@ -182,33 +180,33 @@ final class StoreConnection {
         break;
       }
       case SET: {
-        String key = key();
-        byte[] value = value();
+        String key = fields.key();
+        byte[] value = fields.value();
         if (ok()) {
           store.set(key, value);
         }
         break;
       }
       case APPEND: {
-        String key = key();
-        byte[] value = value();
+        String key = fields.key();
+        byte[] value = fields.value();
         if (ok()) {
           store.append(key, value);
         }
         break;
       }
       case COMPARE_SET: {
-        String key = key();
-        byte[] expected = value();
-        byte[] desired = value();
+        String key = fields.key();
+        byte[] expected = fields.value();
+        byte[] desired = fields.value();
         if (ok()) {
           Wire.writeBytes(out, store.compareSet(key, expected, desired));
         }
         break;
       }
       case GET: {
-        String key = key();
-        if (refused == null && store.getNow(key) == null && link.nccl4j) {
+        String key = fields.key();
+        if (fields.refused() == null && store.getNow(key) == null && link.nccl4j) {
           error("key '" + key + "' is not set");
           break;
         }
@@ -221,9 +219,9 @@ final class StoreConnection {
         break;
       }
       case ADD: {
-        String key = key();
+        String key = fields.key();
         long delta = Wire.readU64(in);
-        if (refused != null) {
+        if (fields.refused() != null) {
           ok();
           break;
         }
@@ -239,14 +237,14 @@ final class StoreConnection {
         break;
       }
       case CHECK: {
-        List<String> keys = keys();
+        List<String> keys = fields.keys();
         if (ok()) {
           out.writeByte(store.check(keys) ? Wire.READY : Wire.NOT_READY);
         }
         break;
       }
       case WAIT: {
-        List<String> keys = keys();
+        List<String> keys = fields.keys();
         if (ok()) {
           if (store.check(keys)) {
             out.writeByte(Wire.STOP_WAITING);
@@ -269,15 +267,15 @@ final class StoreConnection {
         }
         break;
       case DELETE_KEY: {
-        String key = key();
+        String key = fields.key();
         if (ok()) {
           Wire.writeU64(out, store.deleteKey(key) ? 1 : 0);
         }
         break;
       }
       case MULTI_GET: {
-        List<String> keys = keys();
-        if (refused == null && link.nccl4j) {
+        List<String> keys = fields.keys();
+        if (fields.refused() == null && link.nccl4j) {
           List<String> missing = keys.stream().filter(k -> store.getNow(k) == null).toList();
           if (!missing.isEmpty()) {
             error("keys " + missing + " are not set");
@@ -293,12 +291,12 @@ final class StoreConnection {
         break;
       }
       case MULTI_SET: {
-        long n = count();
+        long n = fields.count();
         List<String> keys = new ArrayList<>();
         List<byte[]> values = new ArrayList<>();
         for (long i = 0; i < n; i++) {
-          keys.add(key());
-          values.add(value());
+          keys.add(fields.key());
+          values.add(fields.value());
         }
         if (ok()) {
           for (int i = 0; i < keys.size(); i++) {
@@ -308,20 +306,20 @@ final class StoreConnection {
         break;
       }
       default:
-        throw fatal("query " + q + " is not served");
+        throw Fatal.told(link, "query " + q + " is not served");
     }
   }
 
   /** SET_ON_DEPARTURE: the pairs are read whole, then kept or refused whole. */
   private void registerDepartures() throws IOException {
-    long n = count();
+    long n = fields.count();
     List<String> keys = new ArrayList<>();
     List<byte[]> values = new ArrayList<>();
     for (long i = 0; i < n; i++) {
-      keys.add(key());
-      values.add(value());
+      keys.add(fields.key());
+      values.add(fields.value());
     }
-    if (refused == null) {
+    if (fields.refused() == null) {
       String why = notices.register(keys, values, store);
       if (why != null) {
         error(why);
@@ -329,59 +327,5 @@ final class StoreConnection {
       }
     }
     ok();
-  }
-
-  private long count() throws IOException {
-    long n = Wire.readU64(in);
-    if (n < 0 || n > limits.maxKeyBytes()) {
-      throw fatal(new Wire.LimitException("a count", n, limits.maxKeyBytes(), "keys", "NCCL4J_STORE_MAX_KEY_BYTES",
-          peer).getMessage());
-    }
-    return n;
-  }
-
-  private List<String> keys() throws IOException {
-    long n = count();
-    // Grown as keys arrive: a count is a claim, not a size to allocate.
-    List<String> keys = new ArrayList<>();
-    for (long i = 0; i < n; i++) {
-      keys.add(key());
-    }
-    return keys;
-  }
-
-  private String key() throws IOException {
-    byte[] b = field(limits.maxKeyBytes(), "a key", "NCCL4J_STORE_MAX_KEY_BYTES");
-    return b == null ? null : new String(b, java.nio.charset.StandardCharsets.UTF_8);
-  }
-
-  private byte[] value() throws IOException {
-    return field(limits.maxValueBytes(), "a value", "NCCL4J_STORE_MAX_VALUE_BYTES");
-  }
-
-  /**
-   * A field held to its cap and to what is left of the query's cap. One over its own cap is skipped when the query
-   * still fits its cap: an nccl4j client hears why and goes on. One beyond that cannot be skipped in reason, and a
-   * PyTorch client cannot be told: either ends the connection.
-   */
-  private byte[] field(int cap, String what, String setting) throws IOException {
-    long n = Wire.readU64(in);
-    if (n >= 0 && n <= cap && n <= budget) {
-      budget -= n;
-      return Wire.readAsItArrives(in, (int) n, what);
-    }
-    String why = n >= 0 && n <= cap
-        ? new Wire.LimitException("a query", limits.maxFrameBytes() - budget + n, limits.maxFrameBytes(),
-            "NCCL4J_STORE_MAX_VALUE_BYTES", peer).getMessage()
-        : new Wire.LimitException(what, n, cap, setting, peer).getMessage();
-    if (n < 0 || n > budget || !link.nccl4j) {
-      throw fatal(why);
-    }
-    Wire.skip(in, n);
-    budget -= n;
-    if (refused == null) {
-      refused = why;
-    }
-    return null;
   }
 }
