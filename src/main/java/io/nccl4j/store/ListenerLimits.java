@@ -13,12 +13,18 @@ import java.util.Map;
  *     {@code NCCL4J_STORE_MAX_KEY_BYTES}, default 64 KiB
  * @param maxValueBytes the largest store value: {@code nccl4j.store.maxValueBytes},
  *     {@code NCCL4J_STORE_MAX_VALUE_BYTES}, default 512 MiB
+ * @param maxQueueItems the most items one of the store's queues (PyTorch's queue_push) holds; its bytes are held
+ *     to {@code maxValueBytes} as well: {@code nccl4j.store.maxQueueItems}, {@code NCCL4J_STORE_MAX_QUEUE_ITEMS},
+ *     default 65,536
  * @param handshakeTimeout how long a new connection may take to introduce itself (store and transport):
  *     {@code nccl4j.handshakeTimeoutMs}, {@code NCCL4J_HANDSHAKE_TIMEOUT_MS}, default 5 s
  */
-public record ListenerLimits(int maxKeyBytes, int maxValueBytes, Duration handshakeTimeout) {
+public record ListenerLimits(int maxKeyBytes, int maxValueBytes, int maxQueueItems, Duration handshakeTimeout) {
+  private static final int DEFAULT_QUEUE_ITEMS = 1 << 16;
+
   /** The defaults. */
-  public static final ListenerLimits DEFAULT = new ListenerLimits(64 << 10, 512 << 20, Duration.ofSeconds(5));
+  public static final ListenerLimits DEFAULT = new ListenerLimits(64 << 10, 512 << 20, DEFAULT_QUEUE_ITEMS,
+      Duration.ofSeconds(5));
 
   /**
    * Checks the numbers.
@@ -26,10 +32,20 @@ public record ListenerLimits(int maxKeyBytes, int maxValueBytes, Duration handsh
    * @throws IllegalArgumentException when a cap is below 1 or the timeout is not positive
    */
   public ListenerLimits {
-    if (maxKeyBytes < 1 || maxValueBytes < 1 || handshakeTimeout.isNegative() || handshakeTimeout.isZero()) {
+    if (maxKeyBytes < 1 || maxValueBytes < 1 || maxQueueItems < 1 || handshakeTimeout.isNegative()
+        || handshakeTimeout.isZero()) {
       throw new IllegalArgumentException("listener limits must be positive, got key " + maxKeyBytes + " B, value "
-          + maxValueBytes + " B, handshake " + handshakeTimeout.toMillis() + " ms");
+          + maxValueBytes + " B, queue " + maxQueueItems + " items, handshake " + handshakeTimeout.toMillis() + " ms");
     }
+  }
+
+  /**
+   * These caps with the default queue cap.
+   *
+   * @throws IllegalArgumentException when a cap is below 1 or the timeout is not positive
+   */
+  public ListenerLimits(int maxKeyBytes, int maxValueBytes, Duration handshakeTimeout) {
+    this(maxKeyBytes, maxValueBytes, DEFAULT_QUEUE_ITEMS, handshakeTimeout);
   }
 
   /** From the system properties and this process's environment. */
@@ -41,6 +57,7 @@ public record ListenerLimits(int maxKeyBytes, int maxValueBytes, Duration handsh
     return new ListenerLimits(
         (int) setting(env, "nccl4j.store.maxKeyBytes", "NCCL4J_STORE_MAX_KEY_BYTES", DEFAULT.maxKeyBytes),
         (int) setting(env, "nccl4j.store.maxValueBytes", "NCCL4J_STORE_MAX_VALUE_BYTES", DEFAULT.maxValueBytes),
+        (int) setting(env, "nccl4j.store.maxQueueItems", "NCCL4J_STORE_MAX_QUEUE_ITEMS", DEFAULT.maxQueueItems),
         Duration.ofMillis(setting(env, "nccl4j.handshakeTimeoutMs", "NCCL4J_HANDSHAKE_TIMEOUT_MS",
             DEFAULT.handshakeTimeout.toMillis())));
   }
