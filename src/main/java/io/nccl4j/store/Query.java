@@ -4,8 +4,8 @@ package io.nccl4j.store;
  * The queries of PyTorch's TCPStore that the store serves, with their type byte in each of the two dialects
  * (docs/RENDEZVOUS.md): the current one (torch 2.x: VALIDATE first, every type one above the legacy one's) and the
  * legacy one (torch 1.x, e.g. Debian's 1.13: no VALIDATE, WATCH_KEY at 7, nothing past DELETE_KEY). -1: the dialect
- * has no such query. Queue, list and barrier queries of the current dialect map to no Store operation and are not
- * served.
+ * has no such query. The queue, LIST_KEYS and BARRIER queries of the current dialect are PyTorch's TCPStore methods
+ * beyond {@link Store}: {@link TcpStore} sends the queue ones; the server does not serve them yet.
  */
 enum Query {
   VALIDATE(0, -1),
@@ -21,7 +21,12 @@ enum Query {
   MULTI_GET(10, -1),
   MULTI_SET(11, -1),
   CANCEL_WAIT(12, -1),
-  PING(13, -1);
+  PING(13, -1),
+  QUEUE_PUSH(14, -1),
+  QUEUE_POP(15, -1),
+  QUEUE_LEN(16, -1),
+  LIST_KEYS(17, -1),
+  BARRIER(18, -1);
 
   /** The dialects: which byte means which query. */
   enum Dialect {

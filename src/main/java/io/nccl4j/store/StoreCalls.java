@@ -201,6 +201,42 @@ final class StoreCalls {
     }, null);
   }
 
+  void queuePush(String key, byte[] item) {
+    String what = "queuePush(" + key + ")";
+    requireQueues(what);
+    call(Query.QUEUE_PUSH, what, Duration.ZERO, o -> {
+      Wire.writeString(o, wireKey(key));
+      Wire.writeBytes(o, item);
+    }, null);
+  }
+
+  /**
+   * QUEUE_POP, after a WAIT of up to {@code wait} for the queue's key when {@code block}, as PyTorch's client pops
+   * (its server takes a non-empty queue for a set key); null when the queue was empty.
+   */
+  byte[] queuePop(String key, boolean block, Duration wait) {
+    String what = "queuePop(" + key + ")";
+    requireQueues(what);
+    if (block) {
+      await(List.of(key), wait, what);
+    }
+    return call(Query.QUEUE_POP, what, Duration.ZERO, o -> Wire.writeString(o, wireKey(key)),
+        in -> Wire.readU64(in) > 0 ? value(in) : null);
+  }
+
+  long queueLen(String key) {
+    String what = "queueLen(" + key + ")";
+    requireQueues(what);
+    return call(Query.QUEUE_LEN, what, Duration.ZERO, o -> Wire.writeString(o, wireKey(key)), Wire::readU64);
+  }
+
+  private void requireQueues(String what) {
+    if (!Query.QUEUE_PUSH.in(link.dialect)) {
+      throw new UnsupportedOperationException("TCP store " + address + ": " + what + " cannot be sent: the server"
+          + " speaks PyTorch's legacy dialect (torch 1.x), which has no queues");
+    }
+  }
+
   private static void writeKeys(DataOutputStream o, List<String> keys) throws IOException {
     Wire.writeU64(o, keys.size());
     for (String k : keys) {

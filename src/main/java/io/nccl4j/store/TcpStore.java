@@ -13,6 +13,7 @@ import java.net.Socket;
 import java.net.SocketTimeoutException;
 import java.time.Duration;
 import java.util.List;
+import java.util.NoSuchElementException;
 import java.util.Objects;
 
 /**
@@ -300,6 +301,49 @@ public final class TcpStore implements Store {
     }
     calls.setOnDeparture(keys, values);
     return true;
+  }
+
+  /**
+   * Appends {@code item} to the queue {@code key} (PyTorch's queue_push). A queue is not a key: {@link #get} and
+   * {@link #numKeys} do not see it, while {@link #check} and {@link #wait} take a non-empty queue for a set key.
+   * nccl4j's server and PyTorch's libuv one serve queues; PyTorch's classic one (useLibUV false) drops the
+   * connection that sends one, so that the call after this one fails (docs/RENDEZVOUS.md).
+   *
+   * @throws UnsupportedOperationException against a server of the legacy dialect (torch 1.x), which has no queues
+   * @throws BackendException naming the queue, the cap and its setting when nccl4j's server refuses the item
+   */
+  public void queuePush(String key, byte[] item) {
+    checkKey(key);
+    checkValue(key, item);
+    calls.queuePush(key, item);
+  }
+
+  /**
+   * Takes the first item of the queue {@code key} (PyTorch's queue_pop). With {@code block}, first waits up to
+   * {@link #timeout()} for the queue to have one, as PyTorch's client does; one item wakes one waiting client.
+   *
+   * @throws NoSuchElementException when the queue is empty: without {@code block}, or when another client took
+   *     the item first
+   * @throws StoreTimeoutException with {@code block}, when no item came in time
+   * @throws UnsupportedOperationException against a server of the legacy dialect
+   */
+  public byte[] queuePop(String key, boolean block) {
+    checkKey(key);
+    byte[] item = calls.queuePop(key, block, timeout);
+    if (item == null) {
+      throw new NoSuchElementException("TCP store " + host + ":" + port + ": queue '" + key + "' is empty");
+    }
+    return item;
+  }
+
+  /**
+   * The number of items in the queue {@code key} (PyTorch's queue_len): 0 for a queue never pushed to.
+   *
+   * @throws UnsupportedOperationException against a server of the legacy dialect
+   */
+  public long queueLen(String key) {
+    checkKey(key);
+    return calls.queueLen(key);
   }
 
   /** Round trip to the server; throws when it does not answer. */

@@ -7,6 +7,7 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
+import io.nccl4j.BackendException;
 import io.nccl4j.testing.LibtorchOracle;
 import io.nccl4j.testing.LibtorchStoreValues;
 import java.net.InetAddress;
@@ -15,6 +16,7 @@ import java.time.Duration;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
+import java.util.NoSuchElementException;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -108,6 +110,26 @@ class LibtorchStoreTest {
         java.set("java-append", b("abc"));
         // libtorch's 4; from-java, -empty, -big, the non-ASCII one, j1-j3, counter, cas, java-append: 14.
         assertThat(java.numKeys()).isEqualTo(14);
+        if (libuv) {
+          java.queuePush("jq", LibtorchStoreValues.everyByteReversed());
+          java.queuePush("jq", b("second"));
+          java.queuePush("jq2", new byte[0]);
+          assertThat(java.queueLen("jq")).isEqualTo(2);
+          assertThat(java.queueLen("never")).isZero();
+          assertThat(java.check(List.of("jq2"))).as("a non-empty queue counts as a set key").isTrue();
+          assertThat(java.queuePop("jq2", false)).isEmpty();
+          assertThat(catchThrowable(() -> java.queuePop("jq2", false))).isInstanceOf(NoSuchElementException.class)
+              .hasMessageContaining("queue 'jq2' is empty");
+          assertThat(java.numKeys()).as("queues are no keys").isEqualTo(14);
+        } else {
+          // libtorch's classic server has no queues: it drops the connection that pushes, so the next call fails.
+          try (TcpStore lost = TcpStore.connect("127.0.0.1", port, LONG)) {
+            lost.queuePush("jq", b("lost"));
+            assertThat(catchThrowable(() -> lost.queueLen("jq"))).isInstanceOf(BackendException.class)
+                .hasMessageContaining("queueLen(jq)");
+          }
+          java.ping();
+        }
         java.set("java-done", b("1"));
 
         Map<String, String> seen = oracle.report();
@@ -123,6 +145,15 @@ class LibtorchStoreTest {
         assertThat(seen.get("deleted_exists")).isEqualTo("false");
         assertThat(seen.get("append")).isEqualTo(hex(b("abc-torch")));
         assertThat(seen.get("num_keys")).as("the 14 and java-done").isEqualTo("15");
+        if (libuv) {
+          assertThat(seen.get("java_queue_len")).isEqualTo("2");
+          assertThat(seen.get("java_queue_pop")).isEqualTo(hex(LibtorchStoreValues.everyByteReversed()));
+          assertThat(java.queuePop("jq", true)).isEqualTo(b("second"));
+          // Pushed by libtorch's server once it has reported: the pop may wait for it.
+          assertThat(java.queuePop("tq", true)).isEqualTo(LibtorchStoreValues.everyByte());
+        } else {
+          assertThat(seen.get("java_queue_len")).startsWith("error: ").contains("queues not implemented");
+        }
         // What libtorch added and appended is what nccl4j's client reads.
         assertThat(java.get("torch-done", LONG)).isEqualTo(b("1"));
         assertThat(java.get("counter", LONG)).isEqualTo(b("52"));

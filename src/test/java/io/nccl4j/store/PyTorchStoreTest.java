@@ -169,6 +169,19 @@ class PyTorchStoreTest {
         assertThat(java.multiGet(List.of("m2", "m1"), LONG)).containsExactly(new byte[] {8, 7}, new byte[] {9});
         // from-python, from-java, counter, cas, m1, m2 (the timed-out wait and the probe left nothing)
         assertThat(java.numKeys()).isEqualTo(6);
+        if (currentDialect) {
+          java.queuePush("jq", range(1, 19));
+          java.queuePush("jq", new byte[0]);
+          assertThat(java.queueLen("jq")).isEqualTo(2);
+          assertThat(java.queuePop("jq", false)).isEqualTo(range(1, 19));
+          assertThat(java.queuePop("jq", true)).isEmpty();
+          assertThat(catchThrowable(() -> java.queuePop("jq", false)))
+              .isInstanceOf(java.util.NoSuchElementException.class).hasMessageContaining("queue 'jq' is empty");
+          assertThat(java.numKeys()).as("queues are no keys").isEqualTo(6);
+        } else {
+          assertThat(catchThrowable(() -> java.queuePush("jq", new byte[1])))
+              .isInstanceOf(UnsupportedOperationException.class).hasMessageContaining("legacy dialect (torch 1.x)");
+        }
         java.set("java-done", b("1"));
         JsonNode seen = JSON.readTree(line(out, p, "server.err"));
         assertThat(seen.get("from_java").asText()).isEqualTo(HEX.formatHex(fromJava));

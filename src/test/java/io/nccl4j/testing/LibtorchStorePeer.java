@@ -98,8 +98,8 @@ final class LibtorchStorePeer {
 
   /**
    * Serves on an ephemeral port (libuv's loop or the classic one), sets libtorch's values, reports the port; once
-   * the test sets {@code java-done}, reports what nccl4j's client left and adds, appends and sets {@code torch-done};
-   * ends when the test sets {@code java-exit}.
+   * the test sets {@code java-done}, reports what nccl4j's client left (its queue too) and adds, appends, pushes to
+   * a queue (libuv's server only) and sets {@code torch-done}; ends when the test sets {@code java-exit}.
    */
   static void server(boolean libuv) {
     TCPStore s = store(0, true, libuv, LONG_MS);
@@ -127,7 +127,13 @@ final class LibtorchStorePeer {
       return bytes(s.get("java-append"));
     });
     r.attempt("num_keys", s::getNumKeys);
+    // libtorch's own client refuses queues with its classic server, which has none.
+    r.attempt("java_queue_len", () -> s.queueLen("jq"));
+    r.attempt("java_queue_pop", () -> bytes(s.queuePop("jq", false)));
     r.print(System.out);
+    if (libuv) {
+      s.queuePush("tq", vector(LibtorchStoreValues.everyByte()));
+    }
     s.set("torch-done", vector(text("1")));
     s._wait(keys("java-exit"), new Milliseconds(LONG_MS));
   }
