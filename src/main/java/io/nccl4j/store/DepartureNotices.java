@@ -38,7 +38,7 @@ final class DepartureNotices {
    * Keeps a notice for each key (a key registered again takes the new value). Null when kept; else why not, and
    * nothing of the registration is kept.
    */
-  String register(List<String> keys, List<byte[]> values, HashStore store) {
+  String register(List<String> keys, List<byte[]> values, ServerStore store) {
     if (over(keys, values) != null) {
       notices.keySet().removeIf(k -> store.getNow(k) != null);
       bytes = 0;
@@ -94,7 +94,7 @@ final class DepartureNotices {
    * The connection ended: sets each key that is not set now, in the order registered, waking its readers. Returns
    * the keys it set.
    */
-  List<String> apply(HashStore store) {
+  List<String> apply(ServerStore store) {
     List<String> set = new ArrayList<>();
     for (Map.Entry<String, byte[]> e : notices.entrySet()) {
       if (store.setIfAbsent(e.getKey(), e.getValue())) {

@@ -87,25 +87,6 @@ public final class HashStore implements Store {
     }
   }
 
-  /**
-   * Waits up to {@code nanos} for every key, without the exception of {@link #wait}: the TCP store's server waits in
-   * slices, looking at its client's socket between them.
-   */
-  synchronized boolean awaitKeys(List<String> keys, long nanos) throws InterruptedException {
-    long deadline = System.nanoTime() + nanos;
-    while (true) {
-      ensureOpen();
-      if (map.keySet().containsAll(keys)) {
-        return true;
-      }
-      long left = deadline - System.nanoTime();
-      if (left <= 0) {
-        return false;
-      }
-      wait(Math.max(1, left / 1_000_000));
-    }
-  }
-
   /** The value of {@code key} now, or null. */
   synchronized byte[] getNow(String key) {
     ensureOpen();
@@ -137,6 +118,12 @@ public final class HashStore implements Store {
     map.put(key, value.clone());
     notifyAll();
     return true;
+  }
+
+  /** Every key now, in no order. */
+  synchronized List<String> keys() {
+    ensureOpen();
+    return List.copyOf(map.keySet());
   }
 
   @Override

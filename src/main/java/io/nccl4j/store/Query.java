@@ -5,7 +5,8 @@ package io.nccl4j.store;
  * (docs/RENDEZVOUS.md): the current one (torch 2.x: VALIDATE first, every type one above the legacy one's) and the
  * legacy one (torch 1.x, e.g. Debian's 1.13: no VALIDATE, WATCH_KEY at 7, nothing past DELETE_KEY). -1: the dialect
  * has no such query. The queue, LIST_KEYS and BARRIER queries of the current dialect are PyTorch's TCPStore methods
- * beyond {@link Store}: {@link TcpStore} sends the queue ones; the server does not serve them yet.
+ * beyond {@link Store}: the server serves them as PyTorch's libuv server does, and {@link TcpStore} sends the queue
+ * ones.
  */
 enum Query {
   VALIDATE(0, -1),

@@ -12,33 +12,35 @@ import org.slf4j.LoggerFactory;
 
 /**
  * One admitted client of a {@link TcpStoreServer}: reads its queries in its dialect and answers them as PyTorch's
- * server does. A client that said HELLO (nccl4j's) gets a status byte before every answer, so that a refused
- * request (a field over its cap, ADD to a value that is not a number) reaches it with the reason and its connection
- * stays in step; PyTorch's wire has no errors, so a PyTorch client that sends such a request is dropped, as its own
- * server would drop it. Such a client may also leave departure notices ({@link DepartureNotices}), which the
- * connection applies when it ends.
+ * libuv server does. A client that said HELLO (nccl4j's) gets a status byte before every answer, so that a refused
+ * request (a field over its cap, ADD or BARRIER on a value that is not a number, a push to a full queue) reaches it
+ * with the reason and its connection stays in step; PyTorch's wire has no errors, so a PyTorch client that sends
+ * such a request is dropped, as its own server would drop it. Such a client may also leave departure notices
+ * ({@link DepartureNotices}), which the connection applies when it ends.
  */
 final class StoreConnection {
   private static final Logger LOG = LoggerFactory.getLogger(StoreConnection.class);
   /** How often a WAIT looks at its client's socket for CANCEL_WAIT or a hang-up. */
   private static final long WAIT_SLICE_NANOS = 50_000_000L;
 
-  private final HashStore store;
+  private final ServerStore store;
   private final StoreHandshake.Link link;
+  private final ListenerLimits limits;
   private final String peer;
   private final AtomicInteger answering;
   private final DataInputStream in;
   private final DataOutputStream out;
-  /** The keys of a WAIT not yet answered, or null. */
-  private List<String> pendingWait;
+  /** The WAIT or BARRIER not yet answered, or null. */
+  private PendingWaits.Wait pendingWait;
   private final QueryFields fields;
   /** What this client asked to have set when it leaves. */
   private final DepartureNotices notices;
 
-  StoreConnection(HashStore store, StoreHandshake.Link link, ListenerLimits limits, String peer,
+  StoreConnection(ServerStore store, StoreHandshake.Link link, ListenerLimits limits, String peer,
       AtomicInteger answering) {
     this.store = store;
     this.link = link;
+    this.limits = limits;
     this.peer = peer;
     this.answering = answering;
     this.in = link.in;
@@ -68,15 +70,20 @@ final class StoreConnection {
 
   /**
    * Serves queries until the client leaves (an IOException) or {@code open} turns false. A WAIT whose keys are not
-   * all set stays pending while the connection goes on, as in PyTorch's server: STOP_WAITING is sent when they are,
-   * and CANCEL_WAIT ends it. Meanwhile the socket is read in short slices, between which the keys are looked at.
-   * However the connection ends — the client closed it, died, or sent what ends it — its departure notices are
-   * applied then, unless the server is closing (nobody is left to wait).
+   * all set, or a BARRIER not yet complete, stays pending while the connection goes on, as in PyTorch's server:
+   * STOP_WAITING is sent when the wait is released ({@link PendingWaits}), and CANCEL_WAIT ends it. Meanwhile the
+   * socket is read in short slices, between which the wait is looked at.
+   * However the connection ends — the client closed it, died, or sent what ends it — its pending wait is forgotten,
+   * and its departure notices are applied, unless the server is closing (nobody is left to wait).
    */
   void serve(java.util.function.BooleanSupplier open) throws IOException {
     try {
       serveQueries(open);
     } finally {
+      if (pendingWait != null) {
+        // A client gone while it waited must not take a pushed item's wake-up from the next one waiting.
+        store.cancel(pendingWait);
+      }
       if (open.getAsBoolean()) {
         depart();
       }
@@ -99,7 +106,7 @@ final class StoreConnection {
       int code;
       if (pendingWait != null) {
         try {
-          if (store.awaitKeys(pendingWait, WAIT_SLICE_NANOS)) {
+          if (store.await(pendingWait, WAIT_SLICE_NANOS)) {
             pendingWait = null;
             out.writeByte(Wire.STOP_WAITING);
             out.flush();
@@ -239,25 +246,24 @@ final class StoreConnection {
       case CHECK: {
         List<String> keys = fields.keys();
         if (ok()) {
-          out.writeByte(store.check(keys) ? Wire.READY : Wire.NOT_READY);
+          out.writeByte(store.present(keys) ? Wire.READY : Wire.NOT_READY);
         }
         break;
       }
       case WAIT: {
         List<String> keys = fields.keys();
         if (ok()) {
-          if (store.check(keys)) {
-            out.writeByte(Wire.STOP_WAITING);
-          } else {
-            pendingWait = keys;
-          }
+          pend(store.startWait(keys));
         }
         break;
       }
       case CANCEL_WAIT:
         // Part of the WAIT it cancels: no status of its own, so that the client reads WAIT_CANCELED, or
-        // STOP_WAITING then WAIT_CANCELED when the keys came first. PyTorch's server answers so even when nothing
-        // waits.
+        // STOP_WAITING then WAIT_CANCELED when the keys came first (also when they came since the loop last
+        // looked). PyTorch's server answers so even when nothing waits.
+        if (pendingWait != null && store.cancel(pendingWait)) {
+          out.writeByte(Wire.STOP_WAITING);
+        }
         pendingWait = null;
         out.writeByte(Wire.WAIT_CANCELED);
         break;
@@ -305,6 +311,65 @@ final class StoreConnection {
         }
         break;
       }
+      case QUEUE_PUSH: {
+        String key = fields.key();
+        byte[] item = fields.value();
+        if (fields.refused() == null) {
+          try {
+            store.push(key, item, limits, peer);
+          } catch (ServerStore.QueueFullException e) {
+            error(e.getMessage());
+            break;
+          }
+        }
+        ok();
+        break;
+      }
+      case QUEUE_POP: {
+        String key = fields.key();
+        if (ok()) {
+          ServerStore.Popped p = store.pop(key);
+          Wire.writeU64(out, p.length());
+          if (p.item() != null) {
+            Wire.writeBytes(out, p.item());
+          }
+        }
+        break;
+      }
+      case QUEUE_LEN: {
+        String key = fields.key();
+        if (ok()) {
+          Wire.writeU64(out, store.queueLen(key));
+        }
+        break;
+      }
+      case LIST_KEYS:
+        if (ok()) {
+          List<String> keys = store.listKeys();
+          Wire.writeU64(out, keys.size());
+          for (String k : keys) {
+            Wire.writeString(out, k);
+          }
+        }
+        break;
+      case BARRIER: {
+        String key = fields.key();
+        long worldSize = Wire.readU64(in);
+        if (fields.refused() != null) {
+          ok();
+          break;
+        }
+        PendingWaits.Wait w;
+        try {
+          w = store.barrier(key, worldSize);
+        } catch (NumberFormatException e) {
+          error("barrier(" + key + "): the value of '" + key + "' is not a number: " + e.getMessage());
+          break;
+        }
+        ok();
+        pend(w);
+        break;
+      }
       default:
         throw Fatal.told(link, "query " + q + " is not served");
     }
@@ -327,5 +392,17 @@ final class StoreConnection {
       }
     }
     ok();
+  }
+
+  /** Answers a WAIT or BARRIER whose wait is {@code w}: at once when it is null, else when it is done. */
+  private void pend(PendingWaits.Wait w) throws IOException {
+    if (pendingWait != null) {
+      // A legacy client goes on after a WAIT it gave up on: its new wait replaces the old, as before.
+      store.cancel(pendingWait);
+    }
+    pendingWait = w;
+    if (w == null) {
+      out.writeByte(Wire.STOP_WAITING);
+    }
   }
 }

@@ -19,9 +19,10 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The server side of {@link TcpStore}, and a server for PyTorch's TCPStore clients: a {@link HashStore} behind a
- * socket speaking PyTorch's wire in both its dialects ({@link Query}), one thread per client (a blocking WAIT holds
- * only its own client's thread). Hosted by rank 0 or standalone.
+ * The server side of {@link TcpStore}, and a server for PyTorch's TCPStore clients: keys and queues ({@link
+ * ServerStore}) behind a socket speaking PyTorch's wire in both its dialects ({@link Query}), every query PyTorch's
+ * libuv server serves, one thread per client (a blocking WAIT, BARRIER or queue pop holds only its own client's
+ * thread, and not the server's close). Hosted by rank 0 or standalone.
  *
  * <p>Every byte a connection sends is hostile until its handshake is done: a client has {@link
  * ListenerLimits#handshakeTimeout} to introduce itself, lengths are held to {@link ListenerLimits}' caps before
@@ -32,7 +33,7 @@ public final class TcpStoreServer implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(TcpStoreServer.class);
 
   private final ServerSocket server;
-  private final HashStore store = new HashStore(Duration.ofDays(365));
+  private final ServerStore store = new ServerStore();
   private final Set<Socket> clients = ConcurrentHashMap.newKeySet();
   private final Thread acceptor;
   /**

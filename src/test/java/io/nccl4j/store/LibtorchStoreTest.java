@@ -48,6 +48,11 @@ class LibtorchStoreTest {
     return HEX.formatHex(b);
   }
 
+  /** The keys' UTF-8 bytes in hex, sorted, comma-separated (as the oracle reports a key list). */
+  private static String sortedHex(String... keys) {
+    return java.util.Arrays.stream(keys).map(k -> hex(b(k))).sorted().collect(java.util.stream.Collectors.joining(","));
+  }
+
   private static byte[] concat(byte[] a, byte[] b) {
     byte[] c = java.util.Arrays.copyOf(a, a.length + b.length);
     System.arraycopy(b, 0, c, a.length, b.length);
@@ -179,6 +184,8 @@ class LibtorchStoreTest {
       java.set(NON_ASCII_KEY_JAVA, b("wert ✓"));
       java.set("to-delete", b("x"));
       java.set("java-append", b("abc"));
+      java.queuePush("jq", LibtorchStoreValues.everyByteReversed());
+      java.queuePush("jq", b("second"));
       try (LibtorchOracle oracle = LibtorchOracle.start(dir, LIMIT_S, "store-client",
           String.valueOf(server.port()))) {
         Map<String, String> seen = oracle.report();
@@ -223,11 +230,37 @@ class LibtorchStoreTest {
             .containsExactly(new byte[] {1, 2}, new byte[0], b("abcd"), b("abc-torch"));
         assertThat(java.numKeys()).isEqualTo(15);
 
-        // Queues are not served (docs/RENDEZVOUS.md): the server drops the libtorch connection that asks, and
-        // that connection's next call fails; libtorch's other client, and nccl4j's, go on.
+        // The queues: what nccl4j's client pushed before libtorch's came, what libtorch's pushed and popped.
         Map<String, String> queues = oracle.report();
-        assertThat(queues.get("queue_len")).startsWith("error: ");
-        assertThat(queues.get("other_client_after")).isEqualTo(hex(LibtorchStoreValues.everyByteReversed()));
+        assertThat(queues.get("java_queue_len")).isEqualTo("2");
+        assertThat(queues.get("java_queue_pop")).isEqualTo(hex(LibtorchStoreValues.everyByteReversed()));
+        assertThat(queues.get("queue_len")).isEqualTo("2");
+        assertThat(queues.get("queue_len_never")).isEqualTo("0");
+        assertThat(queues.get("check_queue")).as("a non-empty queue counts as a set key").isEqualTo("true");
+        assertThat(queues.get("pop_1")).isEqualTo(hex(LibtorchStoreValues.everyByte()));
+        assertThat(queues.get("pop_2")).isEmpty();
+        assertThat(queues.get("pop_non_ascii")).isEqualTo(hex(LibtorchStoreValues.big(3)));
+        assertThat(queues.get("pop_empty")).startsWith("error: ").contains("queue is empty");
+        assertThat(queues.get("len_after")).isEqualTo("0");
+        assertThat(queues.get("pop_timeout")).startsWith("error: ").contains("wait timeout after 300ms")
+            .contains("/tq");
+        assertThat(Long.parseLong(queues.get("pop_timeout_ms"))).isBetween(300L, 20_000L);
+        assertThat(queues.get("after_pop_timeout")).as("in step after CANCEL_WAIT").isEqualTo("1");
+        // Keys only, without the client's "/": the 15 above; no queue.
+        assertThat(queues.get("list_keys")).isEqualTo(sortedHex("from-java", "from-java-empty", "from-java-big",
+            NON_ASCII_KEY_JAVA, "java-append", "from-torch", "from-torch-empty", NON_ASCII_KEY, "from-torch-big",
+            "counter", "cas", "m1", "m2", "appended", "torch-done"));
+        assertThat(java.queuePop("for-java", false)).isEqualTo(LibtorchStoreValues.everyByteReversed());
+        assertThat(java.queuePop("jq", false)).isEqualTo(b("second"));
+
+        // libtorch's blocking pop waits until nccl4j's client pushes, once libtorch says it is popping.
+        assertThat(java.queuePop("torch-popping", true)).isEqualTo(b("1"));
+        Thread.sleep(300);
+        assertThat(java.queueLen("bq")).isZero();
+        java.queuePush("bq", b("from java ✓"));
+        Map<String, String> blocked = oracle.report();
+        assertThat(blocked.get("blocked_pop")).isEqualTo(hex(b("from java ✓")));
+        assertThat(Long.parseLong(blocked.get("blocked_ms"))).isGreaterThanOrEqualTo(250L);
         assertThat(java.get("from-torch", LONG)).isEqualTo(LibtorchStoreValues.everyByteReversed());
         java.set("java-exit", b("1"));
         oracle.awaitSuccess(30);

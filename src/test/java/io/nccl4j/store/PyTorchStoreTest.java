@@ -122,6 +122,67 @@ class PyTorchStoreTest {
     }
   }
 
+  /**
+   * torch 2.13's queue_push, queue_pop (blocking and not), queue_len, list_keys and barrier, from several clients of
+   * nccl4j's server: what they see is what the same script sees against torch's own libuv server, and each value is
+   * the one expected.
+   */
+  @Test
+  void torchTwosQueuesListKeysAndBarrierSeeAnNccl4jServerAsTorchsOwn() throws Exception {
+    String python = current();
+    Process own = TorchPythons.command(python, script().toString(), "queues-own")
+        .redirectError(dir.resolve("own.err").toFile()).start();
+    JsonNode torchs = lastJsonLine(own, "own.err");
+    assertThat(own.waitFor(60, TimeUnit.SECONDS)).isTrue();
+    JsonNode ours;
+    try (TcpStoreServer server = TcpStoreServer.start(0)) {
+      Process p = TorchPythons.command(python, script().toString(), "queues", "127.0.0.1",
+          String.valueOf(server.port())).redirectError(dir.resolve("queues.err").toFile()).start();
+      ours = lastJsonLine(p, "queues.err");
+      assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
+      assertThat(p.exitValue()).as(Files.readString(dir.resolve("queues.err"))).isZero();
+    }
+    for (JsonNode seen : List.of(torchs, ours)) {
+      assertThat(seen.get("len_first").asLong()).isEqualTo(2);
+      assertThat(seen.get("len_pusher").asLong()).isEqualTo(3);
+      assertThat(seen.get("len").asLong()).isEqualTo(4);
+      assertThat(seen.get("len_other_client").asLong()).isEqualTo(4);
+      assertThat(seen.get("len_never").asLong()).isZero();
+      assertThat(seen.get("check_queue").asBoolean()).as("a non-empty queue counts as a set key").isTrue();
+      assertThat(seen.get("num_keys_with_queue").asLong()).as("but is not one").isZero();
+      assertThat(seen.get("pops")).extracting(JsonNode::asText).containsExactly(HEX.formatHex(range(0, 256)), "",
+          HEX.formatHex(b("wert \u2713")), HEX.formatHex(reversed(range(0, 256))));
+      assertThat(seen.get("len_after").asLong()).isZero();
+      assertThat(seen.get("check_empty_queue").asBoolean()).isFalse();
+      assertThat(seen.get("pop_empty").asText()).isEqualTo("QueueEmptyError: queue is empty");
+      assertThat(seen.get("pop_never").asText()).isEqualTo("QueueEmptyError: queue is empty");
+      assertThat(seen.get("after_pop_empty").asLong()).isZero();
+      assertThat(seen.get("blocked_before_push").asBoolean()).as("the blocking pop waited for the push").isFalse();
+      assertThat(seen.get("blocked_pop").asText()).isEqualTo("0102");
+      assertThat(seen.get("woken_by_one_push")).extracting(JsonNode::asText).containsExactly("first");
+      assertThat(seen.get("woken")).extracting(JsonNode::asText).containsExactly("78", "79");
+      assertThat(seen.get("pop_timeout").asText())
+          .isEqualTo("DistStoreError: wait timeout after 300ms, keys: /nothing");
+      assertThat(seen.get("after_pop_timeout").asLong()).isZero();
+      assertThat(seen.get("list_keys")).extracting(JsonNode::asText).containsExactly("lk-a", "lk-b");
+      assertThat(seen.get("barrier_first_before_second").asBoolean()).isFalse();
+      assertThat(seen.get("barrier_second").isNull()).as("%s", seen.get("barrier_second")).isTrue();
+      assertThat(seen.get("barrier_first").isNull()).as("%s", seen.get("barrier_first")).isTrue();
+      assertThat(seen.get("barrier_count").asText()).isEqualTo("2");
+      assertThat(seen.get("barrier_late").isNull()).as("%s", seen.get("barrier_late")).isTrue();
+      assertThat(seen.get("barrier_timeout").asText())
+          .isEqualTo("DistStoreError: barrier timeout after 300ms, key: bar-alone");
+      assertThat(seen.get("after_barrier_timeout").asText()).as("the lone arrival was counted").isEqualTo("1");
+      assertThat(seen.get("barrier_not_a_number").asText()).as("the connection was dropped")
+          .isEqualTo("DistNetworkError");
+      assertThat(seen.get("after_barrier_not_a_number").asText()).isEqualTo("abc");
+      assertThat(seen.get("list_keys_at_end")).extracting(JsonNode::asText)
+          .containsExactly("bar", "bar-alone", "lk-a", "lk-b", "not-a-number");
+      assertThat(seen.get("num_keys_at_end").asLong()).isEqualTo(5);
+    }
+    assertThat(ours).isEqualTo(torchs);
+  }
+
   // ------------------------------------------------------------------ nccl4j's client, PyTorch's server
 
   @Test
@@ -270,5 +331,13 @@ class PyTorchStoreTest {
 
   private static byte[] b(String s) {
     return s.getBytes(UTF_8);
+  }
+
+  private static byte[] reversed(byte[] b) {
+    byte[] r = new byte[b.length];
+    for (int i = 0; i < b.length; i++) {
+      r[i] = b[b.length - 1 - i];
+    }
+    return r;
   }
 }

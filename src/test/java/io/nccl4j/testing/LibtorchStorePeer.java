@@ -147,8 +147,8 @@ final class LibtorchStorePeer {
   // ------------------------------------------------------------------ nccl4j's server, libtorch's client
 
   /**
-   * Every TCPStore method against nccl4j's server at {@code port}, reported in one report; then the queue methods,
-   * which nccl4j's server does not serve, on a second client, in a second report; ends when the test sets
+   * Every TCPStore method against nccl4j's server at {@code port}, reported in one report; then the queue methods
+   * and listKeys on a second client, in a second report, and a blocking pop in a third; ends when the test sets
    * {@code java-exit}.
    */
   static void client(int port) {
@@ -203,17 +203,49 @@ final class LibtorchStorePeer {
     r.print(System.out);
     c.set("torch-done", vector(text("1")));
 
-    // nccl4j's server does not serve queues (docs/RENDEZVOUS.md): it drops the connection that asks.
-    TCPStore q = store(port, false, true, 10_000);
+    // The queues and listKeys (current 14-17), on a client of their own: what nccl4j's client pushed before, what
+    // this one pushes and pops, what it lists; then a blocking pop that nccl4j's client ends with a push.
+    TCPStore q = store(port, false, true, LONG_MS);
+    TCPStore shortWait = store(port, false, true, 300);
     OracleReport queues = OracleReport.create();
-    queues.attempt("queue_push", () -> {
-      q.queuePush("queue", vector(new byte[] {7}));
-      return "ok";
-    });
-    queues.attempt("queue_len", () -> q.queueLen("queue"));
-    queues.attempt("other_client_after", () -> bytes(c.get("from-java")));
+    queues.attempt("java_queue_len", () -> q.queueLen("jq"));
+    queues.attempt("java_queue_pop", () -> bytes(q.queuePop("jq", false)));
+    q.queuePush("tq", vector(LibtorchStoreValues.everyByte()));
+    q.queuePush("tq", vector(new byte[0]));
+    q.queuePush(key(NON_ASCII_KEY), vector(LibtorchStoreValues.big(3)));
+    q.queuePush("for-java", vector(LibtorchStoreValues.everyByteReversed()));
+    queues.attempt("queue_len", () -> q.queueLen("tq"));
+    queues.attempt("queue_len_never", () -> q.queueLen("never"));
+    queues.attempt("check_queue", () -> q.check(keys("tq")));
+    queues.attempt("pop_1", () -> bytes(q.queuePop("tq", false)));
+    queues.attempt("pop_2", () -> bytes(q.queuePop("tq", true)));
+    queues.attempt("pop_non_ascii", () -> bytes(q.queuePop(key(NON_ASCII_KEY), false)));
+    queues.attempt("pop_empty", () -> bytes(q.queuePop("tq", false)));
+    queues.attempt("len_after", () -> q.queueLen("tq"));
+    long timing = System.nanoTime();
+    queues.attempt("pop_timeout", () -> bytes(shortWait.queuePop("tq", true)));
+    queues.put("pop_timeout_ms", (System.nanoTime() - timing) / 1_000_000);
+    queues.attempt("after_pop_timeout", () -> shortWait.queueLen("for-java"));
+    queues.attempt("list_keys", () -> listKeys(q));
     queues.print(System.out);
+    // Queues are no keys: the sign that the blocking pop comes next is an item.
+    q.queuePush("torch-popping", vector(text("1")));
+    timing = System.nanoTime();
+    OracleReport blocked = OracleReport.create();
+    blocked.attempt("blocked_pop", () -> bytes(q.queuePop("bq", true)));
+    blocked.put("blocked_ms", (System.nanoTime() - timing) / 1_000_000);
+    blocked.print(System.out);
     c._wait(keys("java-exit"), new Milliseconds(LONG_MS));
+  }
+
+  /** TCPStore.listKeys, sorted, each key as its UTF-8 bytes in hex, comma-separated. */
+  private static String listKeys(TCPStore s) {
+    StringVector v = s.listKeys();
+    List<byte[]> keys = new ArrayList<>();
+    for (long i = 0; i < v.size(); i++) {
+      keys.add(v.get(i).getStringBytes());
+    }
+    return String.join(",", hexAll(keys).stream().sorted().toList());
   }
 
   // ------------------------------------------------------------------ a server that admits no PyTorch client
