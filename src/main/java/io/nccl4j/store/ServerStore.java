@@ -58,7 +58,11 @@ final class ServerStore {
   synchronized byte[] compareSet(String key, byte[] expected, byte[] desired) {
     ensureOpen();
     byte[] v = values.compareSet(key, expected, desired);
-    written(key);
+    // PyTorch's server wakes the key's waiters even when the call set nothing, so that a woken reader can find the key
+    // absent; here only a key that is set after the call releases them.
+    if (values.getNow(key) != null) {
+      written(key);
+    }
     return v;
   }
 

@@ -17,6 +17,10 @@ import org.slf4j.LoggerFactory;
  * with the reason and its connection stays in step; PyTorch's wire has no errors, so a PyTorch client that sends
  * such a request is dropped, as its own server would drop it. Such a client may also leave departure notices
  * ({@link DepartureNotices}), which the connection applies when it ends.
+ *
+ * <p>Over 400 lines because it is the one table of the wire's query types, each case a few lines that read its fields
+ * ({@link QueryFields}) and answer; the state they act on is {@link ServerStore}'s, the waits' rules
+ * {@link PendingWaits}'s.
  */
 final class StoreConnection {
   private static final Logger LOG = LoggerFactory.getLogger(StoreConnection.class);
