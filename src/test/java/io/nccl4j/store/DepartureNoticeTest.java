@@ -32,26 +32,23 @@ class DepartureNoticeTest {
   private static final Duration WOKEN = Duration.ofSeconds(1);
   private static final ListenerLimits SMALL = new ListenerLimits(64, 1024, Duration.ofSeconds(5));
 
-  private final List<AutoCloseable> toClose = new ArrayList<>();
+  private final StoreServers servers = new StoreServers();
 
   @AfterEach
   void closeAll() throws Exception {
-    for (int i = toClose.size() - 1; i >= 0; i--) {
-      toClose.get(i).close();
-    }
+    servers.close();
   }
 
   private <T extends AutoCloseable> T keep(T c) {
-    toClose.add(c);
-    return c;
+    return servers.keep(c);
   }
 
   private TcpStoreServer server(ListenerLimits limits) {
-    return keep(TcpStoreServer.start(null, 0, JobIdentity.anonymous(), limits));
+    return servers.server(JobIdentity.anonymous(), limits);
   }
 
   private TcpStore client(TcpStoreServer s) {
-    return keep(TcpStore.connect("127.0.0.1", s.port(), LONG));
+    return servers.client(s, JobIdentity.anonymous());
   }
 
   private static byte[] b(String s) {

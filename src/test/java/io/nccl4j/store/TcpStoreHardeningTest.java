@@ -9,7 +9,6 @@ import io.nccl4j.BackendException;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
-import java.lang.management.ManagementFactory;
 import java.net.ServerSocket;
 import java.net.Socket;
 import java.time.Duration;
@@ -34,50 +33,35 @@ class TcpStoreHardeningTest {
   private static final Duration FAST = Duration.ofSeconds(20);
   private static final ListenerLimits SHORT_HANDSHAKE = new ListenerLimits(64 << 10, 512 << 20, Duration.ofMillis(500));
 
-  private final List<AutoCloseable> toClose = new ArrayList<>();
+  private final StoreServers servers = new StoreServers();
 
   @AfterEach
   void closeAll() throws Exception {
-    for (int i = toClose.size() - 1; i >= 0; i--) {
-      toClose.get(i).close();
-    }
+    servers.close();
   }
 
   private <T extends AutoCloseable> T keep(T c) {
-    toClose.add(c);
-    return c;
+    return servers.keep(c);
   }
 
   private TcpStoreServer server(JobIdentity job, ListenerLimits limits) {
-    return keep(TcpStoreServer.start(null, 0, job, limits));
+    return servers.server(job, limits);
   }
 
   private TcpStore client(TcpStoreServer s, JobIdentity job) {
-    return keep(TcpStore.connect("127.0.0.1", s.port(), LONG, job));
+    return servers.client(s, job);
   }
 
   private static void assertWorks(TcpStore c, String key) {
-    c.set(key, key.getBytes(UTF_8));
-    assertThat(c.get(key, LONG)).isEqualTo(key.getBytes(UTF_8));
+    StoreServers.assertWorks(c, key);
   }
 
   private static void assertFast(long startNanos) {
     assertThat(Duration.ofNanos(System.nanoTime() - startNanos)).isLessThan(FAST);
   }
 
-  /** A raw connection past the handshake of an anonymous nccl4j client: the caller writes queries by hand. */
   private Socket admitted(TcpStoreServer s) throws IOException {
-    Socket raw = keep(new Socket("127.0.0.1", s.port()));
-    raw.setSoTimeout((int) FAST.toMillis());
-    DataOutputStream o = new DataOutputStream(raw.getOutputStream());
-    o.writeByte(0); // VALIDATE
-    Wire.writeU32(o, Wire.VALIDATION_MAGIC);
-    o.writeByte(Wire.HELLO);
-    Wire.writeU64(o, 0); // no job id
-    o.flush();
-    DataInputStream in = new DataInputStream(raw.getInputStream());
-    assertThat(in.readByte()).isEqualTo(Wire.ADMITTED);
-    return raw;
+    return servers.admitted(s);
   }
 
   /** The first bytes of a SET of key "k" (current dialect) whose value claims {@code length} bytes. */
@@ -87,14 +71,8 @@ class TcpStoreHardeningTest {
     Wire.writeU64(o, length);
   }
 
-  /** Bytes allocated by every live thread of this JVM so far (threads that ended are not counted). */
   private static long allocatedBytes() {
-    com.sun.management.ThreadMXBean t = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
-    long sum = 0;
-    for (long b : t.getThreadAllocatedBytes(t.getAllThreadIds())) {
-      sum += Math.max(0, b);
-    }
-    return sum;
+    return StoreServers.allocatedBytes();
   }
 
   // ------------------------------------------------------------------ untrusted lengths

@@ -8,11 +8,8 @@ import io.nccl4j.BackendException;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
-import java.lang.management.ManagementFactory;
 import java.net.Socket;
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Tag;
@@ -29,63 +26,39 @@ class TcpStoreQueueLimitsTest {
   private static final Duration LONG = Duration.ofSeconds(60);
   private static final Duration FAST = Duration.ofSeconds(20);
 
-  private final List<AutoCloseable> toClose = new ArrayList<>();
+  private final StoreServers servers = new StoreServers();
 
   @AfterEach
   void closeAll() throws Exception {
-    for (int i = toClose.size() - 1; i >= 0; i--) {
-      toClose.get(i).close();
-    }
+    servers.close();
   }
 
   private <T extends AutoCloseable> T keep(T c) {
-    toClose.add(c);
-    return c;
+    return servers.keep(c);
   }
 
   private TcpStoreServer server(JobIdentity job, ListenerLimits limits) {
-    return keep(TcpStoreServer.start(null, 0, job, limits));
+    return servers.server(job, limits);
   }
 
   private TcpStore client(TcpStoreServer s, JobIdentity job) {
-    return keep(TcpStore.connect("127.0.0.1", s.port(), LONG, job));
+    return servers.client(s, job);
   }
 
   private static void assertWorks(TcpStore c, String key) {
-    c.set(key, key.getBytes(StandardCharsets.UTF_8));
-    assertThat(c.get(key, LONG)).isEqualTo(key.getBytes(StandardCharsets.UTF_8));
+    StoreServers.assertWorks(c, key);
   }
 
-  /** A raw connection past the handshake of an anonymous nccl4j client: it hears a status before each answer. */
   private Socket admitted(TcpStoreServer s) throws IOException {
-    Socket raw = pyTorchLike(s);
-    DataOutputStream o = new DataOutputStream(raw.getOutputStream());
-    o.writeByte(Wire.HELLO);
-    Wire.writeU64(o, 0); // no job id
-    o.flush();
-    assertThat(new DataInputStream(raw.getInputStream()).readByte()).isEqualTo(Wire.ADMITTED);
-    return raw;
+    return servers.admitted(s);
   }
 
-  /** A raw connection that speaks as PyTorch's client does (VALIDATE, no HELLO): it hears no errors. */
   private Socket pyTorchLike(TcpStoreServer s) throws IOException {
-    Socket raw = keep(new Socket("127.0.0.1", s.port()));
-    raw.setSoTimeout((int) FAST.toMillis());
-    DataOutputStream o = new DataOutputStream(raw.getOutputStream());
-    o.writeByte(0); // VALIDATE
-    Wire.writeU32(o, Wire.VALIDATION_MAGIC);
-    o.flush();
-    return raw;
+    return servers.pyTorchLike(s);
   }
 
-  /** Bytes allocated by every live thread of this JVM so far (threads that ended are not counted). */
   private static long allocatedBytes() {
-    com.sun.management.ThreadMXBean t = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
-    long sum = 0;
-    for (long b : t.getThreadAllocatedBytes(t.getAllThreadIds())) {
-      sum += Math.max(0, b);
-    }
-    return sum;
+    return StoreServers.allocatedBytes();
   }
 
   @Test
