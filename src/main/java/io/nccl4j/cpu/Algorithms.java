@@ -28,11 +28,20 @@ final class Algorithms implements AutoCloseable {
   private final RingAlgorithms ring;
   /** Null when the transport has no shared memory or {@link CpuOptions.Algorithms#RING} rules it out. */
   private final SharedMemoryAlgorithms shared;
+  private final Transport transport;
+  private final CpuOptions options;
+  private final Allocator working;
+  /** Made once the ranks agreed they are on several hosts that each share memory; null until then or otherwise. */
+  private HierarchicalAlgorithms hierarchical;
+  private boolean hostsKnown;
 
   /** @param scratch where the algorithms' working memory comes from */
   Algorithms(Transport transport, long chunkBytes, Allocator scratch, CpuOptions options) {
     this.p = transport.size();
     this.chunkBytes = chunkBytes;
+    this.transport = transport;
+    this.options = options;
+    this.working = scratch;
     this.scratch = new ScratchBuffer[] {new ScratchBuffer(scratch, "partial results 0 of rank " + transport.rank()),
         new ScratchBuffer(scratch, "partial results 1 of rank " + transport.rank())};
     this.ring = new RingAlgorithms(transport, chunkBytes, this.scratch);
@@ -50,6 +59,9 @@ final class Algorithms implements AutoCloseable {
   public void close() {
     if (shared != null) {
       shared.close();
+    }
+    if (hierarchical != null) {
+      hierarchical.close();
     }
     for (ScratchBuffer b : scratch) {
       b.close();
@@ -82,7 +94,27 @@ final class Algorithms implements AutoCloseable {
     CollectiveStats s = count * red.dtype().size() <= Math.min(ONE_SHOT_MAX_BYTES, chunkBytes)
         ? shared.oneShotAllReduce(tag, deadline, in, out, count, red)
         : shared.directAllReduce(tag, deadline, in, out, count, red);
+    if (s == null) {
+      HierarchicalAlgorithms h = hierarchical(tag, deadline);
+      s = h != null ? h.allReduce(tag, deadline, in, out, count, red) : null;
+    }
     return s != null ? s : ring.allReduce(tag, deadline, in, out, count, red);
+  }
+
+  /**
+   * The hierarchical algorithms when the ranks are processes on several hosts sharing memory within
+   * each ({@link Transport#hosts}); null otherwise. Asked only after a shared-memory window, which
+   * made the ranks agree on where they are, did not open — at the same operation on every rank.
+   */
+  private HierarchicalAlgorithms hierarchical(Tag tag, long deadline) {
+    if (!hostsKnown) {
+      io.nccl4j.cpu.transport.HostLayout layout = transport.hosts(tag, deadline);
+      hostsKnown = true;
+      if (layout != null) {
+        hierarchical = new HierarchicalAlgorithms(transport, layout, chunkBytes, scratch, options.kernels(), working);
+      }
+    }
+    return hierarchical;
   }
 
   CollectiveStats reduceScatter(Tag tag, long deadline, long in, long out, long q, Reduction red) {

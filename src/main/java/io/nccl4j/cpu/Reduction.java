@@ -90,6 +90,30 @@ public final class Reduction {
     }
   }
 
+  private Reduction(DType dtype, Base base, double scalar, boolean pre, int divisor) {
+    this.dtype = dtype;
+    this.base = base;
+    this.scalar = scalar;
+    this.pre = pre;
+    this.divisor = divisor;
+  }
+
+  /**
+   * The first stage of a reduction done in two (within a host, then across hosts): the same
+   * premultiplication of the inputs, no post-operation — its results are partial.
+   */
+  Reduction partial() {
+    return divisor == 0 ? this : new Reduction(dtype, base, scalar, pre, 0);
+  }
+
+  /**
+   * The second stage: combines {@link #partial} results, so premultiplies nothing (they already
+   * are), and applies the post-operation once, to the final result.
+   */
+  Reduction ofPartials() {
+    return pre ? new Reduction(dtype, base, Double.NaN, false, divisor) : this;
+  }
+
   /** The scalar as NCCL stores it: rounded to the element type (through float for 16-bit types). */
   static double roundScalar(DType dtype, double s) {
     return dtype == DType.FLOAT64 ? s : dtype.round((float) s);

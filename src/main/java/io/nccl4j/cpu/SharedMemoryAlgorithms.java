@@ -198,6 +198,63 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
     return new CollectiveStats("direct", 2, 0, moved);
   }
 
+  /**
+   * The first half of {@link #directAllReduce}: rank r reduces block r of every input into block r
+   * of its own output only (the other blocks of its output are left as they are). The first stage of
+   * a hierarchical AllReduce, before the hosts combine their blocks.
+   */
+  CollectiveStats reduceOwnBlock(Tag tag, long deadline, long in, long out, long count, Reduction red) {
+    int es = red.dtype().size();
+    long q0 = count / p;
+    long rem = count % p;
+    long first = start(rank, q0, rem);
+    long mine = len(rank, q0, rem);
+    SharedMemory.Window w = shm.open(tag, "block-reduce", count * es, deadline, in, out);
+    if (w == null) {
+      return null;
+    }
+    try {
+      destinations[0] = out + first * es;
+      if (!reduceNative(red, w, 0, first * es, 1, mine)) {
+        long chunk = Math.max(1, Math.min(DIRECT_CHUNK_BYTES, chunkBytes) / es);
+        long acc = scratch.ensure(chunkBytes);
+        for (long c0 = 0; c0 < mine; c0 += chunk) {
+          long n = Math.min(chunk, mine - c0);
+          long off = (first + c0) * es;
+          reduceAll(red, w, 0, off, acc, n);
+          NativeMemory.copy(acc, out + off, n * es);
+        }
+      }
+    } finally {
+      w.close();
+    }
+    return new CollectiveStats("block-reduce", 2, 0, mine * es * (p - 1));
+  }
+
+  /**
+   * The second half of {@link #directAllReduce}: every rank copies block q of rank q's output into
+   * its own, for every q (NCCL's block layout, {@code count} elements of {@code es} bytes).
+   */
+  CollectiveStats gatherBlocks(Tag tag, long deadline, long out, long count, int es) {
+    long q0 = count / p;
+    long rem = count % p;
+    SharedMemory.Window w = shm.open(tag, "block-gather", count * es, deadline, out);
+    if (w == null) {
+      return null;
+    }
+    try {
+      for (int q = 0; q < p; q++) {
+        if (q != rank) {
+          long off = start(q, q0, rem) * es;
+          NativeMemory.copy(w.address(q, 0) + off, out + off, len(q, q0, rem) * es);
+        }
+      }
+    } finally {
+      w.close();
+    }
+    return new CollectiveStats("block-gather", 2, 0, (count - len(rank, q0, rem)) * es);
+  }
+
   /** AllGather on shared memory: every rank copies every input into its output. */
   CollectiveStats directAllGather(Tag tag, long deadline, long in, long out, long bytes) {
     SharedMemory.Window w = shm.open(tag, "direct", bytes, deadline, in);

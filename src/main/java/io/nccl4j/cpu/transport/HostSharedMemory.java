@@ -70,6 +70,11 @@ public final class HostSharedMemory {
    * rank that never comes fails the collective as over TCP rather than the group's creation.
    */
   static MemoryResource attach(TcpTransport transport, Path dir, long bytes, Duration timeout) {
+    return attach(transport, dir, bytes, timeout, hostIdentity());
+  }
+
+  /** As above, as if on the host {@code host} (tests make hosts of threads). */
+  static MemoryResource attach(TcpTransport transport, Path dir, long bytes, Duration timeout, String host) {
     int rank = transport.rank();
     if (transport.size() == 1) {
       return null;
@@ -82,13 +87,12 @@ public final class HostSharedMemory {
       own = ShmSegment.create(mine, bytes);
     } catch (IOException | RuntimeException e) {
       // Peers learn it from the store and go on over TCP, as this rank does.
-      store.set(ProcessWindows.SEGMENT_KEY + rank, ("none: rank " + rank + " cannot create " + mine + ": " + e)
-          .getBytes(StandardCharsets.UTF_8));
+      store.set(ProcessWindows.SEGMENT_KEY + rank, (host + "\nnone: rank " + rank + " cannot create " + mine + ": "
+          + e).getBytes(StandardCharsets.UTF_8));
       LOG.warn("rank {}: shared memory between the group's processes is off, TCP carries everything: cannot create"
           + " {}: {}", rank, mine, e.toString());
       return null;
     }
-    String host = hostIdentity();
     store.set(ProcessWindows.SEGMENT_KEY + rank, (host + "\n" + mine + "\n" + bytes).getBytes(StandardCharsets.UTF_8));
     ShmArena arena = new ShmArena(own);
     transport.attach(new ProcessWindows(rank, transport.size(), own, store, transport, arena, host));

@@ -43,17 +43,25 @@ final class ProcessWindows implements SharedMemory {
   private final int rank;
   private final int size;
   /**
-   * Every rank's segment as mapped in this process, [rank] this rank's own; the peers' are mapped at
-   * the first window ({@link #ready}).
+   * Every rank's segment as mapped in this process, [rank] this rank's own; this host's peers' are
+   * mapped at the first window ({@link #ready}), the other hosts' never.
    */
   private final ShmSegment[] segments;
+  // Set by the agreement, before any window: the ranks the windows span (the group's, or this host's
+  // when the group spans hosts), this rank's index among them, and their segments in that order.
+  // Below, a window's "q" is such an index; messages name members[q], the group's rank.
+  private int[] members;
+  private int me;
+  private int n;
+  private ShmSegment[] segs;
+  private HostLayout layout;
   private final Store store;
   private final TcpTransport transport;
   private final Backoff backoff;
   private final ShmArena arena;
   private final String host;
-  /** Null until the first window decided; then whether the windows run (false: every rank goes over TCP). */
-  private volatile Boolean usable;
+  /** Null until the first window decided; then whether and over which ranks the windows run. */
+  private volatile ShmAgreement.Verdict verdict;
   private long entered;
   private final ShmPublication.Decoder decoder = new ShmPublication.Decoder();
   private final ShmPublication.Encoder encoder = new ShmPublication.Encoder();
@@ -81,36 +89,79 @@ final class ProcessWindows implements SharedMemory {
   }
 
   private long counter(int base, int parity) {
-    return segments[0].base + base + parity * 64L;
+    return segs[0].base + base + parity * 64L;
   }
 
-  /** Whether the windows run, agreed on at the first window ({@link ShmAgreement}); false: every rank goes over TCP. */
-  private boolean ready(Tag tag, long deadline) {
-    Boolean u = usable;
-    if (u == null) {
-      u = new ShmAgreement(rank, segments, store, transport, host, this::checkAlive).reach(tag, deadline);
-      usable = u;
+  /** Whether windows run, agreed on at the first window ({@link ShmAgreement}); an unusable verdict: TCP only. */
+  private ShmAgreement.Verdict ready(Tag tag, long deadline) {
+    ShmAgreement.Verdict v = verdict;
+    if (v == null) {
+      v = new ShmAgreement(rank, segments, store, transport, host, this::checkAlive).reach(tag, deadline);
+      if (v.problem() == null) {
+        members = v.members();
+        n = members.length;
+        me = Transport.memberIndex(members, rank);
+        segs = new ShmSegment[n];
+        for (int q = 0; q < n; q++) {
+          segs[q] = segments[members[q]];
+        }
+        if (v.hosts().length > 1) {
+          layout = new HostLayout(v.hosts(), v.host(), me, new HostWindows(), arena, arena::contains);
+        }
+      }
+      verdict = v;
     }
-    return u;
+    return v;
+  }
+
+  private boolean usable() {
+    ShmAgreement.Verdict v = verdict;
+    return v != null && v.problem() == null;
+  }
+
+  /** The windows span every rank of the group (one host). */
+  private boolean overGroup(Tag tag, long deadline) {
+    ShmAgreement.Verdict v = ready(tag, deadline);
+    return v.problem() == null && v.hosts().length == 1;
+  }
+
+  /** Where the ranks are, when they are on several hosts with windows within each; else null. */
+  HostLayout layout(Tag tag, long deadline) {
+    ready(tag, deadline);
+    return layout;
+  }
+
+  /** The windows over this host's ranks of a group that spans hosts ({@link HostLayout#windows}). */
+  private final class HostWindows implements SharedMemory {
+    @Override
+    public Window open(Tag tag, String algorithm, long bytes, long deadline, long... addresses) {
+      return enter(tag, algorithm, bytes, deadline, true, addresses);
+    }
+
+    @Override
+    public Window openStaged(Tag tag, String algorithm, long src, long bytes, long deadline) {
+      return staged(tag, algorithm, src, bytes, deadline);
+    }
   }
 
   @Override
   public Window openStaged(Tag tag, String algorithm, long src, long bytes, long deadline) {
-    if (!ready(tag, deadline)) {
-      return null;
-    }
+    return overGroup(tag, deadline) ? staged(tag, algorithm, src, bytes, deadline) : null;
+  }
+
+  private Window staged(Tag tag, String algorithm, long src, long bytes, long deadline) {
     if (bytes > ShmSegment.STAGING_BYTES) {
       throw new IllegalArgumentException("a staged window holds at most " + ShmSegment.STAGING_BYTES + " bytes, not "
           + bytes);
     }
-    long staging = segments[rank].staging((int) (entered & 1));
+    long staging = segs[me].staging((int) (entered & 1));
     NativeMemory.copy(src, staging, bytes);
     return enter(tag, algorithm, bytes, deadline, false, staging);
   }
 
   @Override
   public Window open(Tag tag, String algorithm, long bytes, long deadline, long... addresses) {
-    if (!ready(tag, deadline)) {
+    if (!overGroup(tag, deadline)) {
       return null;
     }
     return enter(tag, algorithm, bytes, deadline, true, addresses);
@@ -120,12 +171,12 @@ final class ProcessWindows implements SharedMemory {
     transport.checkFailed();
     long use = entered++;
     int parity = (int) (use & 1);
-    long target = ((use >> 1) + 1) * size;
+    long target = ((use >> 1) + 1) * n;
     long[] offsets = new long[addresses.length];
     for (int i = 0; i < addresses.length; i++) {
-      offsets[i] = arena.contains(addresses[i]) ? addresses[i] - segments[rank].base : -1;
+      offsets[i] = arena.contains(addresses[i]) ? addresses[i] - segs[me].base : -1;
     }
-    ShmPublication.write(segments[rank].publication(parity), use, tag, encoder.algorithm(algorithm), bytes, offsets,
+    ShmPublication.write(segs[me].publication(parity), use, tag, encoder.algorithm(algorithm), bytes, offsets,
         encoder.fingerprint(tag.fingerprint()));
     long arrived = counter(ShmSegment.ARRIVED, parity);
     long sleeping = counter(ShmSegment.SLEEPING_ARRIVED, parity);
@@ -173,41 +224,41 @@ final class ProcessWindows implements SharedMemory {
    * lies outside the segments.
    */
   private long[][] verify(int parity, long use, Tag mine, String algorithm, long bytes, int nAddresses) {
-    long p0 = segments[0].publication(parity);
+    long p0 = segs[0].publication(parity);
     Tag first = decoder.tag(p0);
     long firstBytes = ShmPublication.bytes(p0);
     int firstN = ShmPublication.addressCount(p0);
-    long[][] all = new long[size][];
+    long[][] all = new long[n][];
     boolean resident = true;
-    for (int q = 0; q < size; q++) {
-      long p = segments[q].publication(parity);
+    for (int q = 0; q < n; q++) {
+      long p = segs[q].publication(parity);
       if (ShmPublication.use(p) != use + 1) {
-        throw new CollectiveMismatchException("rank " + q + " is not in window #" + use + " with rank " + rank
-            + " (" + mine + ")");
+        throw new CollectiveMismatchException("rank " + members[q] + " is not in window #" + use + " with rank "
+            + rank + " (" + mine + ")");
       }
       Tag theirs = q == 0 ? first : decoder.tag(p);
-      int n = ShmPublication.addressCount(p);
+      int na = ShmPublication.addressCount(p);
       if (first == null || theirs == null) {
-        throw new CollectiveMismatchException("rank " + (first == null ? 0 : q) + " published a window that is not"
+        throw new CollectiveMismatchException("rank " + members[first == null ? 0 : q] + " published a window that is not"
             + " one nccl4j writes, while rank " + rank + " is running " + mine);
       }
-      String differs = first.mismatch(theirs, 0, q);
+      String differs = first.mismatch(theirs, members[0], members[q]);
       if (differs != null && first.sameOperation(theirs)) {
         throw new CollectiveMismatchException(differs);
       }
       if (differs != null || !ShmPublication.sameAlgorithm(p, p0) || ShmPublication.bytes(p) != firstBytes
-          || n != firstN || n < 0 || n > ShmPublication.MAX_ADDRESSES) {
-        throw new CollectiveMismatchException("rank 0 is running " + first + " (" + ShmPublication.algorithm(p0) + ", " + firstBytes
-            + " bytes) but rank " + q + " is running " + theirs + " (" + ShmPublication.algorithm(p) + ", "
-            + ShmPublication.bytes(p) + " bytes)");
+          || na != firstN || na < 0 || na > ShmPublication.MAX_ADDRESSES) {
+        throw new CollectiveMismatchException("rank " + members[0] + " is running " + first + " ("
+            + ShmPublication.algorithm(p0) + ", " + firstBytes + " bytes) but rank " + members[q]
+            + " is running " + theirs + " (" + ShmPublication.algorithm(p) + ", " + ShmPublication.bytes(p) + " bytes)");
       }
-      all[q] = new long[n];
-      for (int i = 0; i < n; i++) {
+      all[q] = new long[na];
+      for (int i = 0; i < na; i++) {
         long off = ShmPublication.offset(p, i);
-        if (off < 0 || off >= segments[q].size) {
+        if (off < 0 || off >= segs[q].size) {
           resident = false;
         } else {
-          all[q][i] = segments[q].base + off;
+          all[q][i] = segs[q].base + off;
         }
       }
     }
@@ -218,12 +269,15 @@ final class ProcessWindows implements SharedMemory {
   private void waitable(int parity, long use, Tag tag, long deadline) {
     checkGroupFailure();
     List<Integer> absent = new ArrayList<>();
-    for (int q = 0; q < size; q++) {
-      if (q == rank || ShmPublication.use(segments[q].publication(parity)) == use + 1) {
+    for (int q = 0; q < n; q++) {
+      long publication = segs[q].publication(parity);
+      if (q == me || ShmPublication.use(publication) == use + 1) {
         continue;
       }
-      checkAlive(q, "waiting in " + tag + " for rank " + q);
-      absent.add(q);
+      // A peer may arrive, leave a staged window and close its group between the look above and this check.
+      checkAlive(members[q], "waiting in " + tag + " for rank " + members[q],
+          () -> ShmPublication.use(publication) != use + 1);
+      absent.add(members[q]);
     }
     if (System.nanoTime() - deadline > 0) {
       throw new TransportTimeoutException("waiting for rank" + (absent.size() == 1 ? " " + absent.get(0)
@@ -231,14 +285,24 @@ final class ProcessWindows implements SharedMemory {
     }
   }
 
-  void checkAlive(int q, String what) {
+  /**
+   * Throws when rank {@code q}'s process (one whose segment this process mapped) has closed its group or
+   * died and {@code stillAwaited} is then still true: looked at after the process is seen gone, so that
+   * a peer that did what was awaited and then left is not taken for one that left first.
+   */
+  void checkAlive(int q, String what, java.util.function.BooleanSupplier stillAwaited) {
     ShmSegment s = segments[q];
+    String gone = null;
     if (s.left()) {
-      throw departed(q, "rank " + q + " closed its process group while rank " + rank + " was " + what);
+      gone = "rank " + q + " closed its process group while rank " + rank + " was " + what;
+    } else {
+      long pid = s.pid();
+      if (pid != ProcessHandle.current().pid() && !alive(pid)) {
+        gone = "rank " + q + " (pid " + pid + ") died while rank " + rank + " was " + what;
+      }
     }
-    long pid = s.pid();
-    if (pid != ProcessHandle.current().pid() && !alive(pid)) {
-      throw departed(q, "rank " + q + " (pid " + pid + ") died while rank " + rank + " was " + what);
+    if (gone != null && stillAwaited.getAsBoolean()) {
+      throw departed(q, gone);
     }
   }
 
@@ -309,22 +373,23 @@ final class ProcessWindows implements SharedMemory {
    * records a failure.
    */
   void publishFailure(Failure f) {
-    if (!Boolean.TRUE.equals(usable)) {
+    if (!usable()) {
       return; // no window yet: TCP and the store carry it
     }
-    long area = segments[rank].base + ShmSegment.FAILURE;
+    long area = segs[me].base + ShmSegment.FAILURE;
     byte[] text = f.message.getBytes(StandardCharsets.UTF_8);
     int n = Math.min(text.length, ShmSegment.FAILURE_TEXT_MAX);
     NativeMemory.putInt(area, TcpFrames.abortKind(f));
     NativeMemory.putInt(area + 4, f.rank);
     NativeMemory.putInt(area + 8, n);
     NativeMemory.copyFromArray(text, 0, area + 12, n);
-    NativeMemory.compareAndSetLong(segments[0].base + ShmSegment.FAILURE_WORD, 0, 1 + rank);
+    // Within this host; TCP carries it to the other hosts' ranks.
+    NativeMemory.compareAndSetLong(segs[0].base + ShmSegment.FAILURE_WORD, 0, 1 + me);
   }
 
   /** Throws the group's failure when a process of the group left one. */
   private void checkGroupFailure() {
-    long word = NativeMemory.getLongVolatile(segments[0].base + ShmSegment.FAILURE_WORD);
+    long word = NativeMemory.getLongVolatile(segs[0].base + ShmSegment.FAILURE_WORD);
     if (word != 0) {
       adoptFailure((int) word - 1);
     }
@@ -332,22 +397,24 @@ final class ProcessWindows implements SharedMemory {
   }
 
   private void adoptFailure(int from) {
-    if (from < 0 || from >= size) {
-      throw new PeerFailureException(-1, "the group's failure word names rank " + from + ", which is not one");
+    if (from < 0 || from >= n) {
+      throw new PeerFailureException(-1, "the group's failure word names window member " + from
+          + ", which is not one");
     }
-    long area = segments[from].base + ShmSegment.FAILURE;
+    long area = segs[from].base + ShmSegment.FAILURE;
     int kind = NativeMemory.getInt(area);
     int root = NativeMemory.getInt(area + 4);
     int n = Math.max(0, Math.min(NativeMemory.getInt(area + 8), ShmSegment.FAILURE_TEXT_MAX));
     byte[] text = new byte[n];
     NativeMemory.copyToArray(area + 12, text, 0, n);
     Failure f = TcpFrames.abortFailure((byte) kind, root, new String(text, StandardCharsets.UTF_8));
-    transport.adopt(f != null ? f : Failure.of(from, new PeerFailureException(from, "rank " + from + " failed")));
+    int r = members[from];
+    transport.adopt(f != null ? f : Failure.of(r, new PeerFailureException(r, "rank " + r + " failed")));
   }
 
   private RuntimeException peersFailure(String fallback) {
     // The rank that withdrew records why a moment later: wait for that, so that this rank reports the cause.
-    TcpTransport.awaitFor(() -> NativeMemory.getLongVolatile(segments[0].base + ShmSegment.FAILURE_WORD) != 0);
+    TcpTransport.awaitFor(() -> NativeMemory.getLongVolatile(segs[0].base + ShmSegment.FAILURE_WORD) != 0);
     checkGroupFailure();
     return new PeerFailureException(-1, fallback);
   }
@@ -355,7 +422,7 @@ final class ProcessWindows implements SharedMemory {
   /** This rank leaves: peers waiting for it fail instead of waiting for their deadline. */
   void close() {
     segments[rank].markLeft();
-    if (!Boolean.TRUE.equals(usable)) {
+    if (!usable()) {
       segments[rank].unlink(); // peers that never mapped it will not now
       try {
         // Peers deciding at their first window hear it now, rather than at their deadline.
@@ -409,9 +476,10 @@ final class ProcessWindows implements SharedMemory {
         if (now - nextCheck >= 0) {
           nextCheck = now + LIVENESS_NANOS;
           // Peers inside a window only compute, but a process can die there: then nobody must wait.
-          for (int q = 0; q < size; q++) {
-            if (q != rank) {
-              checkAlive(q, "leaving a window");
+          for (int q = 0; q < n; q++) {
+            if (q != me) {
+              // A peer leaves its group only after every rank left the window: then the count is complete.
+              checkAlive(members[q], "leaving a window", () -> NativeMemory.getLongVolatile(left) < target);
             }
           }
         }

@@ -22,10 +22,13 @@ final class ShmAgreement {
   /** Under this key plus a rank: {@code ok}, or why that rank cannot use the peers' segments. */
   static final String MAPPED_KEY = "shm/mapped/";
 
-  /** Throws when rank {@code q}'s process is gone; {@code what} says what this rank was doing. */
+  /**
+   * Throws when rank {@code q}'s process is gone and {@code stillAwaited} then holds; {@code what} says
+   * what this rank was doing.
+   */
   @FunctionalInterface
   interface Liveness {
-    void check(int q, String what);
+    void check(int q, String what, java.util.function.BooleanSupplier stillAwaited);
   }
 
   private final int rank;
@@ -48,25 +51,46 @@ final class ShmAgreement {
   }
 
   /**
-   * Whether the windows run: at the first window, every rank reads every rank's entry in the store
-   * (waiting for it under the collective's deadline, so that a rank that never joined fails the
-   * collective naming it, as over TCP), maps the peers' segments, and tells the others whether it
-   * could; every rank then reaches the same verdict from the same answers.
+   * What the ranks agreed: where they are ({@code hosts}, in {@link HostLayout}'s order, and the index
+   * of this rank's host), and whether the windows run — null {@code problem} — or why not.
    */
-  boolean reach(Tag tag, long deadline) {
+  record Verdict(int[][] hosts, int host, String problem) {
+    int[] members() {
+      return hosts[host];
+    }
+  }
+
+  /**
+   * Whether the windows run, and over which ranks: at the first window, every rank reads every
+   * rank's entry in the store (waiting for it under the collective's deadline, so that a rank that
+   * never joined fails the collective naming it, as over TCP), groups the ranks by host, maps its
+   * host's other segments, and tells the others whether it could; every rank then reaches the same
+   * verdict from the same answers. Windows run over all ranks when they share one host, and over
+   * each host's ranks when every host has the same number of ranks, two or more; otherwise not.
+   */
+  Verdict reach(Tag tag, long deadline) {
     List<String> entries = everyRank(SEGMENT_KEY, "shared-memory segment entry", tag, deadline);
+    String[] hostOf = new String[size];
     String problem = null;
-    for (int q = 0; q < size && problem == null; q++) {
+    for (int q = 0; q < size; q++) {
       String[] e = entries.get(q).split("\n", -1);
-      if (e.length != 3) {
-        problem = entries.get(q).startsWith("none: ") ? entries.get(q).substring(6) : "rank " + q + " published "
-            + "no segment";
-      } else if (!e[0].equals(host)) {
-        problem = "rank " + q + " is on another host (" + e[0] + ", not " + host + ")";
+      hostOf[q] = e[0];
+      if (problem == null && e.length == 2 && e[1].startsWith("none: ")) {
+        problem = e[1].substring(6);
+      } else if (problem == null && e.length != 3) {
+        problem = "rank " + q + " published no segment";
       }
     }
+    int[][] hosts = byHost(hostOf);
+    int host = 0;
+    while (!contains(hosts[host], rank)) {
+      host++;
+    }
+    if (problem == null && hosts.length > 1) {
+      problem = unevenHosts(hosts, hostOf);
+    }
     if (problem == null) {
-      problem = mapPeers(entries);
+      problem = mapPeers(entries, hosts[host]);
       store.set(MAPPED_KEY + rank, (problem == null ? "ok" : problem).getBytes(StandardCharsets.UTF_8));
       for (String answer : everyRank(MAPPED_KEY, "report on mapping its peers' segments", tag, deadline)) {
         if (problem == null && !answer.equals("ok")) {
@@ -79,13 +103,52 @@ final class ShmAgreement {
       if (rank == 0) {
         LOG.warn("shared memory between the group's processes is off, TCP carries everything: {}", problem);
       }
+    } else if (rank == 0 && hosts.length > 1) {
+      LOG.info("{} hosts of {} ranks each: shared memory within each host, TCP between hosts", hosts.length,
+          hosts[0].length);
     }
-    return problem == null;
+    return new Verdict(hosts, host, problem);
   }
 
-  /** Maps every peer's segment; the last rank to map one removes its file. Null, or what went wrong. */
-  private String mapPeers(List<String> entries) {
-    for (int q = 0; q < size; q++) {
+  /** The ranks grouped by host identity: hosts in the order of their lowest rank, ranks increasing. */
+  static int[][] byHost(String[] hostOf) {
+    java.util.LinkedHashMap<String, List<Integer>> hosts = new java.util.LinkedHashMap<>();
+    for (int q = 0; q < hostOf.length; q++) {
+      hosts.computeIfAbsent(hostOf[q], k -> new ArrayList<>()).add(q);
+    }
+    return hosts.values().stream().map(l -> l.stream().mapToInt(Integer::intValue).toArray()).toArray(int[][]::new);
+  }
+
+  /** Why ranks on several hosts cannot use shared memory within each (null: they can). */
+  private static String unevenHosts(int[][] hosts, String[] hostOf) {
+    StringBuilder counts = new StringBuilder();
+    boolean even = true;
+    for (int[] h : hosts) {
+      counts.append(counts.length() == 0 ? "" : ", ").append(h.length).append(" on ").append(hostOf[h[0]]);
+      even &= h.length == hosts[0].length;
+    }
+    if (hosts[0].length == 1 && even) {
+      return "every rank is on a host of its own (" + hosts.length + " hosts)";
+    }
+    return even ? null : "the hosts have different numbers of ranks (" + counts + "); the hierarchical algorithms"
+        + " need the same number on each";
+  }
+
+  private static boolean contains(int[] a, int x) {
+    for (int v : a) {
+      if (v == x) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /**
+   * Maps the segment of every other rank of this host ({@code members}); the last of them to map one
+   * removes its file. Null, or what went wrong.
+   */
+  private String mapPeers(List<String> entries, int[] members) {
+    for (int q : members) {
       if (q == rank) {
         continue;
       }
@@ -100,7 +163,7 @@ final class ShmAgreement {
       } catch (java.io.IOException | RuntimeException x) {
         return "rank " + rank + " cannot map rank " + q + "'s segment " + e[1] + ": " + x;
       }
-      if (NativeMemory.getAndAddLong(segments[q].base + ShmSegment.MAPPED, 1) + 1 == size - 1) {
+      if (NativeMemory.getAndAddLong(segments[q].base + ShmSegment.MAPPED, 1) + 1 == members.length - 1) {
         segments[q].unlink();
       }
     }
@@ -129,7 +192,10 @@ final class ShmAgreement {
           if (!store.check(List.of(keys.get(q)))) {
             missing.add(q);
             if (segments[q] != null && q != rank) {
-              alive.check(q, "waiting for it to map the group's shared memory (" + tag + ")");
+              String key = keys.get(q);
+              // It may have published and left since the look above.
+              alive.check(q, "waiting for it to map the group's shared memory (" + tag + ")",
+                  () -> !store.check(List.of(key)));
             }
           }
         }

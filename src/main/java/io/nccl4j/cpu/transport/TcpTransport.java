@@ -121,6 +121,11 @@ public final class TcpTransport implements Transport {
     return shared;
   }
 
+  @Override
+  public HostLayout hosts(Tag tag, long deadline) {
+    return shared == null ? null : shared.layout(tag, deadline);
+  }
+
   void attach(ProcessWindows windows) {
     shared = windows;
   }

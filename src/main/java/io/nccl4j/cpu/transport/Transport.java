@@ -89,6 +89,16 @@ public interface Transport extends AutoCloseable {
   }
 
   /**
+   * Where the ranks are when they are processes on several hosts whose processes share memory within
+   * each host, for hierarchical algorithms; null otherwise (one host, threads, no shared memory, or
+   * hosts with different numbers of ranks). Collective the first time (the ranks agree, under
+   * {@code deadlineNanos}, at the same operation {@code tag}); every rank gets the same answer.
+   */
+  default HostLayout hosts(Tag tag, long deadlineNanos) {
+    return null;
+  }
+
+  /**
    * Marks the whole group failed because of {@code rank}: every pending and later exchange, on
    * every rank, fails with a {@link io.nccl4j.PeerFailureException} naming it — or, over TCP, when
    * {@code cause} is a {@link io.nccl4j.CollectiveTimeoutException}, with a

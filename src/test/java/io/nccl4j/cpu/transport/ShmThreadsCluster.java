@@ -17,10 +17,23 @@ import java.time.Duration;
 public final class ShmThreadsCluster implements ClusterBackend {
   private final Path dir;
   private final long bytes;
+  private final java.util.function.IntFunction<String> hostOf;
+  private final io.nccl4j.cpu.CpuOptions options;
 
   public ShmThreadsCluster(Path dir, long bytes) {
+    this(dir, bytes, rank -> HostSharedMemory.hostIdentity(), io.nccl4j.cpu.CpuOptions.fromEnvironment());
+  }
+
+  /**
+   * As if rank r were on the host {@code hostOf(r)}: ranks of one host share memory, hosts talk TCP;
+   * the backends run with {@code options}.
+   */
+  public ShmThreadsCluster(Path dir, long bytes, java.util.function.IntFunction<String> hostOf,
+      io.nccl4j.cpu.CpuOptions options) {
     this.dir = dir;
     this.bytes = bytes;
+    this.hostOf = hostOf;
+    this.options = options;
   }
 
   @Override
@@ -33,10 +46,10 @@ public final class ShmThreadsCluster implements ClusterBackend {
     HashStore store = new HashStore(timeout);
     return rank -> {
       TcpTransport t = new TcpTransport(rank, worldSize, store, "127.0.0.1", timeout);
-      MemoryResource arena = HostSharedMemory.attach(t, dir, bytes, timeout);
+      MemoryResource arena = HostSharedMemory.attach(t, dir, bytes, timeout, hostOf.apply(rank));
       Allocator a = arena == null ? Allocator.host().child(runName + "/rank" + rank)
           : Allocator.host().child(runName + "/rank" + rank, arena);
-      return new CpuBackend(t, a, timeout);
+      return new CpuBackend(t, a, timeout, options);
     };
   }
 }

@@ -1,0 +1,126 @@
+package io.nccl4j.cpu;
+
+import static io.nccl4j.cpu.Blocks.len;
+import static io.nccl4j.cpu.Blocks.start;
+
+import io.nccl4j.BackendException;
+import io.nccl4j.CollectiveStats;
+import io.nccl4j.cpu.transport.HostLayout;
+import io.nccl4j.cpu.transport.RankSubset;
+import io.nccl4j.cpu.transport.Tag;
+import io.nccl4j.cpu.transport.Transport;
+import io.nccl4j.memory.Allocator;
+import io.nccl4j.memory.NativeMemory;
+import io.nccl4j.memory.ScratchBuffer;
+
+/**
+ * AllReduce of processes on several hosts, each host's processes sharing memory: the shape NCCL
+ * uses across nodes — within each host through shared-memory windows, across hosts over TCP along
+ * rails (the ranks of one local index, one per host; NCCL's "rails"), so that every host's link
+ * carries 2·(H−1)/H of the data whatever the number of ranks per host, and each host's L ranks
+ * drive L connections at once (docs/ALGORITHMS.md, "Across hosts").
+ *
+ * <ul>
+ *   <li>Small ({@link Algorithms#ONE_SHOT_MAX_BYTES} and below), {@code hierarchical-one-shot}: a
+ *       one-shot AllReduce within the host gives every rank its host's partial result, then each
+ *       rail AllReduces those partials over TCP — two synchronisations in all.</li>
+ *   <li>Large, {@code hierarchical}: local rank i reduces block i of its host's inputs into its
+ *       output, its rail AllReduces that block across hosts, then every rank copies the other blocks
+ *       from its host's peers — each input byte read once within the host and 2·(H−1)/H·S per host
+ *       crossing the network.</li>
+ * </ul>
+ * Every element is reduced in one order on every rank: its host's ranks in order (x_{h,0} ⊕ … ⊕
+ * x_{h,L−1}), then the hosts' partials in the ring order of the rail; premultiplied inputs in the
+ * first stage, the post-operation once at the end. Not thread-safe: one per rank, used by its
+ * execution thread.
+ */
+final class HierarchicalAlgorithms implements AutoCloseable {
+  private final HostLayout layout;
+  private final SharedMemoryAlgorithms host;
+  private final RingAlgorithms rail;
+  /** Where buffers outside the shared segment are copied through: the windows reach only the segments. */
+  private final ScratchBuffer bounce;
+  private final Allocator bounceMemory;
+  private final long chunkBytes;
+
+  HierarchicalAlgorithms(Transport group, HostLayout layout, long chunkBytes, ScratchBuffer[] scratch,
+      CpuOptions.Kernels kernels, Allocator working) {
+    this.layout = layout;
+    this.chunkBytes = chunkBytes;
+    this.host = new SharedMemoryAlgorithms(layout.windows(), layout.local(), layout.perHost(), chunkBytes, scratch[0],
+        kernels, working);
+    this.rail = new RingAlgorithms(new RankSubset(group, layout.rail(layout.local())), chunkBytes, scratch);
+    this.bounceMemory = working.child("shared-segment", layout.memory());
+    this.bounce = new ScratchBuffer(bounceMemory, "hierarchical staging of rank " + group.rank());
+  }
+
+  /** Hosts × ranks per host, for diagnostics. */
+  String describe() {
+    return layout.hosts().length + "x" + layout.perHost();
+  }
+
+  @Override
+  public void close() {
+    host.close();
+    bounce.close();
+    bounceMemory.close();
+  }
+
+  CollectiveStats allReduce(Tag tag, long deadline, long in, long out, long count, Reduction red) {
+    int es = red.dtype().size();
+    long bytes = count * es;
+    if (bytes <= Math.min(Algorithms.ONE_SHOT_MAX_BYTES, chunkBytes)) {
+      CollectiveStats local = host.oneShotAllReduce(tag, deadline, in, out, count, red.partial());
+      CollectiveStats across = rail.allReduce(tag, deadline, out, out, count, red.ofPartials());
+      return combined("hierarchical-one-shot", present(local), across);
+    }
+    // The windows reach only the segments: a buffer elsewhere goes through one in the segment.
+    boolean inThere = layout.inSegment().test(in) && layout.inSegment().test(in + bytes - 1);
+    boolean outThere = layout.inSegment().test(out) && layout.inSegment().test(out + bytes - 1);
+    long work = out;
+    if (!outThere) {
+      work = bounce.ensure(bytes);
+      if (!layout.inSegment().test(work)) {
+        // Every rank of this host would open its windows over TCP's memory: none can, and the hosts would part.
+        throw new BackendException("Rank " + rankInGroup() + ": the shared-memory segment is full (" + bytes
+            + " bytes needed for a hierarchical AllReduce of a tensor outside it); allocate tensors from the group, or"
+            + " raise NCCL4J_SHM_BYTES");
+      }
+    }
+    long src = in;
+    if (!inThere) {
+      NativeMemory.copy(in, work, bytes); // then in place on work
+      src = work;
+    }
+    CollectiveStats reduced = present(host.reduceOwnBlock(tag, deadline, src, work, count, red.partial()));
+    long q0 = count / layout.perHost();
+    long rem = count % layout.perHost();
+    long first = start(layout.local(), q0, rem);
+    long block = work + first * es;
+    CollectiveStats across = rail.allReduce(tag, deadline, block, block, len(layout.local(), q0, rem),
+        red.ofPartials());
+    CollectiveStats gathered = present(host.gatherBlocks(tag, deadline, work, count, es));
+    if (work != out) {
+      NativeMemory.copy(work, out, bytes);
+    }
+    return combined("hierarchical", combined("", reduced, gathered), across);
+  }
+
+  private int rankInGroup() {
+    return layout.hosts()[layout.host()][layout.local()];
+  }
+
+  /** A window of this host that did not open: its buffers are all in the segments, so it cannot happen. */
+  private CollectiveStats present(CollectiveStats s) {
+    if (s == null) {
+      throw new IllegalStateException("rank " + rankInGroup() + ": a hierarchical window found a buffer outside the"
+          + " shared segments");
+    }
+    return s;
+  }
+
+  private static CollectiveStats combined(String algorithm, CollectiveStats a, CollectiveStats b) {
+    return new CollectiveStats(algorithm, a.steps() + b.steps(), a.bytesSent() + b.bytesSent(),
+        a.bytesReceived() + b.bytesReceived());
+  }
+}

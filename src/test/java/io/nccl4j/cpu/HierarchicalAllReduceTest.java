@@ -1,0 +1,201 @@
+package io.nccl4j.cpu;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.nccl4j.DType;
+import io.nccl4j.LocalCluster;
+import io.nccl4j.ProcessGroup;
+import io.nccl4j.ReduceOp;
+import io.nccl4j.Tensor;
+import io.nccl4j.Work;
+import io.nccl4j.cpu.transport.ShmThreadsCluster;
+import io.nccl4j.memory.NativeMemory;
+import io.nccl4j.testing.TestData;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.IntFunction;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
+
+/**
+ * The hierarchical AllReduce of processes on several hosts (shared memory within each host, TCP
+ * across), with ranks as threads that each map their host's segments and claim a host of their own
+ * choosing ({@link ShmThreadsCluster}). The floating-point data is order-sensitive (mixed
+ * magnitudes), so the results must follow the documented order bit for bit: each host's ranks in
+ * rank order, then the hosts' partials (two hosts here, so the hosts' order cannot show); the
+ * premultiplication of AVG once per input and integer AVG's division once at the end. Hosts are
+ * interleaved ({0, 2} and {1, 3}) and contiguous ({0, 1, 2} and {3, 4, 5}); tensors from the group
+ * (in the segments) and from elsewhere (copied through the segment).
+ */
+@Tag("multirank")
+class HierarchicalAllReduceTest {
+  private static final Duration TIMEOUT = Duration.ofSeconds(60);
+
+  @TempDir
+  static Path segments;
+
+  /** Hosts, as the group's ranks on each. */
+  private static final int[][] INTERLEAVED = {{0, 2}, {1, 3}};
+  private static final int[][] CONTIGUOUS = {{0, 1, 2}, {3, 4, 5}};
+
+  static Stream<Arguments> cases() {
+    List<Arguments> out = new ArrayList<>();
+    Object[][] ops = {
+      {DType.FLOAT32, ReduceOp.SUM}, {DType.FLOAT64, ReduceOp.PRODUCT}, {DType.INT32, ReduceOp.MAX},
+      {DType.INT64, ReduceOp.SUM}, {DType.INT64, ReduceOp.AVG}, {DType.FLOAT32, ReduceOp.AVG},
+      {DType.FLOAT32, ReduceOp.MIN}};
+    for (String kernels : new String[] {"native", "java"}) {
+      for (int[][] hosts : new int[][][] {INTERLEAVED, CONTIGUOUS}) {
+        // 1 001 elements: one-shot within each host; 40 003: blocks of unequal length per local rank.
+        for (long count : new long[] {1001, 40_003}) {
+          for (Object[] op : ops) {
+            out.add(Arguments.of(kernels, hosts, count, op[0], op[1]));
+          }
+        }
+      }
+    }
+    return out.stream();
+  }
+
+  private static double value(DType t, int r, long i) {
+    long h = TestData.mix(((long) r << 40) ^ i);
+    switch (t) {
+      case FLOAT32: case FLOAT64:
+        double mantissa = (Math.floorMod(h, 2_000_001L) - 1_000_000) / 1000.0;
+        double v = mantissa * Math.pow(10, Math.floorMod(h >>> 32, 9) - 4);
+        return t == DType.FLOAT32 ? (float) v : v;
+      case INT32:
+        return (int) h;
+      default:
+        return h;
+    }
+  }
+
+  private static void fill(Tensor t, int r) {
+    for (long i = 0; i < t.count(); i++) {
+      long a = t.address() + i * t.dtype().size();
+      switch (t.dtype()) {
+        case FLOAT32: NativeMemory.putFloat(a, (float) value(t.dtype(), r, i)); break;
+        case FLOAT64: NativeMemory.putDouble(a, value(t.dtype(), r, i)); break;
+        case INT32: NativeMemory.putInt(a, (int) value(t.dtype(), r, i)); break;
+        default: NativeMemory.putLong(a, TestData.mix(((long) r << 40) ^ i));
+      }
+    }
+  }
+
+  /** x ⊕ y in the element type (AVG: the sum of premultiplied floats, or of integers). */
+  private static double combine(DType t, ReduceOp op, double x, double y) {
+    double v = op == ReduceOp.PRODUCT ? x * y : op == ReduceOp.MIN ? Math.min(x, y)
+        : op == ReduceOp.MAX ? Math.max(x, y) : x + y;
+    return t == DType.FLOAT32 ? (float) v : v;
+  }
+
+  /** The bits expected at element i: each host's ranks folded in rank order, then the hosts'. */
+  private static long expectedBits(DType t, ReduceOp op, int[][] hosts, long i) {
+    int p = hosts.length * hosts[0].length;
+    if (t == DType.INT64) {
+      long acc = 0;
+      for (int[] host : hosts) {
+        for (int r : host) {
+          acc += TestData.mix(((long) r << 40) ^ i);
+        }
+      }
+      return op == ReduceOp.AVG ? acc / p : acc;
+    }
+    if (t == DType.INT32) {
+      int acc = Integer.MIN_VALUE;
+      for (int[] host : hosts) {
+        for (int r : host) {
+          acc = Math.max(acc, (int) value(t, r, i));
+        }
+      }
+      return acc;
+    }
+    float scale = op == ReduceOp.AVG ? 1.0f / p : 1.0f;
+    double across = Double.NaN;
+    for (int[] host : hosts) {
+      double partial = Double.NaN;
+      for (int r : host) {
+        double x = value(t, r, i);
+        if (op == ReduceOp.AVG) {
+          x = (float) x * scale;
+        }
+        partial = Double.isNaN(partial) ? x : combine(t, op, partial, x);
+      }
+      across = Double.isNaN(across) ? partial : combine(t, op, across, partial);
+    }
+    return t == DType.FLOAT32 ? Float.floatToRawIntBits((float) across) : Double.doubleToRawLongBits(across);
+  }
+
+  private static long bits(Tensor t, long i) {
+    long a = t.address() + i * t.dtype().size();
+    return t.dtype().size() == 4 ? NativeMemory.getInt(a) : NativeMemory.getLong(a);
+  }
+
+  private static void assertReduced(Tensor t, DType dtype, ReduceOp op, int[][] hosts, String what) {
+    for (long i = 0; i < t.count(); i++) {
+      long want = expectedBits(dtype, op, hosts, i);
+      long got = bits(t, i);
+      if (got != want) {
+        throw new AssertionError(what + ": element " + i + " expected bits 0x" + Long.toHexString(want) + ", got 0x"
+            + Long.toHexString(got));
+      }
+    }
+  }
+
+  private static IntFunction<String> hostOf(int[][] hosts) {
+    return rank -> {
+      for (int h = 0; h < hosts.length; h++) {
+        for (int r : hosts[h]) {
+          if (r == rank) {
+            return "host-" + h;
+          }
+        }
+      }
+      throw new IllegalArgumentException("rank " + rank);
+    };
+  }
+
+  @ParameterizedTest(name = "{0} kernels, hosts {1}, {2} elements, {3} {4}")
+  @MethodSource("cases")
+  void reducesWithinHostsThenAcrossOutOfPlaceInPlaceAndFromElsewhere(String kernels, int[][] hosts, long count,
+      DType dtype, ReduceOp op) {
+    CpuOptions options = CpuOptions.defaults()
+        .withKernels(CpuOptions.Kernels.valueOf(kernels.toUpperCase(java.util.Locale.ROOT)));
+    int p = hosts.length * hosts[0].length;
+    LocalCluster.of(p).timeout(TIMEOUT).strictMemory(true)
+        .backend(new ShmThreadsCluster(segments, 64L << 20, hostOf(hosts), options))
+        .run(pg -> check(pg, hosts, count, dtype, op));
+  }
+
+  private static void check(ProcessGroup pg, int[][] hosts, long count, DType dtype, ReduceOp op) {
+    int r = pg.rank();
+    String algorithm = count * dtype.size() <= Algorithms.ONE_SHOT_MAX_BYTES ? "hierarchical-one-shot"
+        : "hierarchical";
+    try (Tensor in = pg.empty(count, dtype); Tensor out = pg.empty(count, dtype)) {
+      fill(in, r);
+      Work w = pg.allReduceAsync(out, in, op);
+      w.waitFor();
+      assertThat(w.stats().orElseThrow().algorithm()).isEqualTo(algorithm);
+      assertReduced(out, dtype, op, hosts, "AllReduce out of place, rank " + r);
+      pg.allReduce(in, op);
+      assertReduced(in, dtype, op, hosts, "AllReduce in place, rank " + r);
+    }
+    // Not from the group: outside the shared segments.
+    try (Tensor in = Tensor.empty(count, dtype); Tensor out = Tensor.empty(count, dtype)) {
+      fill(in, r);
+      Work w = pg.allReduceAsync(out, in, op);
+      w.waitFor();
+      assertThat(w.stats().orElseThrow().algorithm()).isEqualTo(algorithm);
+      assertReduced(out, dtype, op, hosts, "AllReduce of tensors from elsewhere, rank " + r);
+      pg.allReduce(in, op);
+      assertReduced(in, dtype, op, hosts, "AllReduce in place of a tensor from elsewhere, rank " + r);
+    }
+  }
+}
