@@ -13,8 +13,9 @@ import io.nccl4j.memory.ScratchBuffer;
  * The CPU backend's collectives, and the one place that chooses how each runs, as NCCL chooses
  * among Ring, Tree and NVLS: the shared-memory algorithms ({@link SharedMemoryAlgorithms}) where
  * the transport offers shared memory and {@link CpuOptions.Algorithms} allows them — one-shot for a small
- * AllReduce, direct otherwise — and the ring and chain algorithms over messages
- * ({@link RingAlgorithms}) everywhere else. Operations with nothing to exchange complete here.
+ * AllReduce, direct otherwise — the hierarchical AllReduce ({@link HierarchicalAlgorithms}) for
+ * processes on several hosts that share memory within each, and the ring and chain algorithms over
+ * messages ({@link RingAlgorithms}) everywhere else. Operations with nothing to exchange complete here.
  * Not thread-safe: one instance per rank, used by that rank's execution thread.
  */
 final class Algorithms implements AutoCloseable {

@@ -20,10 +20,12 @@ import org.slf4j.LoggerFactory;
  * <p>Each rank creates its segment ({@code /dev/shm/nccl4j-<group id>-<rank>}, owner-only) and
  * publishes, in the job's store, its host identity (host name, boot id, mount and network namespace:
  * two containers on one machine are two hosts) and the segment's name. At the group's first window
- * every rank reads every rank's entry and so reaches the same verdict: all on this host and all
- * created, then each maps every peer's segment, and the last to map a segment removes its file, so
- * that a crash leaves nothing in {@code /dev/shm}; otherwise the group goes on over TCP, said in one
- * log line (ranks on several hosts, no {@code /dev/shm}, a full one, a segment that cannot be mapped). {@code NCCL4J_SHM=0} turns it off; {@code NCCL4J_SHM_BYTES} sizes the segments
+ * every rank reads every rank's entry and so reaches the same verdict: all created and all on this
+ * host, or on several hosts with the same number of ranks (two or more) each; then each maps its
+ * host's other segments, and the last to map a segment removes its file, so that a crash leaves
+ * nothing in {@code /dev/shm}. Otherwise the group goes on over TCP, said in one log line (uneven
+ * hosts or one rank per host, no {@code /dev/shm}, a full one, a segment that cannot be mapped).
+ * {@code NCCL4J_SHM=0} turns it off; {@code NCCL4J_SHM_BYTES} sizes the segments
  * (1 GiB by default, sparse: tmpfs pages are taken only as tensors need them).
  */
 public final class HostSharedMemory {
