@@ -25,13 +25,15 @@ import java.util.concurrent.CyclicBarrier;
  *       {@code streams} concurrent connections. A ring AllReduce sends 2·(p−1)·S bytes in all:
  *       t ≥ 2·(p−1)·S / B.</li>
  * </ul>
+ *
+ * <p>The link between hosts is measured by {@link HostLink}: it needs a rank on each end.
  */
 final class Bounds {
   private Bounds() {}
 
   /**
    * A measured bandwidth, bytes per second, and how it was measured; {@code memory} for a memory
-   * copy (an AllReduce through shared memory moves 2pS), false for TCP (2(p−1)S cross the sockets).
+   * copy, false for TCP ({@link AllReduceBound} says what an AllReduce moves through each).
    */
   record Bandwidth(double bytesPerSecond, String how, boolean memory) {
     double gbps() {

@@ -11,6 +11,7 @@ import io.nccl4j.store.Store;
 import java.io.IOException;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 
 /**
@@ -79,7 +80,7 @@ final class Groups {
   private static <T> Gathered<T> callAsRank(BackendChoice backend, Duration timeout, io.nccl4j.Validation validation,
       LocalCluster.RankCall<T> task, TypeReference<T> type) {
     try (ProcessGroups.Joined j = ProcessGroups.init(DistEnv.fromEnvironment(), backend.name(), timeout, validation)) {
-      T mine;
+      T mine; // null from a rank outside the command's subgroup (--group)
       try {
         mine = task.call(j.group());
       } catch (RuntimeException e) {
@@ -95,7 +96,7 @@ final class Groups {
         // Rank 0 hosts the store: it leaves only after every rank has seen that it collected.
         store.get("sample/collected", timeout);
         store.set("sample/left/" + rank, new byte[] {1});
-        return new Gathered<>(null, List.of(mine));
+        return new Gathered<>(null, Collections.singletonList(mine));
       }
       List<T> all = new ArrayList<>();
       for (int r = 0; r < size; r++) {
@@ -107,7 +108,7 @@ final class Groups {
         left.add("sample/left/" + r);
       }
       store.wait(left, timeout);
-      return new Gathered<>(all, List.of(mine));
+      return new Gathered<>(all, Collections.singletonList(mine));
     } catch (IOException e) {
       throw new IllegalStateException("cannot exchange results between ranks: " + e.getMessage(), e);
     }

@@ -74,7 +74,10 @@ final class SweepCommand implements Callable<Integer> {
   @Option(names = "--bound",
       description = {"Measure the physical limit in the same run and print it next to each AllReduce time:",
           "threads: memory bandwidth B (large copies, read+write), bound 2*p*S/B; processes (under",
-          "./nccl4j run): loopback TCP bandwidth B, bound 2*(p-1)*S/B (the ring's bytes)."})
+          "./nccl4j run) of one host: memory bandwidth when they ran through shared memory, bound 2*p*S/B,",
+          "else loopback TCP bandwidth B, bound 2*(p-1)*S/B (the ring's bytes); processes on H > 1 hosts:",
+          "TCP bandwidth B between rank 0 and a rank of another host, after the run, bound 2*(H-1)*S/(H*B)",
+          "(what crosses each host's link in a hierarchical AllReduce)."})
   boolean bound;
 
   @Option(names = "--validation-overhead",
@@ -120,25 +123,39 @@ final class SweepCommand implements Callable<Integer> {
       }
       return validationOverhead(o, backend, p, coll, t, rop, sizes);
     }
-    boolean measureBound = bound && backend.name().equals("cpu") && coll == SweepOps.ALLREDUCE && reporterProcess();
-    Bounds.Bandwidth limit = null;
+    boolean wantBound = bound && backend.name().equals("cpu") && coll == SweepOps.ALLREDUCE;
+    boolean measureBound = wantBound && reporterProcess();
+    // Every rank, not only the reporter: only together can the ranks tell whether they span hosts.
+    boolean linkBetweenHosts = wantBound && Groups.launched();
+    AllReduceBound limit = null;
     if (measureBound && !Groups.launched()) {
-      limit = measureLimit(p, true);
+      limit = AllReduceBound.oneHost(measureLimit(p, true));
     }
-    Groups.Gathered<List<SweepEngine.Row>> g = Groups.call(common, backend, world,
-        group.around(pg -> SweepEngine.runRank(pg, coll, t, rop, root, sizes, warmups, iters, checks, blocking == 1)),
-        new TypeReference<List<SweepEngine.Row>>() { });
+    Groups.Gathered<RankResult> g = Groups.call(common, backend, world, group.around(pg -> {
+      List<SweepEngine.Row> rows = SweepEngine.runRank(pg, coll, t, rop, root, sizes, warmups, iters, checks,
+          blocking == 1);
+      // In the group, after the run: the link between hosts needs a rank at its other end.
+      return new RankResult(rows, linkBetweenHosts ? HostLink.measure(pg) : null);
+    }), new TypeReference<RankResult>() { });
     if (!g.reporter()) {
-      List<SweepEngine.Row> mine = g.mine().get(0);
-      return mine == null || mine.stream().allMatch(r -> r.wrong()[0] == 0 && r.wrong()[1] == 0);
+      RankResult mine = g.mine().get(0);
+      return mine == null || mine.rows().stream().allMatch(r -> r.wrong()[0] == 0 && r.wrong()[1] == 0);
     }
+    RankResult first = group.members(g.all()).get(0);
     if (measureBound && Groups.launched()) {
       // After the run: before it, the other ranks' JVMs are starting and compiling on the same cores.
       // Processes of one host that ran through shared memory are bounded by memory, else by loopback TCP.
-      limit = measureLimit(p, group.members(g.all()).get(0).stream().anyMatch(SweepCommand::sharedMemory));
+      limit = first.link() != null ? first.link()
+          : AllReduceBound.oneHost(measureLimit(p, first.rows().stream().anyMatch(SweepCommand::sharedMemory)));
     }
-    return report(o, backend, p, coll, t, rop, group.members(g.all()).get(0), limit);
+    return report(o, backend, p, coll, t, rop, first.rows(), limit);
   }
+
+  /**
+   * A rank's rows and, on the group's rank 0 of ranks on several hosts, the bound it measured (the
+   * reporter may be another process).
+   */
+  record RankResult(List<SweepEngine.Row> rows, AllReduceBound link) {}
 
   private static boolean reporterProcess() {
     return !Groups.launched() || io.nccl4j.launch.DistEnv.fromEnvironment().rank() == 0;
@@ -156,12 +173,6 @@ final class SweepCommand implements Callable<Integer> {
     } catch (java.io.IOException e) {
       throw new SampleException(1, "cannot measure loopback bandwidth: " + e.getMessage());
     }
-  }
-
-  /** Lower bound of one AllReduce of {@code bytes} on {@code p} ranks under {@code limit}, in µs. */
-  private static double boundMicros(Bounds.Bandwidth limit, long bytes, int p) {
-    double moved = limit.memory() ? 2.0 * p * bytes : 2.0 * (p - 1) * bytes;
-    return limit.micros(moved);
   }
 
   private boolean validationOverhead(PrintStream o, BackendChoice backend, int p, SweepOp c, DType t, ReduceOp rop,
@@ -235,14 +246,14 @@ final class SweepCommand implements Callable<Integer> {
   }
 
   private boolean report(PrintStream o, BackendChoice backend, int p, SweepOp c, DType t, ReduceOp rop,
-      List<SweepEngine.Row> rows, Bounds.Bandwidth limit) {
+      List<SweepEngine.Row> rows, AllReduceBound limit) {
     o.println(backend.describe());
     if ("cpu".equals(backend.name()) && !Groups.launched()) {
       o.println("# reduction kernels (shared-memory algorithms): " + CpuBackend.reductionKernels());
     }
     if (limit != null) {
-      o.printf(Locale.ROOT, "# bound: B = %.2f GB/s (%s, measured now); AllReduce t >= %s / B%n", limit.gbps(),
-          limit.how(), limit.memory() ? "2pS" : "2(p-1)S");
+      o.printf(Locale.ROOT, "# bound: B = %.2f GB/s (%s, measured now); AllReduce t >= %s%n", limit.limit().gbps(),
+          limit.limit().how(), limit.formula());
     }
     o.printf("# %s, %d ranks%s, %s, redop %s, root %d, %d warm-up + %d timed iterations (%s), %d checked%n",
         c.name(), p, group.given() ? " (" + group.describe(common.effectiveWorldSize()) + ")" : "", t, c.reduces() ? rop : "none", root, warmups, iters,
@@ -296,7 +307,7 @@ final class SweepCommand implements Callable<Integer> {
             cols[6], cols[7]);
         csv.add(r.bytes() + "," + r.count() + "," + t + "," + redopText + "," + rootText + "," + String.join(",", cols));
       } else {
-        double b = boundMicros(limit, r.bytes(), p);
+        double b = limit.micros(r.bytes(), p);
         xs.get(2).add((double) r.bytes());
         bus.get(2).add(BenchCommand.gbps(r.bytes(), b) * chartFactor);
         String[] pct = new String[2];
@@ -325,8 +336,11 @@ final class SweepCommand implements Callable<Integer> {
       doc.put("busFactor", busFactor);
       doc.put("blocking", blocking == 1);
       if (limit != null) {
-        doc.put("boundBytesPerSecond", limit.bytesPerSecond());
-        doc.put("boundHow", limit.how());
+        doc.put("boundBytesPerSecond", limit.limit().bytesPerSecond());
+        doc.put("boundHow", limit.limit().how());
+        if (limit.hosts() > 1) {
+          doc.put("boundHosts", limit.hosts());
+        }
       }
       doc.put("rows", rows);
       Json.write(out.resolve("sweep.json"), doc);

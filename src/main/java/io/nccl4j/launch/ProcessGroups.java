@@ -215,6 +215,18 @@ public final class ProcessGroups {
   }
 
   /**
+   * The address this process's transport advertises to its peers, chosen as {@link #init(DistEnv, String,
+   * Duration)} chooses it from the environment: where a tool that opens its own connection between two ranks of
+   * the job (the sweep's measurement of the link between hosts) should listen and be reached.
+   *
+   * @param env this process's rank and MASTER_ADDR
+   * @return an address or host name reachable from the job's other ranks
+   */
+  public static String advertisedAddress(DistEnv env) {
+    return advertisedHost(env, BindAddress.choose(env, System.getenv()));
+  }
+
+  /**
    * The address peers use to reach this process: {@code NCCL4J_ADVERTISE_ADDR} when set; else the address
    * its listeners are bound to, when they are bound to one; 127.0.0.1 when rank 0 is on the loopback; else
    * the local address of the interface that routes to MASTER_ADDR.

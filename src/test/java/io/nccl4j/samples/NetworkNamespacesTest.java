@@ -9,6 +9,8 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Pattern;
+import org.assertj.core.data.Percentage;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
@@ -137,5 +139,33 @@ class NetworkNamespacesTest {
     assertThat(out[0]).as(out[0] + "\n--- node 1 ---\n" + out[1]).startsWith("exit 0")
         .contains("# algorithms (out-of-place/in-place): ring/ring 1024–4194304")
         .contains("# out-of-bounds values: 0 OK");
+  }
+
+  @Test
+  void acrossHostsTheBoundIsTheLinkBetweenThemMeasuredByTcp() throws Exception {
+    String[] out = both(29900 + NET, "sweep", "--backend", "cpu", "--op", "allreduce", "-b", "1M", "-e", "16M", "-f",
+        "4", "-n", "3", "-w", "1", "--timeout", "60", "--bound");
+    String shown = out[0] + "\n--- node 1 ---\n" + out[1];
+    assertThat(out[0]).as(shown).startsWith("exit 0").contains("# out-of-bounds values: 0 OK");
+    assertThat(out[1]).as(shown).startsWith("exit 0");
+    List<String> lines = out[0].lines().map(l -> l.startsWith("[rank 0] ") ? l.substring("[rank 0] ".length()) : l)
+        .toList();
+    String bound = lines.stream().filter(l -> l.startsWith("# bound: B = ")).findFirst().orElseThrow(() ->
+        new AssertionError("no bound line:\n" + shown));
+    // Node 1's first rank is 2; rank 0 sends from its end of the veth to that rank's.
+    assertThat(bound).as(shown).matches("# bound: B = \\d+\\.\\d{2} GB/s \\((1 TCP stream|4 TCP streams) between hosts,"
+        + " rank 0 at " + Pattern.quote(ADDR_A) + " to rank 2 at " + Pattern.quote(ADDR_B) + ", 256 MiB( each)?,"
+        + " measured now\\); AllReduce t >= 2\\(H-1\\)S/H / B with H = 2 hosts \\(what crosses each host's link in"
+        + " a hierarchical AllReduce\\)");
+    double gbps = Double.parseDouble(bound.substring("# bound: B = ".length(), bound.indexOf(" GB/s")));
+    List<List<String>> rows = lines.stream().filter(l -> l.matches("^\\d+ +\\|.*")).map(SampleRunner::cells).toList();
+    assertThat(rows).as(shown).hasSize(3);
+    for (List<String> r : rows) {
+      // Two hosts: S crosses each host's link, whatever the ranks per host. B is printed to 0.01 GB/s.
+      double expected = Long.parseLong(r.get(0)) / (gbps * 1e9) * 1e6;
+      assertThat(Double.parseDouble(r.get(13))).as(shown).isCloseTo(expected, Percentage.withPercentage(1));
+      assertThat(r.get(14)).matches("\\d+%");
+      assertThat(r.get(15)).matches("\\d+%");
+    }
   }
 }

@@ -106,4 +106,15 @@ class SamplesUnderLauncherTest {
     assertThat(l.out()).as(l.all()).anyMatch(s -> s.startsWith("[rank 0] # validation overhead: allreduce, 2 ranks"));
     assertThat(l.out()).noneMatch(s -> s.startsWith("[rank 1] "));
   }
+
+  /** World rank 0 outside the subgroup has no rows of its own and still reports the members'. */
+  @Test
+  void aSweepOnASubgroupWithoutRankZeroIsReportedByRankZero() throws Exception {
+    Launched l = launch(3, "sweep", "--backend", "cpu", "--group", "1,2", "-b", "1K", "-e", "1K", "-n", "2", "-w", "1",
+        "--timeout", "60");
+    assertThat(l.status()).as(l.all()).isZero();
+    assertThat(l.out()).as(l.all())
+        .anyMatch(s -> s.startsWith("[rank 0] # allreduce, 2 ranks (group [1, 2] (2 ranks) of world size 3)"))
+        .contains("[rank 0] # out-of-bounds values: 0 OK");
+  }
 }

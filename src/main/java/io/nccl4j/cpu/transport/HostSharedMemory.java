@@ -103,9 +103,10 @@ public final class HostSharedMemory {
 
   /**
    * What makes two processes share /dev/shm: the kernel (boot id), the host name and the mount and
-   * network namespaces (containers on one machine each have their own).
+   * network namespaces (containers on one machine each have their own). Public for tools that must
+   * tell ranks of one host from ranks of several (the sweep's bound).
    */
-  static String hostIdentity() {
+  public static String hostIdentity() {
     String host;
     try {
       host = java.net.InetAddress.getLocalHost().getHostName();
