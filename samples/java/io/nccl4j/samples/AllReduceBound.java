@@ -10,7 +10,9 @@ import java.util.Locale;
  *   <li>One host, memory bandwidth (the ranks share memory): every input is read once and every
  *       output written once, 2·p·S.</li>
  *   <li>One host, loopback TCP: a ring sends 2·(p−1)·S in all through the loopback.</li>
- *   <li>H hosts, B the TCP bandwidth of the link between two of them: a hierarchical AllReduce
+ *   <li>H hosts, B the TCP bandwidth of the link between two of them, each way while both ways carry
+ *       (what a link that is CPU, such as a veth pair on a machine's shared cores, gives each way when
+ *       the AllReduce sends into and out of every host at once): a hierarchical AllReduce
  *       (reduce within each host, ring across the hosts, broadcast within each host) sends
  *       2·(H−1)/H·S out of every host and receives as much, the least any schedule can: each host
  *       must send what the others need of its data and receive theirs. The links carry at once, so

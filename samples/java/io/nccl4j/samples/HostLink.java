@@ -43,8 +43,14 @@ import java.util.concurrent.atomic.AtomicReference;
  * rank reaches the same verdict. On one host every rank returns null at once. Across hosts the chosen
  * rank listens where its transport is reached ({@link ProcessGroups#advertisedAddress}) and
  * broadcasts the address with a one-time token (a stray connection to the port is not counted);
- * rank 0 sends {@link #BYTES} on 1 and then on several connections at once and keeps the better rate;
- * every other rank returns at once. The two that measure give up after the group's timeout.
+ * rank 0 sends {@link #BYTES} on 1 and then on several connections at once, keeping the better
+ * count, then on that many with the other end sending as much back at the same time; every other
+ * rank returns at once. The two that measure give up after the group's timeout.
+ *
+ * <p>The bound is the rate each way with both ways busy: a hierarchical AllReduce sends as much
+ * into each host as out of it, at once. On a full-duplex NIC that is the one-way rate; where the
+ * "link" is CPU — a veth pair between network namespaces, whose both ends share the machine's cores —
+ * it can be half of it, and a bound from the one-way rate would be one no AllReduce could reach.
  */
 final class HostLink {
   /** Bytes per connection: enough that the connection's start and the closing acknowledgement are noise. */
@@ -99,7 +105,8 @@ final class HostLink {
     String got = pg.broadcastObjectList(Collections.singletonList(offer), peer, ObjectCodec.utf8()).get(0);
     if (pg.rank() == peer) {
       if (server != null) {
-        serve(server, token, 1 + streams, timeout, env.rank(), worldRanks[0]);
+        // Three rounds: 1 stream, `streams` streams, then the better of the two both ways (its count sent first).
+        serve(server, token, timeout, env.rank(), worldRanks[0]);
       }
       return null;
     }
@@ -114,14 +121,15 @@ final class HostLink {
     int port = Integer.parseInt(f[1]);
     byte[] key = HexFormat.of().parseHex(f[2]);
     try {
-      Run one = send(host, port, key, 1, timeout);
-      Run many = send(host, port, key, streams, timeout);
-      String between = String.format("rank %d at %s to rank %d at %s", env.rank(), one.from(), worldRanks[peer], host);
-      Bounds.Bandwidth b = many.rate() > one.rate()
-          ? new Bounds.Bandwidth(many.rate(), String.format("%d TCP streams between hosts, %s, %s each", streams,
-              between, Sizes.format(BYTES)), false)
-          : new Bounds.Bandwidth(one.rate(), String.format("1 TCP stream between hosts, %s, %s", between,
-              Sizes.format(BYTES)), false);
+      Run one = send(host, port, key, 1, false, timeout);
+      Run many = send(host, port, key, streams, false, timeout);
+      int n = many.rate() > one.rate() ? streams : 1;
+      Run oneWay = n == 1 ? one : many;
+      Run both = send(host, port, key, n, true, timeout);
+      String between = String.format("rank %d at %s and rank %d at %s", env.rank(), one.from(), worldRanks[peer], host);
+      Bounds.Bandwidth b = new Bounds.Bandwidth(both.rate(), String.format(java.util.Locale.ROOT,
+          "each way with both ways busy: %d TCP stream%s each way between hosts, %s, %s each; one way alone %.2f GB/s",
+          n, n == 1 ? "" : "s", between, Sizes.format(BYTES), oneWay.rate() / 1e9), false);
       return new AllReduceBound(b, hostCount);
     } catch (IOException e) {
       throw new SampleException(1, "rank " + env.rank() + ": cannot measure the link to rank " + worldRanks[peer]
@@ -150,10 +158,13 @@ final class HostLink {
   }
 
   /**
-   * {@code streams} connections each sending {@link #BYTES}; the clock runs from the moment all are
-   * open and announced until the receiver has acknowledged the last byte of every one.
+   * {@code streams} connections each sending {@link #BYTES} (and, {@code both}, receiving as many sent
+   * back at the same time); the clock runs from the moment all are open and announced until the
+   * receiver has acknowledged the last byte of every one and, {@code both}, the last byte back has
+   * arrived. The rate is one way's.
    */
-  private static Run send(String host, int port, byte[] token, int streams, Duration timeout) throws IOException {
+  private static Run send(String host, int port, byte[] token, int streams, boolean both, Duration timeout)
+      throws IOException {
     int ms = millis(timeout);
     List<Socket> sockets = new ArrayList<>();
     ExecutorService pool = Executors.newFixedThreadPool(streams, r -> {
@@ -172,6 +183,8 @@ final class HostLink {
         DataOutputStream out = new DataOutputStream(s.getOutputStream());
         out.write(token);
         out.writeLong(BYTES);
+        out.writeBoolean(both);
+        out.writeInt(streams);
         out.flush();
       }
       // The barrier's action reads the clock: the last sender to arrive reads it before any is released.
@@ -184,10 +197,23 @@ final class HostLink {
           OutputStream out = s.getOutputStream();
           InputStream in = s.getInputStream();
           go.await(ms, TimeUnit.MILLISECONDS);
+          AtomicReference<IOException> back = new AtomicReference<>();
+          Thread reader = null;
+          if (both) {
+            reader = new Thread(() -> drainOnly(in, BYTES, back), "link-back");
+            reader.setDaemon(true);
+            reader.start();
+          }
           for (long left = BYTES; left > 0; left -= buf.length) {
             out.write(buf, 0, (int) Math.min(buf.length, left));
           }
           out.flush();
+          if (reader != null) {
+            reader.join();
+            if (back.get() != null) {
+              throw back.get();
+            }
+          }
           if (in.read() != 1) {
             throw new EOFException("the receiver closed the connection before acknowledging " + BYTES + " bytes");
           }
@@ -217,17 +243,20 @@ final class HostLink {
   }
 
   /**
-   * Accepts {@code connections} announced with {@code token} and reads each to its end on a thread of
-   * its own (the connections of one round run at once), acknowledging it with one byte.
+   * Accepts connections announced with {@code token} and reads each to its end on a thread of its own
+   * (the connections of one round run at once), sending as much back meanwhile when the connection
+   * asks for both ways, and acknowledging each with one byte; done once the both-ways round (the
+   * last) has had all its connections.
    */
-  private static void serve(ServerSocket server, byte[] token, int connections, Duration timeout, int me, int sender) {
+  private static void serve(ServerSocket server, byte[] token, Duration timeout, int me, int sender) {
     int ms = millis(timeout);
     long deadline = System.nanoTime() + timeout.toNanos();
     List<Thread> readers = new ArrayList<>();
     AtomicReference<IOException> failure = new AtomicReference<>();
     try (server) {
-      int accepted = 0;
-      while (accepted < connections) {
+      int bothWays = 0;
+      int lastRound = Integer.MAX_VALUE;
+      while (bothWays < lastRound) {
         long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
         if (left <= 0) {
           throw new SocketTimeoutException();
@@ -235,13 +264,17 @@ final class HostLink {
         server.setSoTimeout((int) Math.min(Integer.MAX_VALUE, left));
         Socket s = server.accept();
         long bytes;
+        boolean both;
+        int streams;
         try {
           s.setSoTimeout(ms);
           DataInputStream in = new DataInputStream(s.getInputStream());
           byte[] got = new byte[TOKEN_BYTES];
           in.readFully(got);
           bytes = in.readLong();
-          if (!MessageDigest.isEqual(got, token) || bytes < 0) {
+          both = in.readBoolean();
+          streams = in.readInt();
+          if (!MessageDigest.isEqual(got, token) || bytes < 0 || bytes > BYTES || streams < 1 || streams > 1024) {
             s.close();
             continue;
           }
@@ -249,9 +282,12 @@ final class HostLink {
           s.close();
           continue;
         }
-        accepted++;
+        if (both) {
+          bothWays++;
+          lastRound = streams;
+        }
         long n = bytes;
-        Thread t = new Thread(() -> drain(s, n, failure), "link-receiver");
+        Thread t = new Thread(() -> answer(s, n, both, failure), "link-receiver");
         t.setDaemon(true);
         t.start();
         readers.add(t);
@@ -276,9 +312,46 @@ final class HostLink {
     }
   }
 
-  private static void drain(Socket s, long bytes, AtomicReference<IOException> failure) {
+  /** Reads {@code bytes} from {@code s} (sending as many back meanwhile, {@code both}), then acknowledges. */
+  private static void answer(Socket s, long bytes, boolean both, AtomicReference<IOException> failure) {
     try (s) {
-      InputStream in = s.getInputStream();
+      OutputStream out = s.getOutputStream();
+      AtomicReference<IOException> back = new AtomicReference<>();
+      Thread writer = null;
+      if (both) {
+        writer = new Thread(() -> {
+          try {
+            byte[] buf = new byte[1 << 20];
+            for (long left = bytes; left > 0; left -= buf.length) {
+              out.write(buf, 0, (int) Math.min(buf.length, left));
+            }
+            out.flush();
+          } catch (IOException e) {
+            back.set(e);
+          }
+        }, "link-back-sender");
+        writer.setDaemon(true);
+        writer.start();
+      }
+      drainOnly(s.getInputStream(), bytes, failure);
+      if (writer != null) {
+        writer.join();
+        if (back.get() != null) {
+          throw back.get();
+        }
+      }
+      out.write(1); // after the bytes sent back, on the same stream
+      out.flush();
+    } catch (IOException e) {
+      failure.compareAndSet(null, e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  /** Reads {@code bytes} from {@code in}, or records why it could not. */
+  private static void drainOnly(InputStream in, long bytes, AtomicReference<IOException> failure) {
+    try {
       byte[] buf = new byte[1 << 20];
       for (long got = 0; got < bytes; ) {
         int n = in.read(buf, 0, (int) Math.min(buf.length, bytes - got));
@@ -287,9 +360,6 @@ final class HostLink {
         }
         got += n;
       }
-      OutputStream out = s.getOutputStream();
-      out.write(1);
-      out.flush();
     } catch (IOException e) {
       failure.compareAndSet(null, e);
     }

@@ -76,7 +76,8 @@ final class SweepCommand implements Callable<Integer> {
           "threads: memory bandwidth B (large copies, read+write), bound 2*p*S/B; processes (under",
           "./nccl4j run) of one host: memory bandwidth when they ran through shared memory, bound 2*p*S/B,",
           "else loopback TCP bandwidth B, bound 2*(p-1)*S/B (the ring's bytes); processes on H > 1 hosts:",
-          "TCP bandwidth B between rank 0 and a rank of another host, after the run, bound 2*(H-1)*S/(H*B)",
+          "TCP bandwidth B each way between rank 0 and a rank of another host with both ways busy, after the",
+          "run, bound 2*(H-1)*S/(H*B)",
           "(what crosses each host's link in a hierarchical AllReduce)."})
   boolean bound;
 

@@ -20,9 +20,9 @@ import org.junit.jupiter.api.Test;
 /**
  * Two hosts on one machine: two network namespaces joined by a veth pair (iproute2, as root), each
  * running {@code ./nccl4j run --nnodes 2} with two ranks — so the ranks really talk across an
- * interface between "hosts", and ranks of different hosts (another network namespace counts as another
- * host) do not share memory: the group runs over TCP, exactly. Skipped, saying why, where namespaces
- * cannot be made (not root, no {@code ip}).
+ * interface between "hosts" (another network namespace counts as another host): the two ranks of a
+ * namespace share memory, the namespaces talk TCP, and AllReduce runs hierarchically, exactly.
+ * Skipped, saying why, where namespaces cannot be made (not root, no {@code ip}).
  */
 @Tag("multiprocess")
 class NetworkNamespacesTest {
@@ -133,11 +133,13 @@ class NetworkNamespacesTest {
   }
 
   @Test
-  void acrossHostsTheSweepRunsOverTcpAndIsExact() throws Exception {
+  void acrossHostsTheSweepRunsHierarchicallyAndIsExact() throws Exception {
     String[] out = both(29700 + NET, "sweep", "--backend", "cpu", "--op", "allreduce", "-b", "1K", "-e", "4M", "-f",
         "64", "-n", "3", "-w", "1", "--timeout", "60");
     assertThat(out[0]).as(out[0] + "\n--- node 1 ---\n" + out[1]).startsWith("exit 0")
-        .contains("# algorithms (out-of-place/in-place): ring/ring 1024–4194304")
+        .contains("2 hosts of 2 ranks each: shared memory within each host, TCP between hosts")
+        .contains("# algorithms (out-of-place/in-place): hierarchical-one-shot/hierarchical-one-shot 1024–65536,"
+            + " hierarchical/hierarchical 4194304")
         .contains("# out-of-bounds values: 0 OK");
   }
 
@@ -152,11 +154,11 @@ class NetworkNamespacesTest {
         .toList();
     String bound = lines.stream().filter(l -> l.startsWith("# bound: B = ")).findFirst().orElseThrow(() ->
         new AssertionError("no bound line:\n" + shown));
-    // Node 1's first rank is 2; rank 0 sends from its end of the veth to that rank's.
-    assertThat(bound).as(shown).matches("# bound: B = \\d+\\.\\d{2} GB/s \\((1 TCP stream|4 TCP streams) between hosts,"
-        + " rank 0 at " + Pattern.quote(ADDR_A) + " to rank 2 at " + Pattern.quote(ADDR_B) + ", 256 MiB( each)?,"
-        + " measured now\\); AllReduce t >= 2\\(H-1\\)S/H / B with H = 2 hosts \\(what crosses each host's link in"
-        + " a hierarchical AllReduce\\)");
+    // Node 1's first rank is 2; rank 0 and it send to each other across the veth.
+    assertThat(bound).as(shown).matches("# bound: B = \\d+\\.\\d{2} GB/s \\(each way with both ways busy: (1 TCP stream|4"
+        + " TCP streams) each way between hosts, rank 0 at " + Pattern.quote(ADDR_A) + " and rank 2 at "
+        + Pattern.quote(ADDR_B) + ", 256 MiB each; one way alone \\d+\\.\\d{2} GB/s, measured now\\); AllReduce t >="
+        + " 2\\(H-1\\)S/H / B with H = 2 hosts \\(what crosses each host's link in a hierarchical AllReduce\\)");
     double gbps = Double.parseDouble(bound.substring("# bound: B = ".length(), bound.indexOf(" GB/s")));
     List<List<String>> rows = lines.stream().filter(l -> l.matches("^\\d+ +\\|.*")).map(SampleRunner::cells).toList();
     assertThat(rows).as(shown).hasSize(3);
