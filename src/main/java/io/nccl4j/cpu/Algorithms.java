@@ -104,8 +104,8 @@ final class Algorithms implements AutoCloseable {
 
   /**
    * The hierarchical algorithms when the ranks are processes on several hosts sharing memory within
-   * each ({@link Transport#hosts}); null otherwise. Asked only after a shared-memory window, which
-   * made the ranks agree on where they are, did not open — at the same operation on every rank.
+   * each ({@link Transport#hosts}); null otherwise. The first call makes the ranks agree on where they
+   * are, if no window did before: it comes at the same operation on every rank.
    */
   private HierarchicalAlgorithms hierarchical(Tag tag, long deadline) {
     if (!hostsKnown) {
@@ -136,12 +136,19 @@ final class Algorithms implements AutoCloseable {
     return s != null ? s : ring.allGather(tag, deadline, in, out, q, dtype);
   }
 
-  // Only over messages: a chain, linear gather and scatter, pairwise exchanges, single messages, a
-  // dissemination barrier.
+  // Broadcast: hierarchical across hosts, else a chain over messages.
 
   CollectiveStats broadcast(Tag tag, long deadline, long buf, long count, DType dtype, int root) {
+    if (shared != null && count > 0 && p > 1) {
+      HierarchicalAlgorithms h = hierarchical(tag, deadline);
+      if (h != null) {
+        return h.broadcast(tag, deadline, buf, count, dtype, root);
+      }
+    }
     return ring.broadcast(tag, deadline, buf, count, dtype, root);
   }
+
+  // Only over messages: linear gather and scatter, pairwise exchanges, single messages, a dissemination barrier.
 
   CollectiveStats reduce(Tag tag, long deadline, long buf, long count, Reduction red, int root) {
     CollectiveStats local = local(buf, buf, count, red);

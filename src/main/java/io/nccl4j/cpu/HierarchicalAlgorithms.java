@@ -14,7 +14,7 @@ import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.memory.ScratchBuffer;
 
 /**
- * AllReduce of processes on several hosts, each host's processes sharing memory: the shape NCCL
+ * AllReduce and Broadcast of processes on several hosts, each host's processes sharing memory: the shape NCCL
  * uses across nodes — within each host through shared-memory windows, across hosts over TCP along
  * rails (the ranks of one local index, one per host; NCCL's "rails"), so that every host's link
  * carries 2·(H−1)/H of the data whatever the number of ranks per host, and each host's L ranks
@@ -77,16 +77,7 @@ final class HierarchicalAlgorithms implements AutoCloseable {
     // The windows reach only the segments: a buffer elsewhere goes through one in the segment.
     boolean inThere = layout.inSegment().test(in) && layout.inSegment().test(in + bytes - 1);
     boolean outThere = layout.inSegment().test(out) && layout.inSegment().test(out + bytes - 1);
-    long work = out;
-    if (!outThere) {
-      work = bounce.ensure(bytes);
-      if (!layout.inSegment().test(work)) {
-        // Every rank of this host would open its windows over TCP's memory: none can, and the hosts would part.
-        throw new BackendException("Rank " + rankInGroup() + ": the shared-memory segment is full (" + bytes
-            + " bytes needed for a hierarchical AllReduce of a tensor outside it); allocate tensors from the group, or"
-            + " raise NCCL4J_SHM_BYTES");
-      }
-    }
+    long work = outThere ? out : staging(bytes);
     long src = in;
     if (!inThere) {
       NativeMemory.copy(in, work, bytes); // then in place on work
@@ -104,6 +95,51 @@ final class HierarchicalAlgorithms implements AutoCloseable {
       NativeMemory.copy(work, out, bytes);
     }
     return combined("hierarchical", combined("", reduced, gathered), across);
+  }
+
+  /**
+   * Broadcast from {@code root}, {@code hierarchical}: the root's rail carries the data to one rank
+   * of every host (a chain over TCP), then every host's ranks copy it from that rank's buffer
+   * through a window — the data crosses each host's link once and is copied once within each host.
+   */
+  CollectiveStats broadcast(Tag tag, long deadline, long buf, long count, io.nccl4j.DType dtype, int root) {
+    long bytes = count * dtype.size();
+    int rootHost = -1;
+    int rootLocal = -1;
+    for (int h = 0; h < layout.hosts().length && rootHost < 0; h++) {
+      for (int i = 0; i < layout.perHost(); i++) {
+        if (layout.hosts()[h][i] == root) {
+          rootHost = h;
+          rootLocal = i;
+        }
+      }
+    }
+    CollectiveStats across = CollectiveStats.LOCAL;
+    if (layout.local() == rootLocal) {
+      across = rail.broadcast(tag, deadline, buf, count, dtype, rootHost); // this rank's rail is the root's
+    }
+    boolean there = layout.inSegment().test(buf) && layout.inSegment().test(buf + bytes - 1);
+    long work = there ? buf : staging(bytes);
+    if (!there && layout.local() == rootLocal) {
+      NativeMemory.copy(buf, work, bytes);
+    }
+    CollectiveStats within = present(host.copyFromOne(tag, deadline, work, bytes, rootLocal));
+    if (!there && layout.local() != rootLocal) {
+      NativeMemory.copy(work, buf, bytes);
+    }
+    return combined("hierarchical", across, within);
+  }
+
+  /** This rank's buffer in the shared segment, for a tensor outside it. */
+  private long staging(long bytes) {
+    long work = bounce.ensure(bytes);
+    if (!layout.inSegment().test(work)) {
+      // Every rank of this host would open its windows over TCP's memory: none can, and the hosts would part.
+      throw new BackendException("Rank " + rankInGroup() + ": the shared-memory segment is full (" + bytes
+          + " bytes needed for a hierarchical collective of a tensor outside it); allocate tensors from the group, or"
+          + " raise NCCL4J_SHM_BYTES");
+    }
+    return work;
   }
 
   private int rankInGroup() {

@@ -255,6 +255,25 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
     return new CollectiveStats("block-gather", 2, 0, (count - len(rank, q0, rem)) * es);
   }
 
+  /**
+   * Broadcast within the window's ranks: every rank copies rank {@code source}'s buffer into its own.
+   * The exit barrier keeps the source's buffer unchanged until every copy is made.
+   */
+  CollectiveStats copyFromOne(Tag tag, long deadline, long buf, long bytes, int source) {
+    SharedMemory.Window w = shm.open(tag, "block-broadcast", bytes, deadline, buf);
+    if (w == null) {
+      return null;
+    }
+    try {
+      if (rank != source) {
+        NativeMemory.copy(w.address(source, 0), buf, bytes);
+      }
+    } finally {
+      w.close();
+    }
+    return new CollectiveStats("block-broadcast", 2, 0, rank == source ? 0 : bytes);
+  }
+
   /** AllGather on shared memory: every rank copies every input into its output. */
   CollectiveStats directAllGather(Tag tag, long deadline, long in, long out, long bytes) {
     SharedMemory.Window w = shm.open(tag, "direct", bytes, deadline, in);

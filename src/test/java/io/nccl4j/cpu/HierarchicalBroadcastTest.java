@@ -1,0 +1,76 @@
+package io.nccl4j.cpu;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.nccl4j.DType;
+import io.nccl4j.LocalCluster;
+import io.nccl4j.Tensor;
+import io.nccl4j.Work;
+import io.nccl4j.cpu.transport.ShmThreadsCluster;
+import io.nccl4j.testing.TestData;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
+
+/**
+ * The hierarchical Broadcast (the root's rail across hosts, then a copy within each host) from every
+ * root, with ranks as threads on two hosts ({@code rank % 2}: {0, 2} and {1, 3}; {0, 2, 4} and
+ * {1, 3, 5}), from tensors in the shared segments and from elsewhere: every rank ends with the
+ * root's distinct values and nothing else.
+ */
+@Tag("multirank")
+class HierarchicalBroadcastTest {
+  @TempDir
+  static Path segments;
+
+  static Stream<Arguments> cases() {
+    List<Arguments> out = new ArrayList<>();
+    for (int p : new int[] {4, 6}) {
+      for (int root = 0; root < p; root++) {
+        for (long count : new long[] {1, 1001, 300_007}) {
+          out.add(Arguments.of(p, root, count));
+        }
+      }
+    }
+    return out.stream();
+  }
+
+  private static long value(int r, long i) {
+    return TestData.mix(((long) r << 40) ^ i);
+  }
+
+  @ParameterizedTest(name = "{0} ranks, root {1}, {2} int64")
+  @MethodSource("cases")
+  void everyRankGetsTheRootsValues(int p, int root, long count) {
+    List<String> wrong = LocalCluster.of(p).timeout(Duration.ofSeconds(60)).strictMemory(true)
+        .backend(new ShmThreadsCluster(segments, 64L << 20, rank -> "host-" + rank % 2, CpuOptions.fromEnvironment()))
+        .call(pg -> {
+          List<String> bad = new ArrayList<>();
+          for (boolean fromGroup : new boolean[] {true, false}) {
+            try (Tensor t = fromGroup ? pg.empty(count, DType.INT64) : Tensor.empty(count, DType.INT64)) {
+              for (long i = 0; i < count; i++) {
+                t.setLong(i, value(pg.rank(), i));
+              }
+              Work w = pg.broadcastAsync(t, root);
+              w.waitFor();
+              assertThat(w.stats().orElseThrow().algorithm()).isEqualTo("hierarchical");
+              for (long i = 0; i < count && bad.size() < 3; i++) {
+                if (t.getLong(i) != value(root, i)) {
+                  bad.add("rank " + pg.rank() + (fromGroup ? "" : " (tensor from elsewhere)") + ": element " + i
+                      + " is " + t.getLong(i) + ", expected " + value(root, i));
+                }
+              }
+            }
+          }
+          return String.join("; ", bad);
+        });
+    assertThat(String.join("", wrong)).isEmpty();
+  }
+}
