@@ -239,8 +239,8 @@ final class ProcessWindows implements SharedMemory {
       Tag theirs = q == 0 ? first : decoder.tag(p);
       int na = ShmPublication.addressCount(p);
       if (first == null || theirs == null) {
-        throw new CollectiveMismatchException("rank " + members[first == null ? 0 : q] + " published a window that is not"
-            + " one nccl4j writes, while rank " + rank + " is running " + mine);
+        throw new CollectiveMismatchException("rank " + members[first == null ? 0 : q] + " published a window that"
+            + " is not one nccl4j writes, while rank " + rank + " is running " + mine);
       }
       String differs = first.mismatch(theirs, members[0], members[q]);
       if (differs != null && first.sameOperation(theirs)) {
@@ -249,8 +249,8 @@ final class ProcessWindows implements SharedMemory {
       if (differs != null || !ShmPublication.sameAlgorithm(p, p0) || ShmPublication.bytes(p) != firstBytes
           || na != firstN || na < 0 || na > ShmPublication.MAX_ADDRESSES) {
         throw new CollectiveMismatchException("rank " + members[0] + " is running " + first + " ("
-            + ShmPublication.algorithm(p0) + ", " + firstBytes + " bytes) but rank " + members[q]
-            + " is running " + theirs + " (" + ShmPublication.algorithm(p) + ", " + ShmPublication.bytes(p) + " bytes)");
+            + ShmPublication.algorithm(p0) + ", " + firstBytes + " bytes) but rank " + members[q] + " is running "
+            + theirs + " (" + ShmPublication.algorithm(p) + ", " + ShmPublication.bytes(p) + " bytes)");
       }
       all[q] = new long[na];
       for (int i = 0; i < na; i++) {
@@ -368,9 +368,9 @@ final class ProcessWindows implements SharedMemory {
   // ------------------------------------------------------------------ failures between processes
 
   /**
-   * Leaves {@code f} where every process of the group sees it at its next check: this rank's failure
-   * area, then rank 0's failure word (the first failure wins). Called by the transport when it
-   * records a failure.
+   * Leaves {@code f} where every process of the windows sees it at its next check: this rank's failure
+   * area, then the failure word of the windows' first rank (the first failure wins); TCP carries it to
+   * other hosts. Called by the transport when it records a failure.
    */
   void publishFailure(Failure f) {
     if (!usable()) {

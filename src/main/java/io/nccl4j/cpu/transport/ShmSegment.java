@@ -14,8 +14,8 @@ import java.nio.file.attribute.PosixFilePermissions;
 /**
  * One rank's shared-memory segment: a file in {@code /dev/shm} that the rank creates and every
  * process of its group on the host maps. It holds the rank's header (its pid, whether it left, the
- * failure it recorded), the group's window counters (in rank 0's segment), the rank's two window
- * publications, its two staging buffers for one-shot windows, and an arena for the tensors of the
+ * failure it recorded), the window counters (in the segment of the windows' first rank), the rank's
+ * two window publications, its two staging buffers for one-shot windows, and an arena for the tensors of the
  * rank's group ({@link ShmArena}), so that peers reach them in place.
  *
  * <p>The file is sparse. Pages are committed before first use by writing them through the file
@@ -29,18 +29,19 @@ final class ShmSegment {
   static final long MAGIC = 0x4E344A53484D3031L; // "N4JSHM01"
   static final long MAX_BYTES = Integer.MAX_VALUE & ~0xFFFFL;
 
-  // Header, one cache line per field that another process spins on.
+  // Header, one cache line per field that another process spins on. "First's": used only in the segment
+  // of the windows' first rank (the group's rank 0, or a host's lowest rank when the group spans hosts).
   static final int PID = 8;
   static final int PID_NAMESPACE = 16; // the creator's pid namespace: its pid means something only there
   static final int STATE = 64; // 0 open, 1 left
-  static final int FAILURE_WORD = 128; // rank 0's: 0, or 1 + the rank whose failure is recorded
-  static final int ARRIVED = 192; // rank 0's: two counters, 64 bytes apart
-  static final int LEFT = 320; // rank 0's: two counters, 64 bytes apart
+  static final int FAILURE_WORD = 128; // first's: 0, or 1 + the index (among the windows' ranks) of the failed one
+  static final int ARRIVED = 192; // first's: two counters, 64 bytes apart
+  static final int LEFT = 320; // first's: two counters, 64 bytes apart
   static final int MAPPED = 448; // how many peers mapped this segment; the last removes its file
   static final int FAILURE = 512; // this rank's recorded failure: kind (4), root (4), length (4), text
   static final int FAILURE_TEXT_MAX = 2048;
-  static final int SLEEPING_ARRIVED = 2624; // rank 0's: processes asleep on ARRIVED, two counters 64 bytes apart
-  static final int SLEEPING_LEFT = 2752; // rank 0's: processes asleep on LEFT, two counters 64 bytes apart
+  static final int SLEEPING_ARRIVED = 2624; // first's: processes asleep on ARRIVED, two counters 64 bytes apart
+  static final int SLEEPING_LEFT = 2752; // first's: processes asleep on LEFT, two counters 64 bytes apart
   static final int PUBLICATIONS = 4608; // two publications
   static final int PUBLICATION_BYTES = 2048;
   static final int STAGING = 16384; // two staging buffers
