@@ -13,7 +13,7 @@ import io.nccl4j.memory.ScratchBuffer;
  * The CPU backend's collectives, and the one place that chooses how each runs, as NCCL chooses
  * among Ring, Tree and NVLS: the shared-memory algorithms ({@link SharedMemoryAlgorithms}) where
  * the transport offers shared memory and {@link CpuOptions.Algorithms} allows them — one-shot for a small
- * AllReduce, direct otherwise — the hierarchical AllReduce ({@link HierarchicalAlgorithms}) for
+ * AllReduce, direct otherwise — the hierarchical algorithms ({@link HierarchicalAlgorithms}) for
  * processes on several hosts that share memory within each, and the ring and chain algorithms over
  * messages ({@link RingAlgorithms}) everywhere else. Operations with nothing to exchange complete here.
  * Not thread-safe: one instance per rank, used by that rank's execution thread.
@@ -124,6 +124,10 @@ final class Algorithms implements AutoCloseable {
       return local;
     }
     CollectiveStats s = shared != null ? shared.directReduceScatter(tag, deadline, in, out, q, red) : null;
+    if (s == null && shared != null) {
+      HierarchicalAlgorithms h = hierarchical(tag, deadline);
+      s = h != null ? h.reduceScatter(tag, deadline, in, out, q, red) : null;
+    }
     return s != null ? s : ring.reduceScatter(tag, deadline, in, out, q, red);
   }
 
@@ -133,6 +137,10 @@ final class Algorithms implements AutoCloseable {
     }
     CollectiveStats s = shared != null && p > 1 ? shared.directAllGather(tag, deadline, in, out, q * dtype.size())
         : null;
+    if (s == null && shared != null && p > 1) {
+      HierarchicalAlgorithms h = hierarchical(tag, deadline);
+      s = h != null ? h.allGather(tag, deadline, in, out, q, dtype) : null;
+    }
     return s != null ? s : ring.allGather(tag, deadline, in, out, q, dtype);
   }
 

@@ -14,7 +14,7 @@ import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.memory.ScratchBuffer;
 
 /**
- * AllReduce and Broadcast of processes on several hosts, each host's processes sharing memory: the shape NCCL
+ * Collectives of processes on several hosts, each host's processes sharing memory: the shape NCCL
  * uses across nodes — within each host through shared-memory windows, across hosts over TCP along
  * rails (the ranks of one local index, one per host; NCCL's "rails"), so that every host's link
  * carries 2·(H−1)/H of the data whatever the number of ranks per host, and each host's L ranks
@@ -29,6 +29,8 @@ import io.nccl4j.memory.ScratchBuffer;
  *       from its host's peers — each input byte read once within the host and 2·(H−1)/H·S per host
  *       crossing the network.</li>
  * </ul>
+ * Broadcast, ReduceScatter and AllGather take the same two paths, rails across hosts and windows
+ * within (each method says how).
  * Every element is reduced in one order on every rank: its host's ranks in order (x_{h,0} ⊕ … ⊕
  * x_{h,L−1}), then the hosts' partials in the ring order of the rail; premultiplied inputs in the
  * first stage, the post-operation once at the end. Not thread-safe: one per rank, used by its
@@ -41,6 +43,8 @@ final class HierarchicalAlgorithms implements AutoCloseable {
   /** Where buffers outside the shared segment are copied through: the windows reach only the segments. */
   private final ScratchBuffer bounce;
   private final Allocator bounceMemory;
+  /** A ReduceScatter's partial results (this rank's only). */
+  private final ScratchBuffer partials;
   private final long chunkBytes;
 
   HierarchicalAlgorithms(Transport group, HostLayout layout, long chunkBytes, ScratchBuffer[] scratch,
@@ -52,6 +56,7 @@ final class HierarchicalAlgorithms implements AutoCloseable {
     this.rail = new RingAlgorithms(new RankSubset(group, layout.rail(layout.local())), chunkBytes, scratch);
     this.bounceMemory = working.child("shared-segment", layout.memory());
     this.bounce = new ScratchBuffer(bounceMemory, "hierarchical staging of rank " + group.rank());
+    this.partials = new ScratchBuffer(working, "hierarchical partial results of rank " + group.rank());
   }
 
   /** Hosts × ranks per host, for diagnostics. */
@@ -63,6 +68,7 @@ final class HierarchicalAlgorithms implements AutoCloseable {
   public void close() {
     host.close();
     bounce.close();
+    partials.close();
     bounceMemory.close();
   }
 
@@ -130,6 +136,61 @@ final class HierarchicalAlgorithms implements AutoCloseable {
     return combined("hierarchical", across, within);
   }
 
+  /**
+   * ReduceScatter, {@code hierarchical}: local rank i reduces, over its host's inputs, the blocks of
+   * its rail's ranks (one per host) into partials of its own, then its rail reduce-scatters those
+   * partials over TCP — each host's link carries (H−1)/H of a host's share of the data, the least a
+   * ReduceScatter can. Every block is reduced in the order of {@link #allReduce}.
+   */
+  CollectiveStats reduceScatter(Tag tag, long deadline, long in, long out, long q, Reduction red) {
+    int es = red.dtype().size();
+    int hosts = layout.hosts().length;
+    long count = (long) hosts * layout.perHost() * q;
+    long bytes = count * es;
+    long src = in;
+    if (!(layout.inSegment().test(in) && layout.inSegment().test(in + bytes - 1))) {
+      src = staging(bytes);
+      NativeMemory.copy(in, src, bytes);
+    }
+    long[] blocks = new long[hosts];
+    for (int h = 0; h < hosts; h++) {
+      blocks[h] = layout.hosts()[h][layout.local()] * q; // rail member h's block, in the rail's order
+    }
+    long mine = partials.ensure(hosts * q * es);
+    CollectiveStats within = present(host.reduceBlocks(tag, deadline, src, count, blocks, q, mine, red.partial()));
+    CollectiveStats across = rail.reduceScatter(tag, deadline, mine, out, q, red.ofPartials());
+    return combined("hierarchical", within, across);
+  }
+
+  /**
+   * AllGather, {@code hierarchical}: local rank i's rail gathers its members' inputs (one per host)
+   * over TCP into a buffer in the segment, then every rank copies every host-mate's gathered blocks
+   * to their places — each host's link carries what the other hosts' ranks hold, once.
+   */
+  CollectiveStats allGather(Tag tag, long deadline, long in, long out, long q, io.nccl4j.DType dtype) {
+    int es = dtype.size();
+    int hosts = layout.hosts().length;
+    long bytes = q * es;
+    long gathered = staging(hosts * bytes);
+    CollectiveStats across = rail.allGather(tag, deadline, in, gathered, q, dtype); // block h: rank hosts[h][local]
+    io.nccl4j.cpu.transport.SharedMemory.Window w = layout.windows().open(tag, "blocks-gather", hosts * bytes,
+        deadline, gathered);
+    if (w == null) {
+      throw outsideSegments();
+    }
+    try {
+      for (int j = 0; j < layout.perHost(); j++) {
+        for (int h = 0; h < hosts; h++) {
+          NativeMemory.copy(w.address(j, 0) + h * bytes, out + layout.hosts()[h][j] * bytes, bytes);
+        }
+      }
+    } finally {
+      w.close();
+    }
+    long copied = (long) (layout.perHost() - 1) * hosts * bytes;
+    return combined("hierarchical", across, new CollectiveStats("blocks-gather", 2, 0, copied));
+  }
+
   /** This rank's buffer in the shared segment, for a tensor outside it. */
   private long staging(long bytes) {
     long work = bounce.ensure(bytes);
@@ -149,10 +210,14 @@ final class HierarchicalAlgorithms implements AutoCloseable {
   /** A window of this host that did not open: its buffers are all in the segments, so it cannot happen. */
   private CollectiveStats present(CollectiveStats s) {
     if (s == null) {
-      throw new IllegalStateException("rank " + rankInGroup() + ": a hierarchical window found a buffer outside the"
-          + " shared segments");
+      throw outsideSegments();
     }
     return s;
+  }
+
+  private IllegalStateException outsideSegments() {
+    return new IllegalStateException("rank " + rankInGroup() + ": a hierarchical window found a buffer outside the"
+        + " shared segments");
   }
 
   private static CollectiveStats combined(String algorithm, CollectiveStats a, CollectiveStats b) {

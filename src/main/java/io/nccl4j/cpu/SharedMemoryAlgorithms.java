@@ -181,21 +181,53 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
       return null; // a buffer out of the peers' reach (processes): the caller goes over messages
     }
     try {
-      destinations[0] = out;
-      if (!reduceNative(red, w, 0, rank * q * es, 1, q)) {
-        long chunk = Math.max(1, Math.min(DIRECT_CHUNK_BYTES, chunkBytes) / es);
-        long acc = scratch.ensure(chunkBytes);
-        for (long c0 = 0; c0 < q; c0 += chunk) {
-          long n = Math.min(chunk, q - c0);
-          reduceAll(red, w, 0, (rank * q + c0) * es, acc, n);
-          NativeMemory.copy(acc, out + c0 * es, n * es);
-        }
-      }
+      reduceInto(red, w, rank * q * es, out, q);
     } finally {
       w.close();
     }
     long moved = q * es * (p - 1);
     return new CollectiveStats("direct", 2, 0, moved);
+  }
+
+  /**
+   * Reduces {@code n} elements at byte {@code offset} of every rank's first published buffer into
+   * {@code dst}: the native kernel in one pass, else chunks reduced in cache and copied out (so that
+   * {@code dst} may be the block being read, as in place).
+   */
+  private void reduceInto(Reduction red, SharedMemory.Window w, long offset, long dst, long n) {
+    int es = red.dtype().size();
+    destinations[0] = dst;
+    if (!reduceNative(red, w, 0, offset, 1, n)) {
+      long chunk = Math.max(1, Math.min(DIRECT_CHUNK_BYTES, chunkBytes) / es);
+      long acc = scratch.ensure(chunkBytes);
+      for (long c0 = 0; c0 < n; c0 += chunk) {
+        long m = Math.min(chunk, n - c0);
+        reduceAll(red, w, 0, offset + c0 * es, acc, m);
+        NativeMemory.copy(acc, dst + c0 * es, m * es);
+      }
+    }
+  }
+
+  /**
+   * The first stage of a hierarchical ReduceScatter: reduces, over the window's ranks, the blocks of
+   * {@code q} elements at element {@code blocks[k]} of every rank's input (of {@code count}
+   * elements) into {@code dst + k·q}, this rank's own memory.
+   */
+  CollectiveStats reduceBlocks(Tag tag, long deadline, long in, long count, long[] blocks, long q, long dst,
+      Reduction red) {
+    int es = red.dtype().size();
+    SharedMemory.Window w = shm.open(tag, "blocks-reduce", count * es, deadline, in);
+    if (w == null) {
+      return null;
+    }
+    try {
+      for (int k = 0; k < blocks.length; k++) {
+        reduceInto(red, w, blocks[k] * es, dst + k * q * es, q);
+      }
+    } finally {
+      w.close();
+    }
+    return new CollectiveStats("blocks-reduce", 2, 0, blocks.length * q * es * (p - 1));
   }
 
   /**

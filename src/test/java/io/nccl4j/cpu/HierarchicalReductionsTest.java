@@ -24,7 +24,7 @@ import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 
 /**
- * The hierarchical AllReduce of processes on several hosts (shared memory within each host, TCP
+ * The hierarchical AllReduce and ReduceScatter of processes on several hosts (shared memory within each host, TCP
  * across), with ranks as threads that each map their host's segments and claim a host of their own
  * choosing ({@link ShmThreadsCluster}). The floating-point data is order-sensitive (mixed
  * magnitudes), so the results must follow the documented order bit for bit: each host's ranks in
@@ -34,7 +34,7 @@ import org.junit.jupiter.params.provider.MethodSource;
  * (in the segments) and from elsewhere (copied through the segment).
  */
 @Tag("multirank")
-class HierarchicalAllReduceTest {
+class HierarchicalReductionsTest {
   private static final Duration TIMEOUT = Duration.ofSeconds(60);
 
   @TempDir
@@ -139,12 +139,17 @@ class HierarchicalAllReduceTest {
   }
 
   private static void assertReduced(Tensor t, DType dtype, ReduceOp op, int[][] hosts, String what) {
+    assertReduced(t, 0, dtype, op, hosts, what);
+  }
+
+  /** Element i of {@code t} is element {@code first + i} of the reduction. */
+  private static void assertReduced(Tensor t, long first, DType dtype, ReduceOp op, int[][] hosts, String what) {
     for (long i = 0; i < t.count(); i++) {
-      long want = expectedBits(dtype, op, hosts, i);
+      long want = expectedBits(dtype, op, hosts, first + i);
       long got = bits(t, i);
       if (got != want) {
-        throw new AssertionError(what + ": element " + i + " expected bits 0x" + Long.toHexString(want) + ", got 0x"
-            + Long.toHexString(got));
+        throw new AssertionError(what + ": element " + (first + i) + " expected bits 0x" + Long.toHexString(want)
+            + ", got 0x" + Long.toHexString(got));
       }
     }
   }
@@ -164,7 +169,7 @@ class HierarchicalAllReduceTest {
 
   @ParameterizedTest(name = "{0} kernels, hosts {1}, {2} elements, {3} {4}")
   @MethodSource("cases")
-  void reducesWithinHostsThenAcrossOutOfPlaceInPlaceAndFromElsewhere(String kernels, int[][] hosts, long count,
+  void allReduceAndReduceScatterReduceWithinHostsThenAcross(String kernels, int[][] hosts, long count,
       DType dtype, ReduceOp op) {
     CpuOptions options = CpuOptions.defaults()
         .withKernels(CpuOptions.Kernels.valueOf(kernels.toUpperCase(java.util.Locale.ROOT)));
@@ -196,6 +201,22 @@ class HierarchicalAllReduceTest {
       assertReduced(out, dtype, op, hosts, "AllReduce of tensors from elsewhere, rank " + r);
       pg.allReduce(in, op);
       assertReduced(in, dtype, op, hosts, "AllReduce in place of a tensor from elsewhere, rank " + r);
+    }
+    int p = pg.size();
+    long q = count / p;
+    for (boolean fromGroup : new boolean[] {true, false}) {
+      try (Tensor in = fromGroup ? pg.empty(q * p, dtype) : Tensor.empty(q * p, dtype);
+           Tensor out = fromGroup ? pg.empty(q, dtype) : Tensor.empty(q, dtype)) {
+        String where = fromGroup ? "" : " of tensors from elsewhere";
+        fill(in, r);
+        Work w = pg.reduceScatterTensorAsync(out, in, op);
+        w.waitFor();
+        assertThat(w.stats().orElseThrow().algorithm()).isEqualTo("hierarchical");
+        assertReduced(out, r * q, dtype, op, hosts, "ReduceScatter" + where + ", rank " + r);
+        Tensor mine = in.chunk(p, r);
+        pg.reduceScatterTensor(mine, in, op);
+        assertReduced(mine, r * q, dtype, op, hosts, "ReduceScatter in place" + where + ", rank " + r);
+      }
     }
   }
 }
