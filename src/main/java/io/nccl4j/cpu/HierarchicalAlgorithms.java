@@ -59,11 +59,6 @@ final class HierarchicalAlgorithms implements AutoCloseable {
     this.partials = new ScratchBuffer(working, "hierarchical partial results of rank " + group.rank());
   }
 
-  /** Hosts × ranks per host, for diagnostics. */
-  String describe() {
-    return layout.hosts().length + "x" + layout.perHost();
-  }
-
   @Override
   public void close() {
     host.close();
