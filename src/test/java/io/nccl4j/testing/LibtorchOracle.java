@@ -90,17 +90,57 @@ public final class LibtorchOracle implements AutoCloseable {
    */
   public static LibtorchOracle start(Path dir, int limitSeconds, String... args) throws IOException {
     String cp = classPath();
+    warmCache(dir, cp);
+    Path err = Files.createTempFile(dir, "libtorch-oracle-", ".err");
+    Process p = launch(cp, limitSeconds, err, args);
+    return new LibtorchOracle(p, err, String.join(" ", args));
+  }
+
+  private static Process launch(String cp, int limitSeconds, Path err, String... args) throws IOException {
     List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
         "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dfile.encoding=UTF-8",
-        "-Dnccl4j.oracle.limit.s=" + limitSeconds, "-cp", cp, MAIN));
+        "-Dnccl4j.oracle.limit.s=" + limitSeconds,
+        // A JVM that dies writes its report beside the oracle's stderr, not into the working directory.
+        "-XX:ErrorFile=" + err.getParent().resolve("hs_err_pid%p.log"), "-cp", cp, MAIN));
     cmd.addAll(List.of(args));
-    Path err = Files.createTempFile(dir, "libtorch-oracle-", ".err");
     ProcessBuilder pb = new ProcessBuilder(cmd).redirectError(err.toFile());
     // libtorch's intra-op pool would take every core for nothing: the oracle's tensors are small.
     pb.environment().put("OMP_NUM_THREADS", "1");
     Process p = pb.start();
     p.getOutputStream().close();
-    return new LibtorchOracle(p, err, String.join(" ", args));
+    return p;
+  }
+
+  private static boolean cacheWarm;
+
+  /**
+   * Loads libtorch once in a JVM of its own before the first oracle of this test run. Measured on these
+   * machines: the JVM that first loads bytedeco's pytorch 2.10.0-1.5.13 from an empty {@code ~/.javacpp/cache}
+   * (extracting it as it loads) dies with SIGSEGV in {@code pthread_mutex_lock} inside {@code System.load}, every
+   * time (3 of 3 on a fresh cache); every later JVM, loading from the filled cache, works. So a JVM that only
+   * loads goes first, and once more if it died that way; the oracles start after, and a failure of theirs is
+   * the test's.
+   */
+  private static synchronized void warmCache(Path dir, String cp) throws IOException {
+    if (cacheWarm) {
+      return;
+    }
+    String last = "";
+    for (int attempt = 1; attempt <= 2 && !cacheWarm; attempt++) {
+      Path err = Files.createTempFile(dir, "libtorch-load-", ".err");
+      Process p = launch(cp, 120, err, "load");
+      try {
+        byte[] out = p.getInputStream().readAllBytes();
+        cacheWarm = p.waitFor() == 0 && new String(out, java.nio.charset.StandardCharsets.UTF_8).contains("loaded");
+        last = "exit code " + p.exitValue() + ", stderr: " + Files.readString(err);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IOException("interrupted while loading libtorch", e);
+      }
+    }
+    if (!cacheWarm) {
+      throw new AssertionError("libtorch does not load here, twice (last: " + last + ")");
+    }
   }
 
   /** The oracle's next report; fails, with its stderr, when it ends without one. */

@@ -31,11 +31,16 @@ public final class LibtorchOracleMain {
     watchdog.setDaemon(true);
     watchdog.start();
     if (args.length == 0) {
-      throw new IllegalArgumentException("expected a mode (store-server, store-client, store-stranger, gloo), got"
-          + " none");
+      throw new IllegalArgumentException("expected a mode (load, store-server, store-client, store-stranger, gloo),"
+          + " got none");
     }
     String[] rest = Arrays.copyOfRange(args, 1, args.length);
     switch (args[0]) {
+      case "load":
+        // Only loads libtorch, filling JavaCPP's cache on a machine that has none (LibtorchOracle#warmCache).
+        org.bytedeco.javacpp.Loader.load(org.bytedeco.pytorch.global.torch.class);
+        System.out.println("libtorch loaded");
+        break;
       case "store-server":
         LibtorchStorePeer.server(Boolean.parseBoolean(rest[0]));
         break;
@@ -49,8 +54,8 @@ public final class LibtorchOracleMain {
         LibtorchGloo.run(java.nio.file.Path.of(rest[0]), java.nio.file.Path.of(rest[1]));
         break;
       default:
-        throw new IllegalArgumentException("expected a mode (store-server, store-client, store-stranger, gloo),"
-            + " got '" + args[0] + "'");
+        throw new IllegalArgumentException("expected a mode (load, store-server, store-client, store-stranger,"
+            + " gloo), got '" + args[0] + "'");
     }
     // libtorch's threads (the server's loop, gloo's) are not daemons: the oracle is done when its mode returns.
     System.out.flush();
