@@ -153,13 +153,27 @@ final class Mailboxes {
           fabric.waitingForMessage(rank, m.tag); // peers that wait for this rank compare fingerprints with it
           published = true;
         }
-        if (s == POSTED && !waitable(rank, to, deadline, m.tag, false)) {
-          // The peer left; it may have taken the message just before leaving.
-          s = m.state.get();
-          if (s != POSTED && s != READING) {
-            break;
+        if (s == POSTED) {
+          boolean peerHere;
+          try {
+            peerHere = waitable(rank, to, deadline, m.tag, false);
+          } catch (RuntimeException e) {
+            // Since the look above the peer may have taken the message, finished its part, and ended the
+            // group (an abort after a barrier): then this send succeeded.
+            s = m.state.get();
+            if (s != POSTED && s != READING) {
+              break;
+            }
+            throw e;
           }
-          throw fabric.departedError(rank, to, "waiting for rank " + to + " to receive " + m.tag);
+          if (!peerHere) {
+            // The peer left; it may have taken the message just before leaving.
+            s = m.state.get();
+            if (s != POSTED && s != READING) {
+              break;
+            }
+            throw fabric.departedError(rank, to, "waiting for rank " + to + " to receive " + m.tag);
+          }
         }
         fabric.backoff().pause(round++, deadline);
       }
