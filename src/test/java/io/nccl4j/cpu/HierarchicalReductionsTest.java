@@ -219,4 +219,23 @@ class HierarchicalReductionsTest {
       }
     }
   }
+
+  /** Hosts of 2 and 1 ranks: the hierarchical algorithms need even hosts, so the group runs the ring over TCP. */
+  @ParameterizedTest(name = "{0} elements")
+  @org.junit.jupiter.params.provider.ValueSource(longs = {1001, 40_003})
+  void unevenHostsRunTheRingOverTcpExactly(long count) {
+    int[][] hosts = {{0, 1}, {2}};
+    List<String> algorithms = LocalCluster.of(3).timeout(TIMEOUT).strictMemory(true)
+        .backend(new ShmThreadsCluster(segments, 64L << 20, hostOf(hosts), CpuOptions.fromEnvironment()))
+        .call(pg -> {
+          try (Tensor t = pg.empty(count, DType.INT64)) {
+            fill(t, pg.rank());
+            Work w = pg.allReduceAsync(t, ReduceOp.SUM);
+            w.waitFor();
+            assertReduced(t, DType.INT64, ReduceOp.SUM, hosts, "AllReduce on uneven hosts, rank " + pg.rank());
+            return w.stats().orElseThrow().algorithm();
+          }
+        });
+    assertThat(algorithms).containsOnly("ring");
+  }
 }
