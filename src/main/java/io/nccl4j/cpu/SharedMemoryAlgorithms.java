@@ -246,17 +246,7 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
       return null;
     }
     try {
-      destinations[0] = out + first * es;
-      if (!reduceNative(red, w, 0, first * es, 1, mine)) {
-        long chunk = Math.max(1, Math.min(DIRECT_CHUNK_BYTES, chunkBytes) / es);
-        long acc = scratch.ensure(chunkBytes);
-        for (long c0 = 0; c0 < mine; c0 += chunk) {
-          long n = Math.min(chunk, mine - c0);
-          long off = (first + c0) * es;
-          reduceAll(red, w, 0, off, acc, n);
-          NativeMemory.copy(acc, out + off, n * es);
-        }
-      }
+      reduceInto(red, w, first * es, out + first * es, mine);
     } finally {
       w.close();
     }
