@@ -63,32 +63,6 @@ class HierarchicalReductionsTest {
     return out.stream();
   }
 
-  private static double value(DType t, int r, long i) {
-    long h = TestData.mix(((long) r << 40) ^ i);
-    switch (t) {
-      case FLOAT32: case FLOAT64:
-        double mantissa = (Math.floorMod(h, 2_000_001L) - 1_000_000) / 1000.0;
-        double v = mantissa * Math.pow(10, Math.floorMod(h >>> 32, 9) - 4);
-        return t == DType.FLOAT32 ? (float) v : v;
-      case INT32:
-        return (int) h;
-      default:
-        return h;
-    }
-  }
-
-  private static void fill(Tensor t, int r) {
-    for (long i = 0; i < t.count(); i++) {
-      long a = t.address() + i * t.dtype().size();
-      switch (t.dtype()) {
-        case FLOAT32: NativeMemory.putFloat(a, (float) value(t.dtype(), r, i)); break;
-        case FLOAT64: NativeMemory.putDouble(a, value(t.dtype(), r, i)); break;
-        case INT32: NativeMemory.putInt(a, (int) value(t.dtype(), r, i)); break;
-        default: NativeMemory.putLong(a, TestData.mix(((long) r << 40) ^ i));
-      }
-    }
-  }
-
   /** x ⊕ y in the element type (AVG: the sum of premultiplied floats, or of integers). */
   private static double combine(DType t, ReduceOp op, double x, double y) {
     double v = op == ReduceOp.PRODUCT ? x * y : op == ReduceOp.MIN ? Math.min(x, y)
@@ -112,7 +86,7 @@ class HierarchicalReductionsTest {
       int acc = Integer.MIN_VALUE;
       for (int[] host : hosts) {
         for (int r : host) {
-          acc = Math.max(acc, (int) value(t, r, i));
+          acc = Math.max(acc, (int) OrderSensitiveData.value(t, r, i));
         }
       }
       return acc;
@@ -122,7 +96,7 @@ class HierarchicalReductionsTest {
     for (int[] host : hosts) {
       double partial = Double.NaN;
       for (int r : host) {
-        double x = value(t, r, i);
+        double x = OrderSensitiveData.value(t, r, i);
         if (op == ReduceOp.AVG) {
           x = (float) x * scale;
         }
@@ -184,7 +158,7 @@ class HierarchicalReductionsTest {
     String algorithm = count * dtype.size() <= Algorithms.ONE_SHOT_MAX_BYTES ? "hierarchical-one-shot"
         : "hierarchical";
     try (Tensor in = pg.empty(count, dtype); Tensor out = pg.empty(count, dtype)) {
-      fill(in, r);
+      OrderSensitiveData.fill(in, r);
       Work w = pg.allReduceAsync(out, in, op);
       w.waitFor();
       assertThat(w.stats().orElseThrow().algorithm()).isEqualTo(algorithm);
@@ -194,7 +168,7 @@ class HierarchicalReductionsTest {
     }
     // Not from the group: outside the shared segments.
     try (Tensor in = Tensor.empty(count, dtype); Tensor out = Tensor.empty(count, dtype)) {
-      fill(in, r);
+      OrderSensitiveData.fill(in, r);
       Work w = pg.allReduceAsync(out, in, op);
       w.waitFor();
       assertThat(w.stats().orElseThrow().algorithm()).isEqualTo(algorithm);
@@ -208,7 +182,7 @@ class HierarchicalReductionsTest {
       try (Tensor in = fromGroup ? pg.empty(q * p, dtype) : Tensor.empty(q * p, dtype);
            Tensor out = fromGroup ? pg.empty(q, dtype) : Tensor.empty(q, dtype)) {
         String where = fromGroup ? "" : " of tensors from elsewhere";
-        fill(in, r);
+        OrderSensitiveData.fill(in, r);
         Work w = pg.reduceScatterTensorAsync(out, in, op);
         w.waitFor();
         assertThat(w.stats().orElseThrow().algorithm()).isEqualTo("hierarchical");
@@ -229,7 +203,7 @@ class HierarchicalReductionsTest {
         .backend(new ShmThreadsCluster(segments, 64L << 20, hostOf(hosts), CpuOptions.fromEnvironment()))
         .call(pg -> {
           try (Tensor t = pg.empty(count, DType.INT64)) {
-            fill(t, pg.rank());
+            OrderSensitiveData.fill(t, pg.rank());
             Work w = pg.allReduceAsync(t, ReduceOp.SUM);
             w.waitFor();
             assertReduced(t, DType.INT64, ReduceOp.SUM, hosts, "AllReduce on uneven hosts, rank " + pg.rank());

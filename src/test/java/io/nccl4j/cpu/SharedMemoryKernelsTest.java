@@ -51,54 +51,28 @@ class SharedMemoryKernelsTest {
   }
 
   /** Element i of rank r: distinct, and for floats of mixed magnitude so that order matters. */
-  private static double value(DType t, int r, long i) {
-    long h = TestData.mix(((long) r << 40) ^ i);
-    switch (t) {
-      case FLOAT32: case FLOAT64:
-        double mantissa = (Math.floorMod(h, 2_000_001L) - 1_000_000) / 1000.0;
-        double v = mantissa * Math.pow(10, Math.floorMod(h >>> 32, 9) - 4);
-        return t == DType.FLOAT32 ? (float) v : v;
-      case INT32:
-        return (int) h;
-      default:
-        return h;
-    }
-  }
-
-  private static void fill(Tensor t, int r) {
-    for (long i = 0; i < t.count(); i++) {
-      long a = t.address() + i * t.dtype().size();
-      switch (t.dtype()) {
-        case FLOAT32: NativeMemory.putFloat(a, (float) value(t.dtype(), r, i)); break;
-        case FLOAT64: NativeMemory.putDouble(a, value(t.dtype(), r, i)); break;
-        case INT32: NativeMemory.putInt(a, (int) value(t.dtype(), r, i)); break;
-        default: NativeMemory.putLong(a, TestData.mix(((long) r << 40) ^ i));
-      }
-    }
-  }
-
   /** The raw bits expected at element i: x_0 ⊕ x_1 ⊕ … ⊕ x_{p−1} in the element type. */
   private static long expectedBits(DType t, ReduceOp op, int p, long i) {
     switch (t) {
       case FLOAT32: {
-        float acc = (float) value(t, 0, i);
+        float acc = (float) OrderSensitiveData.value(t, 0, i);
         for (int r = 1; r < p; r++) {
-          float x = (float) value(t, r, i);
+          float x = (float) OrderSensitiveData.value(t, r, i);
           acc = op == ReduceOp.SUM ? acc + x : op == ReduceOp.PRODUCT ? acc * x : Math.min(acc, x);
         }
         return Float.floatToRawIntBits(acc);
       }
       case FLOAT64: {
-        double acc = value(t, 0, i);
+        double acc = OrderSensitiveData.value(t, 0, i);
         for (int r = 1; r < p; r++) {
-          acc = op == ReduceOp.SUM ? acc + value(t, r, i) : acc * value(t, r, i);
+          acc = op == ReduceOp.SUM ? acc + OrderSensitiveData.value(t, r, i) : acc * OrderSensitiveData.value(t, r, i);
         }
         return Double.doubleToRawLongBits(acc);
       }
       case INT32: {
-        int acc = (int) value(t, 0, i);
+        int acc = (int) OrderSensitiveData.value(t, 0, i);
         for (int r = 1; r < p; r++) {
-          acc = Math.max(acc, (int) value(t, r, i));
+          acc = Math.max(acc, (int) OrderSensitiveData.value(t, r, i));
         }
         return acc;
       }
@@ -140,7 +114,7 @@ class SharedMemoryKernelsTest {
     int r = pg.rank();
     String algorithm = count * dtype.size() <= Algorithms.ONE_SHOT_MAX_BYTES ? "one-shot" : "direct";
     try (Tensor in = pg.empty(count, dtype); Tensor out = pg.empty(count, dtype)) {
-      fill(in, r);
+      OrderSensitiveData.fill(in, r);
       Work w = pg.allReduceAsync(out, in, op);
       w.waitFor();
       assertThat(w.stats().orElseThrow().algorithm()).isEqualTo(algorithm);
@@ -150,7 +124,7 @@ class SharedMemoryKernelsTest {
     }
     long q = count / p;
     try (Tensor in = pg.empty(q * p, dtype); Tensor out = pg.empty(q, dtype)) {
-      fill(in, r);
+      OrderSensitiveData.fill(in, r);
       Work w = pg.reduceScatterTensorAsync(out, in, op);
       w.waitFor();
       assertThat(w.stats().orElseThrow().algorithm()).isEqualTo("direct");
