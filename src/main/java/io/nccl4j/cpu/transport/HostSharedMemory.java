@@ -3,7 +3,6 @@ package io.nccl4j.cpu.transport;
 import io.nccl4j.memory.MemoryResource;
 import io.nccl4j.store.Store;
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
@@ -25,7 +24,8 @@ import org.slf4j.LoggerFactory;
  * host's other segments, and the last to map a segment removes its file, so that a crash leaves
  * nothing in {@code /dev/shm}. Otherwise the group goes on over TCP, said in one log line (uneven
  * hosts or one rank per host, no {@code /dev/shm}, a full one, a segment that cannot be mapped).
- * {@code NCCL4J_SHM=0} turns it off; {@code NCCL4J_SHM_BYTES} sizes the segments
+ * A subgroup's windows run over the same segments, with window words of their own
+ * ({@link #attachSubgroup}). {@code NCCL4J_SHM=0} turns it off; {@code NCCL4J_SHM_BYTES} sizes the segments
  * (1 GiB by default, sparse: tmpfs pages are taken only as tensors need them).
  */
 public final class HostSharedMemory {
@@ -89,16 +89,49 @@ public final class HostSharedMemory {
       own = ShmSegment.create(mine, bytes);
     } catch (IOException | RuntimeException e) {
       // Peers learn it from the store and go on over TCP, as this rank does.
-      store.set(ProcessWindows.SEGMENT_KEY + rank, (host + "\nnone: rank " + rank + " cannot create " + mine + ": "
-          + e).getBytes(StandardCharsets.UTF_8));
+      store.set(ProcessWindows.SEGMENT_KEY + rank, ShmEntry.none(host, "rank " + rank + " cannot create " + mine
+          + ": " + e).bytesToPublish());
       LOG.warn("rank {}: shared memory between the group's processes is off, TCP carries everything: cannot create"
           + " {}: {}", rank, mine, e.toString());
       return null;
     }
-    store.set(ProcessWindows.SEGMENT_KEY + rank, (host + "\n" + mine + "\n" + bytes).getBytes(StandardCharsets.UTF_8));
+    store.set(ProcessWindows.SEGMENT_KEY + rank, ShmEntry.of(host, own, rank, 0).bytesToPublish());
     ShmArena arena = new ShmArena(own);
-    transport.attach(new ProcessWindows(rank, transport.size(), own, store, transport, arena, host));
+    HostSegments segments = new HostSegments(store, rank, transport.size(), transport.groupId(), host, own, arena);
+    transport.attach(new ProcessWindows(rank, transport.size(), segments, 0, store, transport));
     return arena;
+  }
+
+  /**
+   * Gives a subgroup's transport windows over the world group's segments (its tensors come from the world's
+   * arena): this rank's window words for the subgroup in its segment, published in the subgroup's store; or, when
+   * {@code parent} has none, why not, so that the members decide together at their first window. Collective
+   * over the subgroup's members, as making the subgroup is.
+   *
+   * @param parent the windows of the group the subgroup is made from, or null when it has none
+   */
+  static void attachSubgroup(ProcessWindows parent, TcpTransport child) {
+    if (child.size() == 1) {
+      return;
+    }
+    int rank = child.rank();
+    Store store = child.store();
+    if (parent == null) {
+      store.set(ProcessWindows.SEGMENT_KEY + rank, ShmEntry.none(hostIdentity(), "rank " + rank
+          + " has no shared-memory segment (its parent group has none)").bytesToPublish());
+      return;
+    }
+    HostSegments segments = parent.host();
+    long words = segments.newWindowWords();
+    if (words < 0) {
+      store.set(ProcessWindows.SEGMENT_KEY + rank, ShmEntry.none(segments.host(), "rank " + rank + "'s segment "
+          + segments.own().path.getFileName() + " has no room for the subgroup's window words (NCCL4J_SHM_BYTES)")
+          .bytesToPublish());
+      return;
+    }
+    store.set(ProcessWindows.SEGMENT_KEY + rank, ShmEntry.of(segments.host(), segments.own(), segments.worldRank(),
+        words).bytesToPublish());
+    child.attach(new ProcessWindows(rank, child.size(), segments, words, store, child));
   }
 
   /**

@@ -43,38 +43,48 @@ final class ProcessWindows implements SharedMemory {
   private final int rank;
   private final int size;
   /**
-   * Every rank's segment as mapped in this process, [rank] this rank's own; this host's peers' are
-   * mapped at the first window ({@link #ready}), the other hosts' never.
+   * Every rank's segment (its world group's, where its tensors live) as mapped in this process, by the
+   * group's rank, [rank] this rank's own; this host's peers' are mapped at the first window
+   * ({@link #ready}), the other hosts' never.
    */
   private final ShmSegment[] segments;
+  /** Where every rank's window words for this group start in this process (0: not yet known), by the group's rank. */
+  private final long[] words;
   // Set by the agreement, before any window: the ranks the windows span (the group's, or this host's
-  // when the group spans hosts), this rank's index among them, and their segments in that order.
-  // Below, a window's "q" is such an index; messages name members[q], the group's rank.
+  // when the group spans hosts), this rank's index among them, and their segments and window words in
+  // that order. Below, a window's "q" is such an index; messages name members[q], the group's rank.
   private int[] members;
   private int me;
   private int n;
   private ShmSegment[] segs;
+  private long[] ws;
   private HostLayout layout;
   private final Store store;
   private final TcpTransport transport;
   private final Backoff backoff;
-  private final ShmArena arena;
-  private final String host;
+  private final HostSegments host;
+  /** The world group's windows, whose window words are its segment's start: the segment is then theirs to remove. */
+  private final boolean world;
   /** Null until the first window decided; then whether and over which ranks the windows run. */
   private volatile ShmAgreement.Verdict verdict;
   private long entered;
   private final ShmPublication.Decoder decoder = new ShmPublication.Decoder();
   private final ShmPublication.Encoder encoder = new ShmPublication.Encoder();
 
-  ProcessWindows(int rank, int size, ShmSegment own, Store store, TcpTransport transport, ShmArena arena,
-      String host) {
+  /**
+   * The windows of rank {@code rank} of a group of {@code size}, over the segments of {@code host}, with this
+   * rank's window words at {@code ownWords} in its segment (0: the world group's, at the segment's start).
+   */
+  ProcessWindows(int rank, int size, HostSegments host, long ownWords, Store store, TcpTransport transport) {
     this.rank = rank;
     this.size = size;
     this.segments = new ShmSegment[size];
-    this.segments[rank] = own;
+    this.segments[rank] = host.own();
+    this.words = new long[size];
+    this.words[rank] = host.own().base + ownWords;
+    this.world = ownWords == 0;
     this.store = store;
     this.transport = transport;
-    this.arena = arena;
     this.host = host;
     boolean oversubscribed = size > Runtime.getRuntime().availableProcessors();
     // No other process can be unparked: yielding lets the peer a rank waits for have its core, and the
@@ -84,28 +94,33 @@ final class ProcessWindows implements SharedMemory {
         Long.getLong("nccl4j.shm.maxpark", 100_000));
   }
 
-  ShmArena arena() {
-    return arena;
+  /** The segments this process maps for the world group, which a subgroup's windows share. */
+  HostSegments host() {
+    return host;
   }
 
   private long counter(int base, int parity) {
-    return segs[0].base + base + parity * 64L;
+    return ws[0] + base + parity * 64L;
   }
 
   /** Whether windows run, agreed on at the first window ({@link ShmAgreement}); an unusable verdict: TCP only. */
   private ShmAgreement.Verdict ready(Tag tag, long deadline) {
     ShmAgreement.Verdict v = verdict;
     if (v == null) {
-      v = new ShmAgreement(rank, segments, store, transport, host, this::checkAlive).reach(tag, deadline);
+      v = new ShmAgreement(rank, segments, words, store, host, transport, world, this::checkAlive)
+          .reach(tag, deadline);
       if (v.problem() == null) {
         members = v.members();
         n = members.length;
         me = Transport.memberIndex(members, rank);
         segs = new ShmSegment[n];
+        ws = new long[n];
         for (int q = 0; q < n; q++) {
           segs[q] = segments[members[q]];
+          ws[q] = words[members[q]];
         }
         if (v.hosts().length > 1) {
+          ShmArena arena = host.arena();
           layout = new HostLayout(v.hosts(), v.host(), me, new HostWindows(), arena, arena::contains);
         }
       }
@@ -154,7 +169,7 @@ final class ProcessWindows implements SharedMemory {
       throw new IllegalArgumentException("a staged window holds at most " + ShmSegment.STAGING_BYTES + " bytes, not "
           + bytes);
     }
-    long staging = segs[me].staging((int) (entered & 1));
+    long staging = ShmSegment.staging(ws[me], (int) (entered & 1));
     NativeMemory.copy(src, staging, bytes);
     return enter(tag, algorithm, bytes, deadline, false, staging);
   }
@@ -174,9 +189,9 @@ final class ProcessWindows implements SharedMemory {
     long target = ((use >> 1) + 1) * n;
     long[] offsets = new long[addresses.length];
     for (int i = 0; i < addresses.length; i++) {
-      offsets[i] = arena.contains(addresses[i]) ? addresses[i] - segs[me].base : -1;
+      offsets[i] = host.arena().contains(addresses[i]) ? addresses[i] - segs[me].base : -1;
     }
-    ShmPublication.write(segs[me].publication(parity), use, tag, encoder.algorithm(algorithm), bytes, offsets,
+    ShmPublication.write(ShmSegment.publication(ws[me], parity), use, tag, encoder.algorithm(algorithm), bytes, offsets,
         encoder.fingerprint(tag.fingerprint()));
     long arrived = counter(ShmSegment.ARRIVED, parity);
     long sleeping = counter(ShmSegment.SLEEPING_ARRIVED, parity);
@@ -224,14 +239,14 @@ final class ProcessWindows implements SharedMemory {
    * lies outside the segments.
    */
   private long[][] verify(int parity, long use, Tag mine, String algorithm, long bytes, int nAddresses) {
-    long p0 = segs[0].publication(parity);
+    long p0 = ShmSegment.publication(ws[0], parity);
     Tag first = decoder.tag(p0);
     long firstBytes = ShmPublication.bytes(p0);
     int firstN = ShmPublication.addressCount(p0);
     long[][] all = new long[n][];
     boolean resident = true;
     for (int q = 0; q < n; q++) {
-      long p = segs[q].publication(parity);
+      long p = ShmSegment.publication(ws[q], parity);
       if (ShmPublication.use(p) != use + 1) {
         throw new CollectiveMismatchException("rank " + members[q] + " is not in window #" + use + " with rank "
             + rank + " (" + mine + ")");
@@ -270,7 +285,7 @@ final class ProcessWindows implements SharedMemory {
     checkGroupFailure();
     List<Integer> absent = new ArrayList<>();
     for (int q = 0; q < n; q++) {
-      long publication = segs[q].publication(parity);
+      long publication = ShmSegment.publication(ws[q], parity);
       if (q == me || ShmPublication.use(publication) == use + 1) {
         continue;
       }
@@ -293,7 +308,7 @@ final class ProcessWindows implements SharedMemory {
   void checkAlive(int q, String what, java.util.function.BooleanSupplier stillAwaited) {
     ShmSegment s = segments[q];
     String gone = null;
-    if (s.left()) {
+    if (words[q] != 0 && ShmSegment.left(words[q])) {
       gone = "rank " + q + " closed its process group while rank " + rank + " was " + what;
     } else {
       long pid = s.pid();
@@ -376,7 +391,7 @@ final class ProcessWindows implements SharedMemory {
     if (!usable()) {
       return; // no window yet: TCP and the store carry it
     }
-    long area = segs[me].base + ShmSegment.FAILURE;
+    long area = ws[me] + ShmSegment.FAILURE;
     byte[] text = f.message.getBytes(StandardCharsets.UTF_8);
     int n = Math.min(text.length, ShmSegment.FAILURE_TEXT_MAX);
     NativeMemory.putInt(area, TcpFrames.abortKind(f));
@@ -384,12 +399,12 @@ final class ProcessWindows implements SharedMemory {
     NativeMemory.putInt(area + 8, n);
     NativeMemory.copyFromArray(text, 0, area + 12, n);
     // Within this host; TCP carries it to the other hosts' ranks.
-    NativeMemory.compareAndSetLong(segs[0].base + ShmSegment.FAILURE_WORD, 0, 1 + me);
+    NativeMemory.compareAndSetLong(ws[0] + ShmSegment.FAILURE_WORD, 0, 1 + me);
   }
 
   /** Throws the group's failure when a process of the group left one. */
   private void checkGroupFailure() {
-    long word = NativeMemory.getLongVolatile(segs[0].base + ShmSegment.FAILURE_WORD);
+    long word = NativeMemory.getLongVolatile(ws[0] + ShmSegment.FAILURE_WORD);
     if (word != 0) {
       adoptFailure((int) word - 1);
     }
@@ -401,7 +416,7 @@ final class ProcessWindows implements SharedMemory {
       throw new PeerFailureException(-1, "the group's failure word names window member " + from
           + ", which is not one");
     }
-    long area = segs[from].base + ShmSegment.FAILURE;
+    long area = ws[from] + ShmSegment.FAILURE;
     int kind = NativeMemory.getInt(area);
     int root = NativeMemory.getInt(area + 4);
     int n = Math.max(0, Math.min(NativeMemory.getInt(area + 8), ShmSegment.FAILURE_TEXT_MAX));
@@ -414,16 +429,18 @@ final class ProcessWindows implements SharedMemory {
 
   private RuntimeException peersFailure(String fallback) {
     // The rank that withdrew records why a moment later: wait for that, so that this rank reports the cause.
-    TcpTransport.awaitFor(() -> NativeMemory.getLongVolatile(segs[0].base + ShmSegment.FAILURE_WORD) != 0);
+    TcpTransport.awaitFor(() -> NativeMemory.getLongVolatile(ws[0] + ShmSegment.FAILURE_WORD) != 0);
     checkGroupFailure();
     return new PeerFailureException(-1, fallback);
   }
 
   /** This rank leaves: peers waiting for it fail instead of waiting for their deadline. */
   void close() {
-    segments[rank].markLeft();
+    ShmSegment.markLeft(words[rank]);
     if (!usable()) {
-      segments[rank].unlink(); // peers that never mapped it will not now
+      if (world) {
+        segments[rank].unlink(); // peers that never mapped it will not now
+      }
       try {
         // Peers deciding at their first window hear it now, rather than at their deadline.
         store.set(ShmAgreement.MAPPED_KEY + rank, ("rank " + rank + " left the group before its first window")
@@ -432,7 +449,9 @@ final class ProcessWindows implements SharedMemory {
         // The store is gone too: the peers find out over TCP.
       }
     }
-    segments[rank].closeChannel();
+    if (world) {
+      segments[rank].closeChannel();
+    }
   }
 
   private final class ProcessWindow implements Window {

@@ -1,6 +1,5 @@
 package io.nccl4j.cpu.transport;
 
-import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.store.Store;
 import io.nccl4j.store.StoreTimeoutException;
 import java.nio.charset.StandardCharsets;
@@ -17,7 +16,7 @@ import org.slf4j.LoggerFactory;
  */
 final class ShmAgreement {
   private static final Logger LOG = LoggerFactory.getLogger(ShmAgreement.class);
-  /** Under this key plus a rank: that rank's host identity, segment path and size, or {@code none: why}. */
+  /** Under this key plus a rank: that rank's {@link ShmEntry}. */
   static final String SEGMENT_KEY = "shm/segment/";
   /** Under this key plus a rank: {@code ok}, or why that rank cannot use the peers' segments. */
   static final String MAPPED_KEY = "shm/mapped/";
@@ -35,18 +34,25 @@ final class ShmAgreement {
   private final int size;
   /** Filled with the peers' segments as they are mapped ([rank] is this rank's own). */
   private final ShmSegment[] segments;
+  /** Filled with where the peers' window words for this group start, as they are mapped. */
+  private final long[] words;
   private final Store store;
+  private final HostSegments host;
   private final TcpTransport transport;
-  private final String host;
+  /** The world group's agreement: its verdict decides whether this rank's segment is still needed. */
+  private final boolean world;
   private final Liveness alive;
 
-  ShmAgreement(int rank, ShmSegment[] segments, Store store, TcpTransport transport, String host, Liveness alive) {
+  ShmAgreement(int rank, ShmSegment[] segments, long[] words, Store store, HostSegments host, TcpTransport transport,
+      boolean world, Liveness alive) {
     this.rank = rank;
     this.size = segments.length;
     this.segments = segments;
+    this.words = words;
     this.store = store;
-    this.transport = transport;
     this.host = host;
+    this.transport = transport;
+    this.world = world;
     this.alive = alive;
   }
 
@@ -69,16 +75,16 @@ final class ShmAgreement {
    * each host's ranks when every host has the same number of ranks, two or more; otherwise not.
    */
   Verdict reach(Tag tag, long deadline) {
-    List<String> entries = everyRank(SEGMENT_KEY, "shared-memory segment entry", tag, deadline);
+    List<String> texts = everyRank(SEGMENT_KEY, "shared-memory segment entry", tag, deadline);
+    List<ShmEntry> entries = new ArrayList<>();
     String[] hostOf = new String[size];
     String problem = null;
     for (int q = 0; q < size; q++) {
-      String[] e = entries.get(q).split("\n", -1);
-      hostOf[q] = e[0];
-      if (problem == null && e.length == 2 && e[1].startsWith("none: ")) {
-        problem = e[1].substring(6);
-      } else if (problem == null && e.length != 3) {
-        problem = "rank " + q + " published no segment";
+      ShmEntry e = ShmEntry.parse(q, texts.get(q));
+      entries.add(e);
+      hostOf[q] = e.host();
+      if (problem == null && e.none() != null) {
+        problem = e.none();
       }
     }
     int[][] hosts = byHost(hostOf);
@@ -98,8 +104,11 @@ final class ShmAgreement {
         }
       }
     }
+    if (problem != null && world) {
+      // Nobody maps it any more: the subgroups' windows are over the world's segments, and the world's are off.
+      segments[rank].unlink();
+    }
     if (problem != null) {
-      segments[rank].unlink(); // nobody maps it any more
       if (rank == 0) {
         LOG.warn("shared memory between the group's processes is off, TCP carries everything: {}", problem);
       }
@@ -144,28 +153,21 @@ final class ShmAgreement {
   }
 
   /**
-   * Maps the segment of every other rank of this host ({@code members}); the last of them to map one
-   * removes its file. Null, or what went wrong.
+   * Maps the segment of every other rank of this host ({@code members}), unless another group of this
+   * process did ({@link HostSegments}). Null, or what went wrong.
    */
-  private String mapPeers(List<String> entries, int[] members) {
+  private String mapPeers(List<ShmEntry> entries, int[] members) {
     for (int q : members) {
       if (q == rank) {
         continue;
       }
-      String[] e = entries.get(q).split("\n", -1);
+      ShmEntry e = entries.get(q);
       try {
-        long bytes = Long.parseLong(e[2]);
-        java.nio.file.Path path = java.nio.file.Paths.get(e[1]);
-        if (!path.getFileName().toString().startsWith("nccl4j-" + transport.groupId() + "-")) {
-          return "rank " + q + " published " + path + ", which is not one of this group's segments";
-        }
-        segments[q] = ShmSegment.open(path, bytes);
+        segments[q] = host.map(e.worldRank(), e.path(), e.bytes());
       } catch (java.io.IOException | RuntimeException x) {
-        return "rank " + rank + " cannot map rank " + q + "'s segment " + e[1] + ": " + x;
+        return "rank " + rank + " cannot map rank " + q + "'s segment " + e.path() + ": " + x;
       }
-      if (NativeMemory.getAndAddLong(segments[q].base + ShmSegment.MAPPED, 1) + 1 == members.length - 1) {
-        segments[q].unlink();
-      }
+      words[q] = segments[q].base + e.words();
     }
     return null;
   }

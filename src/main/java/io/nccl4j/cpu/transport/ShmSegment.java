@@ -13,10 +13,16 @@ import java.nio.file.attribute.PosixFilePermissions;
 
 /**
  * One rank's shared-memory segment: a file in {@code /dev/shm} that the rank creates and every
- * process of its group on the host maps. It holds the rank's header (its pid, whether it left, the
- * failure it recorded), the window counters (in the segment of the windows' first rank), the rank's
- * two window publications, its two staging buffers for one-shot windows, and an arena for the tensors of the
- * rank's group ({@link ShmArena}), so that peers reach them in place.
+ * process of its group on the host maps. It holds the rank's header (its pid), the group's window
+ * words, and an arena for the tensors of the rank's group and its subgroups ({@link ShmArena}), so
+ * that peers reach them in place.
+ *
+ * <p>Window words: a block of {@link #ARENA} bytes laid out as below — whether the rank left the
+ * group, the failure it recorded, the window counters (used in the block of the windows' first
+ * rank), its two window publications and its two staging buffers for one-shot windows. The world
+ * group's block is the segment's start (around the header); a subgroup's is a block of the arena
+ * ({@link HostSegments#newWindowWords}), so that every group of the processes has words of its own
+ * while their tensors stay in one arena. The static accessors take a block's address.
  *
  * <p>The file is sparse. Pages are committed before first use by writing them through the file
  * ({@link #commit}), never by touching the mapping: on a full tmpfs the write fails with an
@@ -223,20 +229,21 @@ final class ShmSegment {
     return NativeMemory.getLong(base + PID);
   }
 
-  boolean left() {
-    return NativeMemory.getLongVolatile(base + STATE) != 0;
+  /** Whether the rank whose window words start at {@code words} left their group. */
+  static boolean left(long words) {
+    return NativeMemory.getLongVolatile(words + STATE) != 0;
   }
 
-  void markLeft() {
-    NativeMemory.putLongVolatile(base + STATE, 1);
+  static void markLeft(long words) {
+    NativeMemory.putLongVolatile(words + STATE, 1);
   }
 
-  long publication(int parity) {
-    return base + PUBLICATIONS + (long) parity * PUBLICATION_BYTES;
+  static long publication(long words, int parity) {
+    return words + PUBLICATIONS + (long) parity * PUBLICATION_BYTES;
   }
 
-  long staging(int parity) {
-    return base + STAGING + parity * STAGING_BYTES;
+  static long staging(long words, int parity) {
+    return words + STAGING + parity * STAGING_BYTES;
   }
 
   /** Holds the mapping reachable from whoever holds this segment. */

@@ -56,6 +56,8 @@ public final class TcpTransport implements Transport {
   private final InetAddress bind;
   private final JobIdentity job;
   private final Duration connectTimeout;
+  /** Whether this group's processes may share memory; its subgroups' then may too. */
+  private final boolean sharedMemory;
 
   /**
    * Creates this rank's endpoint: listens on an ephemeral port and publishes
@@ -80,7 +82,7 @@ public final class TcpTransport implements Transport {
     this(rank, size, store, advertisedHost, bind, job, connectTimeout, HostSharedMemory.enabled());
   }
 
-  /** {@code sharedMemory}: whether {@link HostSharedMemory} may attach to this transport (a world's; no subgroup's). */
+  /** {@code sharedMemory}: whether {@link HostSharedMemory} may attach to this transport. */
   private TcpTransport(int rank, int size, Store store, String advertisedHost, InetAddress bind, JobIdentity job,
       Duration connectTimeout, boolean sharedMemory) {
     this.rank = rank;
@@ -90,6 +92,7 @@ public final class TcpTransport implements Transport {
     this.bind = bind;
     this.job = job;
     this.connectTimeout = connectTimeout;
+    this.sharedMemory = sharedMemory;
     // Before anything of this rank is published.
     Departures departures = new Departures(store, rank, size, sharedMemory && size > 1);
     this.connections = new TcpConnections(this, store, advertisedHost, bind, job, connectTimeout, departures);
@@ -141,13 +144,24 @@ public final class TcpTransport implements Transport {
   /**
    * A new transport among {@code members}, with its own listener and connections, rendezvousing in
    * this group's store under {@code group/<id>/}: the members' frames then never share a socket with
-   * this group's, so each group's execution thread reads only its own (docs/ARCHITECTURE.md).
+   * this group's, so each group's execution thread reads only its own (docs/ARCHITECTURE.md). Where
+   * this group's processes share memory, the subgroup's windows run over the same segments, with
+   * window words of their own ({@link HostSharedMemory#attachSubgroup}).
    */
   @Override
   public Transport subgroup(String id, int[] members) {
     ensureOpen();
-    return new TcpTransport(Transport.memberIndex(members, rank), members.length,
-        new io.nccl4j.store.PrefixStore("group/" + id, store), advertisedHost, bind, job, connectTimeout, false);
+    TcpTransport child = new TcpTransport(Transport.memberIndex(members, rank), members.length,
+        new io.nccl4j.store.PrefixStore("group/" + id, store), advertisedHost, bind, job, connectTimeout, sharedMemory);
+    if (sharedMemory) {
+      try {
+        HostSharedMemory.attachSubgroup(shared, child);
+      } catch (RuntimeException e) {
+        child.close();
+        throw e;
+      }
+    }
+    return child;
   }
 
   @Override

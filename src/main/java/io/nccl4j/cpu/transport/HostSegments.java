@@ -1,0 +1,122 @@
+package io.nccl4j.cpu.transport;
+
+import io.nccl4j.memory.NativeMemory;
+import io.nccl4j.store.Store;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.time.Duration;
+
+/**
+ * The world group's segments of this host as this process maps them: its own (and its arena, where the tensors
+ * of the world group and of all its subgroups live) and its host-mates', each mapped at most once, by whichever
+ * of the process's groups needs it first. One per world group, shared by the windows of the group and of its
+ * subgroups ({@link ProcessWindows}) — the one owner of the mappings, so that a tensor from the world's
+ * allocator is reachable in every group's windows, and the count that removes a file stays one per process.
+ *
+ * <p>A segment's file is removed once every other rank of its host in the world group mapped it (each process
+ * adds one to the segment's {@link ShmSegment#MAPPED} count, whichever group mapped it), so that a crash leaves
+ * nothing in {@code /dev/shm}; a rank removes its own when it leaves before then.
+ */
+final class HostSegments {
+  private final Store worldStore;
+  private final int worldRank;
+  private final int worldSize;
+  /** The world group's id, which its segments' file names carry. */
+  private final String groupId;
+  private final String host;
+  private final ShmArena arena;
+  private final ShmSegment[] mapped;
+  /** How many world ranks share each world rank's host; read from the world's entries when first needed. */
+  private int[] hostSizes;
+
+  HostSegments(Store worldStore, int worldRank, int worldSize, String groupId, String host, ShmSegment own,
+      ShmArena arena) {
+    this.worldStore = worldStore;
+    this.worldRank = worldRank;
+    this.worldSize = worldSize;
+    this.groupId = groupId;
+    this.host = host;
+    this.arena = arena;
+    this.mapped = new ShmSegment[worldSize];
+    this.mapped[worldRank] = own;
+  }
+
+  ShmSegment own() {
+    return mapped[worldRank];
+  }
+
+  int worldRank() {
+    return worldRank;
+  }
+
+  String host() {
+    return host;
+  }
+
+  ShmArena arena() {
+    return arena;
+  }
+
+  /**
+   * World rank {@code q}'s segment, mapped now if no group of this process has mapped it; {@code path} and
+   * {@code bytes} as rank q published them, which must name q's segment of this world group.
+   */
+  synchronized ShmSegment map(int q, Path path, long bytes) throws IOException {
+    if (q < 0 || q >= worldSize) {
+      throw new IOException("world rank " + q + " is not one of the " + worldSize + " ranks");
+    }
+    if (!path.getFileName().toString().equals("nccl4j-" + groupId + "-" + q)) {
+      throw new IOException(path + " is not world rank " + q + "'s segment of this group (nccl4j-" + groupId + "-"
+          + q + ")");
+    }
+    ShmSegment s = mapped[q];
+    if (s != null) {
+      if (!s.path.equals(path) || s.size != bytes) {
+        throw new IOException("world rank " + q + "'s segment is " + s.path + " of " + s.size + " bytes, not " + path
+            + " of " + bytes);
+      }
+      return s;
+    }
+    s = ShmSegment.open(path, bytes);
+    mapped[q] = s;
+    if (NativeMemory.getAndAddLong(s.base + ShmSegment.MAPPED, 1) + 1 == hostSize(q) - 1) {
+      s.unlink();
+    }
+    return s;
+  }
+
+  /** The number of world ranks on world rank {@code q}'s host, from the entries every world rank published. */
+  private int hostSize(int q) {
+    if (hostSizes == null) {
+      // Every world rank published its entry when the world group was made, before any group could open a window.
+      String[] hostOf = new String[worldSize];
+      for (int r = 0; r < worldSize; r++) {
+        byte[] v = worldStore.get(ShmAgreement.SEGMENT_KEY + r, Duration.ofSeconds(30));
+        hostOf[r] = ShmEntry.parse(r, new String(v, StandardCharsets.UTF_8)).host();
+      }
+      int[] sizes = new int[worldSize];
+      for (int[] h : ShmAgreement.byHost(hostOf)) {
+        for (int r : h) {
+          sizes[r] = h.length;
+        }
+      }
+      hostSizes = sizes;
+    }
+    return hostSizes[q];
+  }
+
+  /**
+   * Window words for a subgroup in this rank's segment, zeroed: their offset in the segment, or -1 when the
+   * arena has no room. Never given back: a peer may read them (has this rank left?) for as long as it lives.
+   */
+  long newWindowWords() {
+    long a = arena.allocate(ShmSegment.ARENA);
+    if (!arena.contains(a)) {
+      arena.free(a, ShmSegment.ARENA);
+      return -1;
+    }
+    NativeMemory.fill(a, ShmSegment.ARENA, (byte) 0);
+    return a - own().base;
+  }
+}
