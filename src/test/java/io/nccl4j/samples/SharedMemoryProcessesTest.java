@@ -26,7 +26,7 @@ import org.junit.jupiter.api.Test;
 /**
  * Ranks as real processes of one host under {@link Launcher}: their AllReduces run through shared
  * memory (one-shot and direct, as between threads), the sweep's bound is memory's, nothing is left in
- * {@code /dev/shm}; with {@code NCCL4J_SHM=0} the same sweep runs the ring over TCP.
+ * {@code /dev/shm}; a subgroup's too; with {@code NCCL4J_SHM=0} the same sweep runs the ring over TCP.
  */
 @Tag("multiprocess")
 class SharedMemoryProcessesTest {
@@ -44,13 +44,17 @@ class SharedMemoryProcessesTest {
   }
 
   private static List<String> launch(Map<String, String> env, String... cliArgs) throws Exception {
+    return launch(2, env, cliArgs);
+  }
+
+  private static List<String> launch(int processes, Map<String, String> env, String... cliArgs) throws Exception {
     List<String> cmd = new ArrayList<>(List.of(Paths.get(System.getProperty("java.home"), "bin", "java").toString(),
         "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true", "-cp",
         System.getProperty("java.class.path"), Cli.class.getName()));
     cmd.addAll(List.of(cliArgs));
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
-    Launcher launcher = new Launcher(cmd).nprocPerNode(2).environment(env).output(o, o);
+    Launcher launcher = new Launcher(cmd).nprocPerNode(processes).environment(env).output(o, o);
     int status = CompletableFuture.supplyAsync(launcher::run).get(240, TimeUnit.SECONDS);
     o.flush();
     List<String> lines = out.toString(StandardCharsets.UTF_8).lines().toList();
@@ -88,5 +92,16 @@ class SharedMemoryProcessesTest {
         .contains("[rank 0] # algorithms (out-of-place/in-place): ring/ring 1024–1048576")
         .anyMatch(l -> l.startsWith("[rank 0] # bound: B = ") && l.contains("TCP") && l.endsWith("t >= 2(p-1)S / B"))
         .contains("[rank 0] # out-of-bounds values: 0 OK");
+  }
+
+  @Test
+  void aSubgroupOfProcessesAllReducesThroughSharedMemoryAndLeavesNothingBehind() throws Exception {
+    long segmentsBefore = ourSegments();
+    List<String> lines = launch(4, Map.of(), "sweep", "--backend", "cpu", "--group", "1,3", "--op", "allreduce", "-b",
+        "1K", "-e", "1M", "-f", "1024", "-n", "2", "-w", "1", "--bound", "--timeout", "60");
+    assertThat(lines).as(String.join("\n", lines))
+        .contains("[rank 0] # algorithms (out-of-place/in-place): one-shot/one-shot 1024, direct/direct 1048576")
+        .contains("[rank 0] # out-of-bounds values: 0 OK");
+    assertThat(ourSegments()).as("segments in /dev/shm").isEqualTo(segmentsBefore);
   }
 }
