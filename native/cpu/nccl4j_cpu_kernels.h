@@ -19,6 +19,14 @@
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 /* The order of io.nccl4j.cpu.Reduction.ArrayOp. */
 enum {
@@ -119,6 +127,138 @@ static inline int nccl4j_futex_wait(void* addr, int expected, long timeout_nanos
 static inline int nccl4j_futex_wake(void* addr) {
     long n = syscall(SYS_futex, (int*) addr, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
     return n < 0 ? -1 : (int) n;
+}
+
+/*
+ * The CPU backend's TCP payloads straight between native memory and the kernel (io.nccl4j.cpu.transport.NativeSocket):
+ * the JDK's socket streams copy every byte through a heap array and a temporary direct buffer on each side.
+ * nccl4j keeps a duplicate of the socket's descriptor of its own, so that the JDK closing its descriptor can never
+ * leave nccl4j reading or writing a number the process has reused.
+ */
+
+/* The 16-byte IPv6 form of a socket address (IPv4 as ::ffff:a.b.c.d) and its port; -1 for other families. */
+static inline int nccl4j_socket_address(const struct sockaddr_storage* a, unsigned char out[16]) {
+    if (a->ss_family == AF_INET) {
+        const struct sockaddr_in* v4 = (const struct sockaddr_in*) a;
+        memset(out, 0, 10);
+        out[10] = 0xff;
+        out[11] = 0xff;
+        memcpy(out + 12, &v4->sin_addr, 4);
+        return ntohs(v4->sin_port);
+    }
+    if (a->ss_family == AF_INET6) {
+        const struct sockaddr_in6* v6 = (const struct sockaddr_in6*) a;
+        memcpy(out, &v6->sin6_addr, 16);
+        return ntohs(v6->sin6_port);
+    }
+    return -1;
+}
+
+/* Whether fd is a connected TCP socket from local_port to peer (16 bytes, as above) at peer_port. */
+static inline int nccl4j_socket_is(int fd, int local_port, const unsigned char* peer, int peer_port) {
+    int type = 0;
+    socklen_t tl = sizeof(type);
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM) {
+        return 0;
+    }
+    struct sockaddr_storage a;
+    unsigned char addr[16];
+    socklen_t al = sizeof(a);
+    if (getsockname(fd, (struct sockaddr*) &a, &al) != 0 || nccl4j_socket_address(&a, addr) != local_port) {
+        return 0;
+    }
+    al = sizeof(a);
+    if (getpeername(fd, (struct sockaddr*) &a, &al) != 0 || nccl4j_socket_address(&a, addr) != peer_port) {
+        return 0;
+    }
+    return memcmp(addr, peer, 16) == 0;
+}
+
+/*
+ * A duplicate (close-on-exec) of this process's TCP socket from local_port to peer (16 bytes at peer16, IPv4 as
+ * ::ffff:a.b.c.d) at peer_port, or -1. Each candidate is duplicated before it is checked, so a descriptor closed and
+ * reused meanwhile is checked as what it now is.
+ */
+static inline int nccl4j_socket_dup(int local_port, const void* peer16, int peer_port) {
+    DIR* d = opendir("/proc/self/fd");
+    if (d == NULL) {
+        return -1;
+    }
+    int found = -1;
+    struct dirent* e;
+    while (found < 0 && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') {
+            continue;
+        }
+        int fd = atoi(e->d_name);
+        if (fd == dirfd(d)) {
+            continue;
+        }
+        int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        if (dup < 0) {
+            continue;
+        }
+        if (nccl4j_socket_is(dup, local_port, (const unsigned char*) peer16, peer_port)) {
+            found = dup;
+        } else {
+            close(dup);
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+/*
+ * Receives up to len bytes into dst, waiting at most timeout_ms for some: how many, 0 at the end of the stream,
+ * -1 when none came in time, or -2 - errno.
+ */
+static inline long nccl4j_socket_recv(int fd, void* dst, long len, int timeout_ms) {
+    ssize_t n = recv(fd, dst, (size_t) len, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        struct pollfd p = { fd, POLLIN, 0 };
+        int r = poll(&p, 1, timeout_ms);
+        if (r < 0 && errno != EINTR) {
+            return -2 - errno;
+        }
+        if (r <= 0) {
+            return -1;
+        }
+        n = recv(fd, dst, (size_t) len, MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+            return -1;
+        }
+    }
+    return n >= 0 ? (long) n : -2 - errno;
+}
+
+/* Sends up to len bytes from src, waiting at most timeout_ms for room: how many, -1 when no room came in time, or -2 - errno. */
+static inline long nccl4j_socket_send(int fd, const void* src, long len, int timeout_ms) {
+    ssize_t n = send(fd, src, (size_t) len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        struct pollfd p = { fd, POLLOUT, 0 };
+        int r = poll(&p, 1, timeout_ms);
+        if (r < 0 && errno != EINTR) {
+            return -2 - errno;
+        }
+        if (r <= 0) {
+            return -1;
+        }
+        n = send(fd, src, (size_t) len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+            return -1;
+        }
+    }
+    return n >= 0 ? (long) n : -2 - errno;
+}
+
+/* Closes a descriptor nccl4j_socket_dup returned; 0 or -errno. */
+static inline int nccl4j_socket_close(int fd) {
+    return close(fd) == 0 ? 0 : -errno;
+}
+
+/* The text of an errno value (for messages). */
+static inline const char* nccl4j_strerror(int err) {
+    return strerror(err);
 }
 
 #endif

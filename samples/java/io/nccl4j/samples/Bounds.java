@@ -2,8 +2,6 @@ package io.nccl4j.samples;
 
 import io.nccl4j.memory.NativeMemory;
 import java.io.IOException;
-import java.io.InputStream;
-import java.io.OutputStream;
 import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
@@ -22,7 +20,8 @@ import java.util.concurrent.CyclicBarrier;
  *       bytes on p ranks that share memory reads every input once and writes every output once:
  *       t ≥ 2·p·S / B.</li>
  *   <li>Loopback bandwidth: bytes per second through TCP sockets on 127.0.0.1, the best of one and
- *       {@code streams} concurrent connections. A ring AllReduce sends 2·(p−1)·S bytes in all:
+ *       {@code streams} concurrent connections, between direct buffers and the kernel (no copy in user space, as
+ *       nccl4j's transport moves its payloads: {@link DirectTransfer}). A ring AllReduce sends 2·(p−1)·S bytes in all:
  *       t ≥ 2·(p−1)·S / B.</li>
  * </ul>
  *
@@ -128,12 +127,15 @@ final class Bounds {
   }
 
   private static double loopbackRate(int streams, long bytes) throws IOException {
-    try (ServerSocket server = new ServerSocket(0, streams, InetAddress.getLoopbackAddress())) {
+    // From channels, so that the bytes go between direct buffers and the kernel (DirectTransfer).
+    try (ServerSocket server = java.nio.channels.ServerSocketChannel.open().socket()) {
+      server.bind(new java.net.InetSocketAddress(InetAddress.getLoopbackAddress(), 0), streams);
       List<Socket> senders = new ArrayList<>();
       List<Socket> receivers = new ArrayList<>();
       try {
         for (int i = 0; i < streams; i++) {
-          Socket s = new Socket(InetAddress.getLoopbackAddress(), server.getLocalPort());
+          Socket s = java.nio.channels.SocketChannel.open().socket();
+          s.connect(new java.net.InetSocketAddress(InetAddress.getLoopbackAddress(), server.getLocalPort()));
           s.setTcpNoDelay(true);
           s.setSendBufferSize(4 << 20);
           senders.add(s);
@@ -149,29 +151,18 @@ final class Bounds {
           Socket s = senders.get(i);
           Socket r = receivers.get(i);
           ts.add(new Thread(() -> {
-            byte[] buf = new byte[1 << 20];
             await(start);
-            try (OutputStream out = s.getOutputStream()) {
-              for (long left = bytes; left > 0; left -= buf.length) {
-                out.write(buf, 0, (int) Math.min(buf.length, left));
-              }
+            try (s) {
+              DirectTransfer.send(s, bytes);
             } catch (IOException e) {
               throw new IllegalStateException("loopback sender: " + e.getMessage(), e);
             }
             await(end);
           }));
           ts.add(new Thread(() -> {
-            byte[] buf = new byte[1 << 20];
             await(start);
-            try (InputStream in = r.getInputStream()) {
-              long got = 0;
-              while (got < bytes) {
-                int n = in.read(buf);
-                if (n < 0) {
-                  break;
-                }
-                got += n;
-              }
+            try (r) {
+              DirectTransfer.receive(r, bytes);
             } catch (IOException e) {
               throw new IllegalStateException("loopback receiver: " + e.getMessage(), e);
             }

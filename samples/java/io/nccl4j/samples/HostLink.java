@@ -142,7 +142,7 @@ final class HostLink {
 
   private static ServerSocket listen(String address) throws IOException {
     InetAddress a = InetAddress.getByName(address);
-    ServerSocket s = new ServerSocket();
+    ServerSocket s = java.nio.channels.ServerSocketChannel.open().socket(); // channels: DirectTransfer
     s.setReceiveBufferSize(SOCKET_BUFFER); // before bind, so that the window can open past 64 KiB
     try {
       s.bind(new InetSocketAddress(a, 0), 16);
@@ -150,7 +150,7 @@ final class HostLink {
     } catch (BindException e) {
       // An advertised address that is not this machine's (behind a NAT): every interface, as the transport does.
       s.close();
-      ServerSocket any = new ServerSocket();
+      ServerSocket any = java.nio.channels.ServerSocketChannel.open().socket();
       any.setReceiveBufferSize(SOCKET_BUFFER);
       any.bind(new InetSocketAddress(0), 16);
       return any;
@@ -174,7 +174,7 @@ final class HostLink {
     });
     try {
       for (int i = 0; i < streams; i++) {
-        Socket s = new Socket();
+        Socket s = java.nio.channels.SocketChannel.open().socket();
         sockets.add(s);
         s.setSendBufferSize(SOCKET_BUFFER);
         s.setTcpNoDelay(true);
@@ -193,21 +193,16 @@ final class HostLink {
       List<Future<Long>> ends = new ArrayList<>();
       for (Socket s : sockets) {
         ends.add(pool.submit(() -> {
-          byte[] buf = new byte[1 << 20];
-          OutputStream out = s.getOutputStream();
           InputStream in = s.getInputStream();
           go.await(ms, TimeUnit.MILLISECONDS);
           AtomicReference<IOException> back = new AtomicReference<>();
           Thread reader = null;
           if (both) {
-            reader = new Thread(() -> drainOnly(in, BYTES, back), "link-back");
+            reader = new Thread(() -> drainOnly(s, BYTES, back), "link-back");
             reader.setDaemon(true);
             reader.start();
           }
-          for (long left = BYTES; left > 0; left -= buf.length) {
-            out.write(buf, 0, (int) Math.min(buf.length, left));
-          }
-          out.flush();
+          DirectTransfer.send(s, BYTES);
           if (reader != null) {
             reader.join();
             if (back.get() != null) {
@@ -252,6 +247,7 @@ final class HostLink {
     int ms = millis(timeout);
     long deadline = System.nanoTime() + timeout.toNanos();
     List<Thread> readers = new ArrayList<>();
+    List<Socket> accepted = new ArrayList<>();
     AtomicReference<IOException> failure = new AtomicReference<>();
     try (server) {
       int bothWays = 0;
@@ -291,6 +287,7 @@ final class HostLink {
         t.setDaemon(true);
         t.start();
         readers.add(t);
+        accepted.add(s);
       }
     } catch (SocketTimeoutException e) {
       throw new SampleException(1, "rank " + me + ": rank " + sender + " did not open its connections for the link"
@@ -300,7 +297,15 @@ final class HostLink {
     }
     for (Thread t : readers) {
       try {
-        t.join();
+        // The channels' reads have no time limit of their own: past the deadline, closing the sockets ends them.
+        t.join(Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime())));
+        if (t.isAlive()) {
+          for (Socket s : accepted) {
+            closeQuietly(s);
+          }
+          throw new SampleException(1, "rank " + me + ": rank " + sender + "'s link measurement did not end within "
+              + timeout.toSeconds() + " s");
+        }
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
         throw new SampleException(1, "rank " + me + ": interrupted during the link measurement");
@@ -321,11 +326,7 @@ final class HostLink {
       if (both) {
         writer = new Thread(() -> {
           try {
-            byte[] buf = new byte[1 << 20];
-            for (long left = bytes; left > 0; left -= buf.length) {
-              out.write(buf, 0, (int) Math.min(buf.length, left));
-            }
-            out.flush();
+            DirectTransfer.send(s, bytes);
           } catch (IOException e) {
             back.set(e);
           }
@@ -333,7 +334,7 @@ final class HostLink {
         writer.setDaemon(true);
         writer.start();
       }
-      drainOnly(s.getInputStream(), bytes, failure);
+      drainOnly(s, bytes, failure);
       if (writer != null) {
         writer.join();
         if (back.get() != null) {
@@ -349,19 +350,20 @@ final class HostLink {
     }
   }
 
-  /** Reads {@code bytes} from {@code in}, or records why it could not. */
-  private static void drainOnly(InputStream in, long bytes, AtomicReference<IOException> failure) {
+  /** Reads {@code bytes} from {@code s}, or records why it could not. */
+  private static void drainOnly(Socket s, long bytes, AtomicReference<IOException> failure) {
     try {
-      byte[] buf = new byte[1 << 20];
-      for (long got = 0; got < bytes; ) {
-        int n = in.read(buf, 0, (int) Math.min(buf.length, bytes - got));
-        if (n < 0) {
-          throw new EOFException("the connection ended after " + got + " of " + bytes + " bytes");
-        }
-        got += n;
-      }
+      DirectTransfer.receive(s, bytes);
     } catch (IOException e) {
       failure.compareAndSet(null, e);
+    }
+  }
+
+  private static void closeQuietly(Socket s) {
+    try {
+      s.close();
+    } catch (IOException e) {
+      // closing anyway
     }
   }
 

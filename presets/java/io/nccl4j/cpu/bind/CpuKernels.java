@@ -39,4 +39,22 @@ public final class CpuKernels {
 
   /** Wakes every process sleeping on the word at {@code address}; how many, or -1. */
   public static native int nccl4j_futex_wake(@Cast("void*") long address);
+
+  /**
+   * A duplicate of this process's TCP socket from {@code localPort} to the peer whose 16-byte address (IPv4 as
+   * ::ffff:a.b.c.d) is at {@code peer16}, port {@code peerPort}; -1 when there is none.
+   */
+  public static native int nccl4j_socket_dup(int localPort, @Cast("const void*") long peer16, int peerPort);
+
+  /** Receives up to {@code len} bytes: how many, 0 at the end of the stream, -1 when none came in time, -2 - errno. */
+  public static native long nccl4j_socket_recv(int fd, @Cast("void*") long dst, long len, int timeoutMs);
+
+  /** Sends up to {@code len} bytes: how many, -1 when no room came in time, -2 - errno. */
+  public static native long nccl4j_socket_send(int fd, @Cast("const void*") long src, long len, int timeoutMs);
+
+  /** Closes a descriptor {@link #nccl4j_socket_dup} returned: 0 or -errno. */
+  public static native int nccl4j_socket_close(int fd);
+
+  /** The text of an errno value. */
+  public static native @Cast("const char*") String nccl4j_strerror(int err);
 }

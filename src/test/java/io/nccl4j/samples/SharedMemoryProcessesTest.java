@@ -94,6 +94,18 @@ class SharedMemoryProcessesTest {
         .contains("[rank 0] # out-of-bounds values: 0 OK");
   }
 
+  /** The payloads through the JDK's socket streams (the path without nccl4j's CPU kernel library): exact as well. */
+  @Test
+  void withTheJdksSocketStreamsTheRingOverTcpIsExactToo() throws Exception {
+    List<String> lines = launch(3, Map.of("NCCL4J_SHM", "0", "NCCL4J_TCP_NATIVE", "0"), "sweep", "--backend", "cpu",
+        "--op", "allreduce", "-b", "1K", "-e", "4M", "-f", "64", "-n", "2", "-w", "1", "--timeout", "60");
+    assertThat(lines).as(String.join("\n", lines))
+        .contains("[rank 0] # algorithms (out-of-place/in-place): ring/ring 1024–4194304")
+        .contains("[rank 0] # out-of-bounds values: 0 OK")
+        .filteredOn(l -> l.matches("\\[rank 0\\] \\d+ .*")).hasSize(3)
+        .allMatch(l -> l.split("\\|")[8].trim().equals("0") && l.split("\\|")[12].trim().equals("0"), "#wrong 0");
+  }
+
   @Test
   void aSubgroupOfProcessesAllReducesThroughSharedMemoryAndLeavesNothingBehind() throws Exception {
     long segmentsBefore = ourSegments();

@@ -31,7 +31,9 @@ final class TcpConnection {
   /** Held while one frame is written, so an abort frame never lands inside a data frame. */
   private final ReentrantLock writeLock = new ReentrantLock();
   private volatile Socket socket;
-  volatile InputStream in;
+  volatile Input in;
+  /** Payloads straight between native memory and the kernel, or null: the streams carry them ({@link NativeSocket}). */
+  volatile NativeSocket payloads;
   private volatile OutputStream out;
   private volatile String lostReason;
   private final Object lock = new Object();
@@ -68,8 +70,9 @@ final class TcpConnection {
     try {
       s.setSoTimeout(POLL_MS);
       s.setKeepAlive(true);
-      in = new BufferedInputStream(s.getInputStream(), 1 << 16);
+      in = new Input(s.getInputStream());
       out = new BufferedOutputStream(s.getOutputStream(), 1 << 16);
+      payloads = NativeSocket.of(s);
     } catch (IOException e) {
       lostReason = e.getMessage();
       return;
@@ -210,11 +213,19 @@ final class TcpConnection {
         OutputStream o = out;
         o.write(header);
         o.write(encodedFingerprint);
-        for (long off = 0; off < job.bytes; ) {
-          int part = (int) Math.min(TcpTransport.CHUNK, job.bytes - off);
-          NativeMemory.copyToArray(job.src + off, buf, 0, part);
-          o.write(buf, 0, part);
-          off += part;
+        NativeSocket direct = payloads;
+        if (direct != null && job.bytes > 0) {
+          o.flush(); // the header first, on the same socket
+          for (long off = 0; off < job.bytes; ) {
+            off += direct.write(job.src + off, job.bytes - off);
+          }
+        } else {
+          for (long off = 0; off < job.bytes; ) {
+            int part = (int) Math.min(TcpTransport.CHUNK, job.bytes - off);
+            NativeMemory.copyToArray(job.src + off, buf, 0, part);
+            o.write(buf, 0, part);
+            off += part;
+          }
         }
         o.flush();
         job.finish(Send.DONE, null);
@@ -249,6 +260,7 @@ final class TcpConnection {
         s.shutdownOutput();
       } else {
         s.close();
+        closePayloads(); // stops the writer within a slice
       }
     } catch (IOException e) {
       // the peer is gone already
@@ -270,10 +282,30 @@ final class TcpConnection {
       } catch (IOException e) {
         // closing anyway
       }
+      closePayloads();
     }
     synchronized (lock) {
       lostReason = lostReason == null ? "transport closed" : lostReason;
       lock.notifyAll();
+    }
+  }
+
+  private void closePayloads() {
+    NativeSocket p = payloads;
+    if (p != null) {
+      p.close();
+    }
+  }
+
+  /** The socket's input, buffered; says how much it holds, which a payload read through {@link #payloads} takes first. */
+  static final class Input extends BufferedInputStream {
+    Input(InputStream in) {
+      super(in, 1 << 16);
+    }
+
+    /** Bytes read from the socket and not yet taken. */
+    synchronized int buffered() {
+      return count - pos;
     }
   }
 

@@ -123,8 +123,18 @@ final class TcpReceiver {
       throw new CollectiveMismatchException("in " + tag + ", rank " + from + " sends " + n + " bytes to rank "
           + rank + ", but rank " + rank + " expects " + bytes + " bytes from rank " + from);
     }
+    NativeSocket direct = c.payloads;
     for (long off = 0; off < bytes; ) {
       int part = (int) Math.min(TcpTransport.CHUNK, bytes - off);
+      if (direct != null) {
+        long into = combiner == null ? dst + off : stagingAddress;
+        readFully(c, direct, into, part, deadline, tag);
+        if (combiner != null) {
+          combiner.combine(stagingAddress, dst + off, off, part);
+        }
+        off += part;
+        continue;
+      }
       readFully(c, in, readBuf, 0, part, deadline, tag);
       if (combiner == null) {
         NativeMemory.copyFromArray(readBuf, 0, dst + off, part);
@@ -194,6 +204,39 @@ final class TcpReceiver {
 
   /** How long a receive waits for a frame before it tells the peer what it waits for. */
   static final long WAITING_NOTICE_NANOS = TimeUnit.MILLISECONDS.toNanos(500);
+
+  /**
+   * Reads exactly {@code len} payload bytes into native memory at {@code dst}: first what the connection's input
+   * buffered past the header, then straight from the socket ({@link NativeSocket}), in slices, so that deadlines
+   * and failures are noticed as by the streams.
+   */
+  private void readFully(TcpConnection c, NativeSocket direct, long dst, int len, long deadline, Tag tag) {
+    TcpConnection.Input in = c.in;
+    int done = Math.min(in.buffered(), len);
+    if (done > 0) {
+      readFully(c, in, readBuf, 0, done, deadline, tag);
+      NativeMemory.copyFromArray(readBuf, 0, dst, done);
+    }
+    while (done < len) {
+      int r;
+      try {
+        r = direct.read(dst + done, len - done);
+      } catch (java.io.EOFException e) {
+        transport.checkFailed();
+        throw c.lost("connection closed by peer");
+      } catch (IOException e) {
+        transport.checkFailed();
+        throw c.lost("connection closed by peer (" + e.getMessage() + ")");
+      }
+      if (r == 0) {
+        transport.checkFailed();
+        if (System.nanoTime() - deadline > 0) {
+          throw new TransportTimeoutException("waiting for " + tag + " data from rank " + c.peer);
+        }
+      }
+      done += r;
+    }
+  }
 
   /** Reads exactly {@code len} bytes, polling so that deadlines and failures are noticed. */
   private void readFully(TcpConnection c, InputStream in, byte[] b, int off, int len, long deadline, Tag tag) {
