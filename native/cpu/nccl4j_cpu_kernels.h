@@ -27,6 +27,7 @@
 #include <string.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 /* The order of io.nccl4j.cpu.Reduction.ArrayOp. */
 enum {
@@ -154,8 +155,17 @@ static inline int nccl4j_socket_address(const struct sockaddr_storage* a, unsign
     return -1;
 }
 
-/* Whether fd is a connected TCP socket from local_port to peer (16 bytes, as above) at peer_port. */
-static inline int nccl4j_socket_is(int fd, int local_port, const unsigned char* peer, int peer_port) {
+/*
+ * Whether fd is a connected TCP socket from local (16 bytes, as above) at local_port to peer at peer_port; its inode
+ * in *inode when it is. Asks the descriptor only (fstat, getsockopt, getsockname, getpeername): nothing here opens or
+ * closes one, since closing any descriptor of a file drops the process's POSIX locks on it (FileChannel.lock).
+ */
+static inline int nccl4j_socket_is(int fd, const unsigned char* local, int local_port, const unsigned char* peer,
+                                   int peer_port, unsigned long* inode) {
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+        return 0;
+    }
     int type = 0;
     socklen_t tl = sizeof(type);
     if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM) {
@@ -164,22 +174,28 @@ static inline int nccl4j_socket_is(int fd, int local_port, const unsigned char* 
     struct sockaddr_storage a;
     unsigned char addr[16];
     socklen_t al = sizeof(a);
-    if (getsockname(fd, (struct sockaddr*) &a, &al) != 0 || nccl4j_socket_address(&a, addr) != local_port) {
+    if (getsockname(fd, (struct sockaddr*) &a, &al) != 0 || nccl4j_socket_address(&a, addr) != local_port
+        || memcmp(addr, local, 16) != 0) {
         return 0;
     }
     al = sizeof(a);
-    if (getpeername(fd, (struct sockaddr*) &a, &al) != 0 || nccl4j_socket_address(&a, addr) != peer_port) {
+    if (getpeername(fd, (struct sockaddr*) &a, &al) != 0 || nccl4j_socket_address(&a, addr) != peer_port
+        || memcmp(addr, peer, 16) != 0) {
         return 0;
     }
-    return memcmp(addr, peer, 16) == 0;
+    *inode = (unsigned long) st.st_ino;
+    return 1;
 }
 
 /*
- * A duplicate (close-on-exec) of this process's TCP socket from local_port to peer (16 bytes at peer16, IPv4 as
- * ::ffff:a.b.c.d) at peer_port, or -1. Each candidate is duplicated before it is checked, so a descriptor closed and
- * reused meanwhile is checked as what it now is.
+ * A duplicate (close-on-exec) of this process's TCP socket from local (16 bytes at addrs, IPv4 as ::ffff:a.b.c.d) at
+ * local_port to peer (the next 16 bytes) at peer_port, or -1. Only a descriptor found to be that socket is
+ * duplicated, and the duplicate is checked again (the number may have been closed and reused in between): if it is
+ * a socket no longer, it is kept open rather than closed, since closing it could drop a file lock (see above).
  */
-static inline int nccl4j_socket_dup(int local_port, const void* peer16, int peer_port) {
+static inline int nccl4j_socket_dup(const void* addrs, int local_port, int peer_port) {
+    const unsigned char* local = (const unsigned char*) addrs;
+    const unsigned char* peer = local + 16;
     DIR* d = opendir("/proc/self/fd");
     if (d == NULL) {
         return -1;
@@ -191,17 +207,21 @@ static inline int nccl4j_socket_dup(int local_port, const void* peer16, int peer
             continue;
         }
         int fd = atoi(e->d_name);
-        if (fd == dirfd(d)) {
+        unsigned long inode = 0, again = 0;
+        if (fd == dirfd(d) || !nccl4j_socket_is(fd, local, local_port, peer, peer_port, &inode)) {
             continue;
         }
         int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
         if (dup < 0) {
             continue;
         }
-        if (nccl4j_socket_is(dup, local_port, (const unsigned char*) peer16, peer_port)) {
+        if (nccl4j_socket_is(dup, local, local_port, peer, peer_port, &again) && again == inode) {
             found = dup;
         } else {
-            close(dup);
+            struct stat st;
+            if (fstat(dup, &st) == 0 && S_ISSOCK(st.st_mode)) {
+                close(dup);
+            }
         }
     }
     closedir(d);
@@ -256,9 +276,14 @@ static inline int nccl4j_socket_close(int fd) {
     return close(fd) == 0 ? 0 : -errno;
 }
 
-/* The text of an errno value (for messages). */
+/* The text of an errno value (for messages), in a buffer of the calling thread's. */
 static inline const char* nccl4j_strerror(int err) {
-    return strerror(err);
+    static __thread char text[128];
+#if defined(__GLIBC__) && defined(_GNU_SOURCE)
+    return strerror_r(err, text, sizeof(text)); /* GNU's: returns the text, in text or a static string */
+#else
+    return strerror_r(err, text, sizeof(text)) == 0 ? text : "unknown error";
+#endif
 }
 
 #endif

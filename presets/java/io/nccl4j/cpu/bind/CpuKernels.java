@@ -41,10 +41,11 @@ public final class CpuKernels {
   public static native int nccl4j_futex_wake(@Cast("void*") long address);
 
   /**
-   * A duplicate of this process's TCP socket from {@code localPort} to the peer whose 16-byte address (IPv4 as
-   * ::ffff:a.b.c.d) is at {@code peer16}, port {@code peerPort}; -1 when there is none.
+   * A duplicate of this process's TCP socket from the local address at {@code addresses} (16 bytes, IPv4 as
+   * ::ffff:a.b.c.d), port {@code localPort}, to the peer whose address follows it, port {@code peerPort}; -1 when
+   * there is none.
    */
-  public static native int nccl4j_socket_dup(int localPort, @Cast("const void*") long peer16, int peerPort);
+  public static native int nccl4j_socket_dup(@Cast("const void*") long addresses, int localPort, int peerPort);
 
   /** Receives up to {@code len} bytes: how many, 0 at the end of the stream, -1 when none came in time, -2 - errno. */
   public static native long nccl4j_socket_recv(int fd, @Cast("void*") long dst, long len, int timeoutMs);

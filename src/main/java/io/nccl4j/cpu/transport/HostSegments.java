@@ -4,6 +4,8 @@ import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.store.Store;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.time.Duration;
 
@@ -27,8 +29,10 @@ final class HostSegments {
   private final String host;
   private final ShmArena arena;
   private final ShmSegment[] mapped;
+  /** The owner of this rank's segment file: a peer's must have the same (a store is no place to trust). */
+  private final Object owner;
   /** How many world ranks share each world rank's host; read from the world's entries when first needed. */
-  private int[] hostSizes;
+  private volatile int[] hostSizes;
 
   HostSegments(Store worldStore, int worldRank, int worldSize, String groupId, String host, ShmSegment own,
       ShmArena arena) {
@@ -40,6 +44,15 @@ final class HostSegments {
     this.arena = arena;
     this.mapped = new ShmSegment[worldSize];
     this.mapped[worldRank] = own;
+    this.owner = uid(own.path);
+  }
+
+  private static Object uid(Path p) {
+    try {
+      return Files.getAttribute(p, "unix:uid", LinkOption.NOFOLLOW_LINKS);
+    } catch (IOException | RuntimeException e) {
+      return null; // no such attribute here: the directory and the name are still checked
+    }
   }
 
   ShmSegment own() {
@@ -60,16 +73,27 @@ final class HostSegments {
 
   /**
    * World rank {@code q}'s segment, mapped now if no group of this process has mapped it; {@code path} and
-   * {@code bytes} as rank q published them, which must name q's segment of this world group.
+   * {@code bytes} as rank q published them, which must name q's segment of this world group: a regular file (not
+   * a link) of this rank's owner, beside this rank's own, named after q. Waits for the world's entries (to count
+   * the segment's host-mates) until {@code deadline} at most.
    */
-  synchronized ShmSegment map(int q, Path path, long bytes) throws IOException {
+  ShmSegment map(int q, Path path, long bytes, long deadline) throws IOException {
     if (q < 0 || q >= worldSize) {
       throw new IOException("world rank " + q + " is not one of the " + worldSize + " ranks");
     }
-    if (!path.getFileName().toString().equals("nccl4j-" + groupId + "-" + q)) {
-      throw new IOException(path + " is not world rank " + q + "'s segment of this group (nccl4j-" + groupId + "-"
-          + q + ")");
+    Path dir = own().path.getParent();
+    if (!path.getFileName().toString().equals("nccl4j-" + groupId + "-" + q) || dir == null
+        || !dir.equals(path.getParent())) {
+      throw new IOException(path + " is not world rank " + q + "'s segment of this group (" + dir + "/nccl4j-" + groupId
+          + "-" + q + ")");
     }
+    int mates = hostSize(q, deadline); // outside the lock: a store round trip must not hold up other groups
+    synchronized (this) {
+      return mapLocked(q, path, bytes, mates);
+    }
+  }
+
+  private ShmSegment mapLocked(int q, Path path, long bytes, int mates) throws IOException {
     ShmSegment s = mapped[q];
     if (s != null) {
       if (!s.path.equals(path) || s.size != bytes) {
@@ -78,24 +102,36 @@ final class HostSegments {
       }
       return s;
     }
+    if (!Files.isRegularFile(path, LinkOption.NOFOLLOW_LINKS) || (owner != null && !owner.equals(uid(path)))) {
+      throw new IOException(path + " is not a regular file of this rank's owner");
+    }
     s = ShmSegment.open(path, bytes);
     mapped[q] = s;
-    if (NativeMemory.getAndAddLong(s.base + ShmSegment.MAPPED, 1) + 1 == hostSize(q) - 1) {
+    if (NativeMemory.getAndAddLong(s.base + ShmSegment.MAPPED, 1) + 1 == mates - 1) {
       s.unlink();
     }
     return s;
   }
 
-  /** The number of world ranks on world rank {@code q}'s host, from the entries every world rank published. */
-  private int hostSize(int q) {
-    if (hostSizes == null) {
-      // Every world rank published its entry when the world group was made, before any group could open a window.
+  /**
+   * The number of world ranks on world rank {@code q}'s host, from the entries every world rank published when the
+   * world group was made; -1 when they cannot be read by {@code deadline} (a rank that died before it published,
+   * under a store that keeps no departure notices): the file is then left to its owner's close.
+   */
+  private int hostSize(int q, long deadline) {
+    int[] sizes = hostSizes;
+    if (sizes == null) {
       String[] hostOf = new String[worldSize];
-      for (int r = 0; r < worldSize; r++) {
-        byte[] v = worldStore.get(ShmAgreement.SEGMENT_KEY + r, Duration.ofSeconds(30));
-        hostOf[r] = ShmEntry.parse(r, new String(v, StandardCharsets.UTF_8)).host();
+      try {
+        for (int r = 0; r < worldSize; r++) {
+          long left = Math.max(1_000_000, deadline - System.nanoTime());
+          byte[] v = worldStore.get(ShmAgreement.SEGMENT_KEY + r, Duration.ofNanos(left));
+          hostOf[r] = ShmEntry.parse(r, new String(v, StandardCharsets.UTF_8)).host();
+        }
+      } catch (RuntimeException e) {
+        return -1;
       }
-      int[] sizes = new int[worldSize];
+      sizes = new int[worldSize];
       for (int[] h : ShmAgreement.byHost(hostOf)) {
         for (int r : h) {
           sizes[r] = h.length;
@@ -103,12 +139,13 @@ final class HostSegments {
       }
       hostSizes = sizes;
     }
-    return hostSizes[q];
+    return sizes[q];
   }
 
   /**
    * Window words for a subgroup in this rank's segment, zeroed: their offset in the segment, or -1 when the
-   * arena has no room. Never given back: a peer may read them (has this rank left?) for as long as it lives.
+   * arena has no room. Taken at the subgroup's first window; once its windows run, never given back: a peer may
+   * read them (has this rank left?) for as long as it lives.
    */
   long newWindowWords() {
     long a = arena.allocate(ShmSegment.ARENA);
@@ -118,5 +155,10 @@ final class HostSegments {
     }
     NativeMemory.fill(a, ShmSegment.ARENA, (byte) 0);
     return a - own().base;
+  }
+
+  /** Gives back window words no peer will use: their group's windows were agreed off. */
+  void freeWindowWords(long offset) {
+    arena.free(own().base + offset, ShmSegment.ARENA);
   }
 }

@@ -104,9 +104,10 @@ public final class HostSharedMemory {
 
   /**
    * Gives a subgroup's transport windows over the world group's segments (its tensors come from the world's
-   * arena): this rank's window words for the subgroup in its segment, published in the subgroup's store; or, when
-   * {@code parent} has none, why not, so that the members decide together at their first window. Collective
-   * over the subgroup's members, as making the subgroup is.
+   * arena), whose window words each rank takes from its segment and publishes in the subgroup's store at the
+   * subgroup's first window ({@link ProcessWindows}); or, when {@code parent} has none, publishes why not now, so
+   * that the members decide together at their first window. Collective over the subgroup's members, as making
+   * the subgroup is.
    *
    * @param parent the windows of the group the subgroup is made from, or null when it has none
    */
@@ -121,17 +122,7 @@ public final class HostSharedMemory {
           + " has no shared-memory segment (its parent group has none)").bytesToPublish());
       return;
     }
-    HostSegments segments = parent.host();
-    long words = segments.newWindowWords();
-    if (words < 0) {
-      store.set(ProcessWindows.SEGMENT_KEY + rank, ShmEntry.none(segments.host(), "rank " + rank + "'s segment "
-          + segments.own().path.getFileName() + " has no room for the subgroup's window words (NCCL4J_SHM_BYTES)")
-          .bytesToPublish());
-      return;
-    }
-    store.set(ProcessWindows.SEGMENT_KEY + rank, ShmEntry.of(segments.host(), segments.own(), segments.worldRank(),
-        words).bytesToPublish());
-    child.attach(new ProcessWindows(rank, child.size(), segments, words, store, child));
+    child.attach(new ProcessWindows(rank, child.size(), parent.host(), ProcessWindows.LATER, store, child));
   }
 
   /**

@@ -16,7 +16,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * them (docs/PERFORMANCE.md §3c). The frames' headers still go through the socket's streams: this carries only the
  * payload bytes that follow a header, in the same order on the same socket.
  *
- * <p>It holds a duplicate of the socket's descriptor of its own, found by the socket's ports and peer address, so
+ * <p>It holds a duplicate of the socket's descriptor of its own, found by the socket's addresses and ports (only
+ * that descriptor is duplicated: closing any other, even a duplicate, would drop the process's locks on its file), so
  * that the JDK closing its descriptor never leaves this reading or writing a number the process has reused. The
  * JDK's close shuts the socket's output down first (its linger is not 0), so the peer sees the end of the stream
  * then, as without this, and calls here fail; the socket is released when {@link #close} closed the duplicate too,
@@ -60,23 +61,28 @@ final class NativeSocket {
     if (!AVAILABLE || !s.isConnected()) {
       return null;
     }
-    InetAddress peer = s.getInetAddress();
-    byte[] a = peer.getAddress();
-    byte[] mapped = new byte[16];
-    if (peer instanceof Inet4Address) {
-      mapped[10] = (byte) 0xff;
-      mapped[11] = (byte) 0xff;
-      System.arraycopy(a, 0, mapped, 12, 4);
-    } else {
-      System.arraycopy(a, 0, mapped, 0, 16);
-    }
-    long buf = NativeMemory.allocate(16);
+    byte[] addresses = new byte[32];
+    mapped(s.getLocalAddress(), addresses, 0);
+    mapped(s.getInetAddress(), addresses, 16);
+    long buf = NativeMemory.allocate(addresses.length);
     try {
-      NativeMemory.copyFromArray(mapped, 0, buf, 16);
-      int fd = CpuKernels.nccl4j_socket_dup(s.getLocalPort(), buf, s.getPort());
+      NativeMemory.copyFromArray(addresses, 0, buf, addresses.length);
+      int fd = CpuKernels.nccl4j_socket_dup(buf, s.getLocalPort(), s.getPort());
       return fd < 0 ? null : new NativeSocket(fd);
     } finally {
       NativeMemory.free(buf);
+    }
+  }
+
+  /** {@code a}'s 16-byte IPv6 form (IPv4 as ::ffff:a.b.c.d) at {@code out[at]}, as the kernel library compares it. */
+  private static void mapped(InetAddress a, byte[] out, int at) {
+    byte[] b = a.getAddress();
+    if (a instanceof Inet4Address) {
+      out[at + 10] = (byte) 0xff;
+      out[at + 11] = (byte) 0xff;
+      System.arraycopy(b, 0, out, at + 12, 4);
+    } else {
+      System.arraycopy(b, 0, out, at, 16);
     }
   }
 

@@ -67,13 +67,21 @@ final class ProcessWindows implements SharedMemory {
   private final boolean world;
   /** Null until the first window decided; then whether and over which ranks the windows run. */
   private volatile ShmAgreement.Verdict verdict;
+  /** Whether this rank's entry is in the store: the world's from the start, a subgroup's from its first window. */
+  private boolean entryPublished;
+  /** A subgroup's window words in this rank's segment (offset), once taken; 0 before. */
+  private long wordsOffset;
   private long entered;
   private final ShmPublication.Decoder decoder = new ShmPublication.Decoder();
   private final ShmPublication.Encoder encoder = new ShmPublication.Encoder();
 
+  /** {@code ownWords} of a subgroup's windows: taken, and the entry published, at the first window. */
+  static final long LATER = -1;
+
   /**
-   * The windows of rank {@code rank} of a group of {@code size}, over the segments of {@code host}, with this
-   * rank's window words at {@code ownWords} in its segment (0: the world group's, at the segment's start).
+   * The windows of rank {@code rank} of a group of {@code size}, over the segments of {@code host}: the world
+   * group's ({@code ownWords} 0: their window words are the segment's start, and its entry is published), or a
+   * subgroup's ({@link #LATER}).
    */
   ProcessWindows(int rank, int size, HostSegments host, long ownWords, Store store, TcpTransport transport) {
     this.rank = rank;
@@ -81,8 +89,9 @@ final class ProcessWindows implements SharedMemory {
     this.segments = new ShmSegment[size];
     this.segments[rank] = host.own();
     this.words = new long[size];
-    this.words[rank] = host.own().base + ownWords;
     this.world = ownWords == 0;
+    this.words[rank] = world ? host.own().base : 0;
+    this.entryPublished = world;
     this.store = store;
     this.transport = transport;
     this.host = host;
@@ -107,6 +116,7 @@ final class ProcessWindows implements SharedMemory {
   private ShmAgreement.Verdict ready(Tag tag, long deadline) {
     ShmAgreement.Verdict v = verdict;
     if (v == null) {
+      publishEntry(null);
       v = new ShmAgreement(rank, segments, words, store, host, transport, world, this::checkAlive)
           .reach(tag, deadline);
       if (v.problem() == null) {
@@ -123,10 +133,38 @@ final class ProcessWindows implements SharedMemory {
           ShmArena arena = host.arena();
           layout = new HostLayout(v.hosts(), v.host(), me, new HostWindows(), arena, arena::contains);
         }
+      } else if (wordsOffset != 0) {
+        host.freeWindowWords(wordsOffset); // no window will use them
+        words[rank] = 0;
+        wordsOffset = 0;
       }
       verdict = v;
     }
     return v;
+  }
+
+  /**
+   * A subgroup's entry, once: its window words taken from this rank's segment, or why there are none
+   * ({@code leaving}: this rank closes before its first window).
+   */
+  private synchronized void publishEntry(String leaving) {
+    if (entryPublished) {
+      return;
+    }
+    entryPublished = true;
+    ShmEntry e;
+    long off = leaving == null ? host.newWindowWords() : -1;
+    if (leaving != null) {
+      e = ShmEntry.none(host.host(), leaving);
+    } else if (off < 0) {
+      e = ShmEntry.none(host.host(), "rank " + rank + "'s segment " + host.own().path.getFileName()
+          + " has no room for the subgroup's window words (NCCL4J_SHM_BYTES)");
+    } else {
+      wordsOffset = off;
+      words[rank] = host.own().base + off;
+      e = ShmEntry.of(host.host(), host.own(), host.worldRank(), off);
+    }
+    store.set(SEGMENT_KEY + rank, e.bytesToPublish());
   }
 
   private boolean usable() {
@@ -436,13 +474,16 @@ final class ProcessWindows implements SharedMemory {
 
   /** This rank leaves: peers waiting for it fail instead of waiting for their deadline. */
   void close() {
-    ShmSegment.markLeft(words[rank]);
+    if (words[rank] != 0) {
+      ShmSegment.markLeft(words[rank]);
+    }
     if (!usable()) {
       if (world) {
         segments[rank].unlink(); // peers that never mapped it will not now
       }
       try {
         // Peers deciding at their first window hear it now, rather than at their deadline.
+        publishEntry("rank " + rank + " left the group before its first window");
         store.set(ShmAgreement.MAPPED_KEY + rank, ("rank " + rank + " left the group before its first window")
             .getBytes(StandardCharsets.UTF_8));
       } catch (RuntimeException e) {

@@ -92,11 +92,13 @@ final class ShmAgreement {
     while (!contains(hosts[host], rank)) {
       host++;
     }
+    boolean layout = false;
     if (problem == null && hosts.length > 1) {
       problem = unevenHosts(hosts, hostOf);
+      layout = problem != null;
     }
     if (problem == null) {
-      problem = mapPeers(entries, hosts[host]);
+      problem = mapPeers(entries, hosts[host], deadline);
       store.set(MAPPED_KEY + rank, (problem == null ? "ok" : problem).getBytes(StandardCharsets.UTF_8));
       for (String answer : everyRank(MAPPED_KEY, "report on mapping its peers' segments", tag, deadline)) {
         if (problem == null && !answer.equals("ok")) {
@@ -104,8 +106,9 @@ final class ShmAgreement {
         }
       }
     }
-    if (problem != null && world) {
-      // Nobody maps it any more: the subgroups' windows are over the world's segments, and the world's are off.
+    if (problem != null && world && !layout) {
+      // Nobody maps it any more. (Where only the hosts' layout rules the world's windows out, subgroups within a
+      // host may still map it: the file then stays until its rank closes, or its host-mates have all mapped it.)
       segments[rank].unlink();
     }
     if (problem != null) {
@@ -156,14 +159,18 @@ final class ShmAgreement {
    * Maps the segment of every other rank of this host ({@code members}), unless another group of this
    * process did ({@link HostSegments}). Null, or what went wrong.
    */
-  private String mapPeers(List<ShmEntry> entries, int[] members) {
+  private String mapPeers(List<ShmEntry> entries, int[] members, long deadline) {
     for (int q : members) {
       if (q == rank) {
         continue;
       }
       ShmEntry e = entries.get(q);
+      if ((e.words() == 0) != world) {
+        // The world's words are a segment's start, a subgroup's a block of its arena: anything else aliases them.
+        return "rank " + q + " published window words at " + e.words() + ", which are not this group's";
+      }
       try {
-        segments[q] = host.map(e.worldRank(), e.path(), e.bytes());
+        segments[q] = host.map(e.worldRank(), e.path(), e.bytes(), deadline);
       } catch (java.io.IOException | RuntimeException x) {
         return "rank " + rank + " cannot map rank " + q + "'s segment " + e.path() + ": " + x;
       }

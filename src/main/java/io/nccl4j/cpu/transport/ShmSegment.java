@@ -159,7 +159,8 @@ final class ShmSegment {
 
   /** Maps a peer's segment, checking that it is one. */
   static ShmSegment open(Path path, long size) throws IOException {
-    try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+    try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ, StandardOpenOption.WRITE,
+        java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
       if (ch.size() != size) {
         throw new IOException(path + " holds " + ch.size() + " bytes, expected " + size);
       }

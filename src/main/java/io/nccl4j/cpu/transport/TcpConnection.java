@@ -67,15 +67,24 @@ final class TcpConnection {
   }
 
   private void attachLocked(Socket s) {
+    if (lostReason != null) {
+      closeQuietly(s); // closed (or lost) meanwhile: nothing will use it
+      return;
+    }
     try {
       s.setSoTimeout(POLL_MS);
       s.setKeepAlive(true);
       in = new Input(s.getInputStream());
       out = new BufferedOutputStream(s.getOutputStream(), 1 << 16);
-      payloads = NativeSocket.of(s);
     } catch (IOException e) {
       lostReason = e.getMessage();
       return;
+    }
+    // A peer that redials (its wait for the verdict ran out) replaces the socket it gave up on.
+    NativeSocket replaced = payloads;
+    payloads = NativeSocket.of(s);
+    if (replaced != null) {
+      replaced.close();
     }
     socket = s;
     lock.notifyAll();
@@ -275,18 +284,24 @@ final class TcpConnection {
 
   void close() {
     queue.add(STOP);
-    Socket s = socket;
+    Socket s;
+    synchronized (lock) {
+      // Under the lock, so that a socket attached now is either seen here or closed by the attach.
+      lostReason = lostReason == null ? "transport closed" : lostReason;
+      s = socket;
+      lock.notifyAll();
+    }
     if (s != null) {
-      try {
-        s.close();
-      } catch (IOException e) {
-        // closing anyway
-      }
+      closeQuietly(s);
       closePayloads();
     }
-    synchronized (lock) {
-      lostReason = lostReason == null ? "transport closed" : lostReason;
-      lock.notifyAll();
+  }
+
+  private static void closeQuietly(Socket s) {
+    try {
+      s.close();
+    } catch (IOException e) {
+      // closing anyway
     }
   }
 

@@ -161,4 +161,37 @@ class NativeSocketTest {
       }
     }).isInstanceOf(java.io.EOFException.class);
   }
+
+  /**
+   * Finding the socket's descriptor closes no other descriptor of the process: closing any descriptor of a file
+   * drops the process's POSIX locks on it, which {@code FileChannel.lock} takes. Another process (Python's
+   * {@code fcntl.lockf}, the same kind of lock) must still find the file locked.
+   */
+  @Test
+  void findingTheDescriptorKeepsTheProcesssFileLocks(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir)
+      throws Exception {
+    Assumptions.assumeTrue(new java.io.File("/usr/bin/python3").canExecute(), "no /usr/bin/python3 to test the lock from"
+        + " another process");
+    java.nio.file.Path file = dir.resolve("locked");
+    java.nio.file.Files.write(file, new byte[] {1, 2, 3});
+    try (java.nio.channels.FileChannel ch = java.nio.channels.FileChannel.open(file,
+        java.nio.file.StandardOpenOption.READ, java.nio.file.StandardOpenOption.WRITE);
+        java.nio.channels.FileLock lock = ch.lock()) {
+      assertThat(lockedElsewhere(file)).as("locked before").isTrue();
+      NativeSocket mine = NativeSocket.of(client);
+      assertThat(mine).isNotNull();
+      assertThat(lockedElsewhere(file)).as("still locked after the descriptor scan").isTrue();
+      mine.close();
+    }
+  }
+
+  /** Whether another process fails to take an exclusive POSIX lock on {@code file} at once. */
+  private static boolean lockedElsewhere(java.nio.file.Path file) throws Exception {
+    Process p = new ProcessBuilder("/usr/bin/python3", "-c", "import fcntl,sys\nf=open(sys.argv[1],'r+')\n"
+        + "try:\n  fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept OSError:\n  sys.exit(3)\nsys.exit(0)",
+        file.toString()).redirectErrorStream(true).start();
+    int status = p.waitFor();
+    assertThat(status).as(new String(p.getInputStream().readAllBytes())).isIn(0, 3);
+    return status == 3;
+  }
 }

@@ -192,10 +192,14 @@ class ShmSubgroupsTest {
 
   @Test
   void aSegmentWithNoRoomForTheSubgroupsWindowWordsLeavesItOnTcpOnEveryMember() {
-    // 1 MiB of arena, which a world tensor fills on rank 1 while the subgroup is made: no room for its window words.
+    // 1 MiB of arena, which a world tensor fills on rank 1 at the subgroup's first window: no room for its words.
     List<String> seen = oneHost(2, ShmSegment.ARENA + (1 << 20)).call(pg -> {
       Tensor full = pg.rank() == 1 ? pg.empty((1 << 20) / 4, DType.FLOAT32) : null;
-      try (ProcessGroup sub = pg.newGroup(0, 1).orElseThrow()) {
+      try (ProcessGroup sub = pg.newGroup(0, 1).orElseThrow();
+          io.nccl4j.memory.Allocator plain = io.nccl4j.memory.Allocator.host().child("plain-" + pg.rank())) {
+        try (Tensor first = Tensor.zeros(10, DType.FLOAT32, plain)) {
+          allReduceChecked(sub, first, pg.rank(), all(2)); // the subgroup's first window: the members decide
+        }
         if (full != null) {
           full.close();
         }
@@ -206,5 +210,52 @@ class ShmSubgroupsTest {
     });
     assertThat(seen).hasSize(2).allMatch(a -> a.equals(seen.get(0)));
     assertThat(seen.get(0)).endsWith("| the world: direct").doesNotStartWith("direct").doesNotStartWith("one-shot");
+  }
+
+  /**
+   * A world whose hosts are uneven (two ranks and one) runs over TCP, but its subgroup within the host of two still
+   * shares memory: the world keeps its segments' files for it.
+   */
+  @Test
+  void aSubgroupWithinAHostOfAnUnevenWorldSharesMemory() {
+    List<String> seen = LocalCluster.of(3).timeout(TIMEOUT).backend(new ShmThreadsCluster(dir, 64L << 20,
+        rank -> rank < 2 ? "host-a" : "host-b", CpuOptions.fromEnvironment())).call(pg -> {
+          try (Tensor t = pg.empty(40_003, DType.FLOAT32)) {
+            String world = allReduceChecked(pg, t, pg.rank(), all(3)); // decides the world's verdict first
+            java.util.Optional<ProcessGroup> g = pg.newGroup(0, 1);
+            if (g.isEmpty()) {
+              return world;
+            }
+            try (ProcessGroup sub = g.get()) {
+              return world + " " + allReduceChecked(sub, t, pg.rank(), new int[] {0, 1});
+            }
+          }
+        });
+    assertThat(seen).containsExactly("ring direct", "ring direct", "ring");
+  }
+
+  /** A segment path published in the store is mapped only when it is this world's, beside this rank's own. */
+  @Test
+  void aPathThatIsNotThisWorldsSegmentIsNotMapped() throws Exception {
+    io.nccl4j.store.HashStore store = new io.nccl4j.store.HashStore(TIMEOUT);
+    ShmSegment own = ShmSegment.create(dir.resolve("nccl4j-g1-0"), ShmSegment.ARENA + (1 << 20));
+    ShmSegment peer = ShmSegment.create(dir.resolve("nccl4j-g1-1"), ShmSegment.ARENA + (1 << 20));
+    Path elsewhere = Files.createDirectory(dir.resolve("elsewhere")).resolve("nccl4j-g1-1");
+    Files.copy(peer.path, elsewhere);
+    Path link = dir.resolve("nccl4j-g1-2");
+    Files.createSymbolicLink(link, peer.path);
+    try {
+      HostSegments segments = new HostSegments(store, 0, 3, "g1", "h", own, new ShmArena(own));
+      long deadline = System.nanoTime() + 1_000_000_000L;
+      org.assertj.core.api.Assertions.assertThatThrownBy(() -> segments.map(1, elsewhere, peer.size, deadline))
+          .isInstanceOf(IOException.class).hasMessageContaining("is not world rank 1's segment");
+      org.assertj.core.api.Assertions.assertThatThrownBy(() -> segments.map(2, link, peer.size, deadline))
+          .isInstanceOf(IOException.class).hasMessageContaining("is not a regular file");
+      org.assertj.core.api.Assertions.assertThatThrownBy(() -> segments.map(2, peer.path, peer.size, deadline))
+          .as("named after another rank").isInstanceOf(IOException.class);
+    } finally {
+      own.unlink();
+      peer.unlink();
+    }
   }
 }
