@@ -67,10 +67,9 @@ final class TcpConnection {
   }
 
   private void attachLocked(Socket s) {
-    if (lostReason != null) {
-      closeQuietly(s); // closed (or lost) meanwhile: nothing will use it
-      return;
-    }
+    // Closed (or lost) meanwhile: attached still, so that a failure is told below as to any late connection, but
+    // with no payload path, whose duplicate descriptor nothing would close.
+    boolean closedAlready = lostReason != null;
     try {
       s.setSoTimeout(POLL_MS);
       s.setKeepAlive(true);
@@ -82,7 +81,7 @@ final class TcpConnection {
     }
     // A peer that redials (its wait for the verdict ran out) replaces the socket it gave up on.
     NativeSocket replaced = payloads;
-    payloads = NativeSocket.of(s);
+    payloads = closedAlready ? null : NativeSocket.of(s);
     if (replaced != null) {
       replaced.close();
     }

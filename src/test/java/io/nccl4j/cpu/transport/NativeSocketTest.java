@@ -21,6 +21,7 @@ import org.junit.jupiter.api.Test;
  * socket's descriptor, keeps the stream's order with the JDK's own reads and writes on the same socket, fails once
  * the JDK closed the socket, and refuses use after its own close.
  */
+@org.junit.jupiter.api.Tag("unit")
 class NativeSocketTest {
   private ServerSocket listener;
   private Socket client;
