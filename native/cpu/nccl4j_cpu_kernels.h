@@ -228,14 +228,25 @@ static inline int nccl4j_socket_dup(const void* addrs, int local_port, int peer_
     return found;
 }
 
+/* One non-blocking attempt at a payload call: recv or send without waiting. */
+typedef ssize_t (*nccl4j_socket_op)(int fd, void* buf, size_t len);
+
+static inline ssize_t nccl4j_recv_now(int fd, void* buf, size_t len) {
+    return recv(fd, buf, len, MSG_DONTWAIT);
+}
+
+static inline ssize_t nccl4j_send_now(int fd, void* buf, size_t len) {
+    return send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 /*
- * Receives up to len bytes into dst, waiting at most timeout_ms for some: how many, 0 at the end of the stream,
- * -1 when none came in time, or -2 - errno.
+ * op on fd, waiting at most timeout_ms for events (POLLIN or POLLOUT) when it cannot go at once: how many bytes,
+ * -1 when it still could not go in time, or -2 - errno.
  */
-static inline long nccl4j_socket_recv(int fd, void* dst, long len, int timeout_ms) {
-    ssize_t n = recv(fd, dst, (size_t) len, MSG_DONTWAIT);
+static inline long nccl4j_socket_io(int fd, nccl4j_socket_op op, short events, void* buf, long len, int timeout_ms) {
+    ssize_t n = op(fd, buf, (size_t) len);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-        struct pollfd p = { fd, POLLIN, 0 };
+        struct pollfd p = { fd, events, 0 };
         int r = poll(&p, 1, timeout_ms);
         if (r < 0 && errno != EINTR) {
             return -2 - errno;
@@ -243,7 +254,7 @@ static inline long nccl4j_socket_recv(int fd, void* dst, long len, int timeout_m
         if (r <= 0) {
             return -1;
         }
-        n = recv(fd, dst, (size_t) len, MSG_DONTWAIT);
+        n = op(fd, buf, (size_t) len);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
             return -1;
         }
@@ -251,24 +262,17 @@ static inline long nccl4j_socket_recv(int fd, void* dst, long len, int timeout_m
     return n >= 0 ? (long) n : -2 - errno;
 }
 
+/*
+ * Receives up to len bytes into dst, waiting at most timeout_ms for some: how many, 0 at the end of the stream,
+ * -1 when none came in time, or -2 - errno.
+ */
+static inline long nccl4j_socket_recv(int fd, void* dst, long len, int timeout_ms) {
+    return nccl4j_socket_io(fd, nccl4j_recv_now, POLLIN, dst, len, timeout_ms);
+}
+
 /* Sends up to len bytes from src, waiting at most timeout_ms for room: how many, -1 when no room came in time, or -2 - errno. */
 static inline long nccl4j_socket_send(int fd, const void* src, long len, int timeout_ms) {
-    ssize_t n = send(fd, src, (size_t) len, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-        struct pollfd p = { fd, POLLOUT, 0 };
-        int r = poll(&p, 1, timeout_ms);
-        if (r < 0 && errno != EINTR) {
-            return -2 - errno;
-        }
-        if (r <= 0) {
-            return -1;
-        }
-        n = send(fd, src, (size_t) len, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-            return -1;
-        }
-    }
-    return n >= 0 ? (long) n : -2 - errno;
+    return nccl4j_socket_io(fd, nccl4j_send_now, POLLOUT, (void*) src, len, timeout_ms);
 }
 
 /* Closes a descriptor nccl4j_socket_dup returned; 0 or -errno. */

@@ -98,7 +98,7 @@ public final class HostSharedMemory {
     store.set(ProcessWindows.SEGMENT_KEY + rank, ShmEntry.of(host, own, rank, 0).bytesToPublish());
     ShmArena arena = new ShmArena(own);
     HostSegments segments = new HostSegments(store, rank, transport.size(), transport.groupId(), host, own, arena);
-    transport.attach(new ProcessWindows(rank, transport.size(), segments, 0, store, transport));
+    transport.attach(new ProcessWindows(rank, transport.size(), segments, true, store, transport));
     return arena;
   }
 
@@ -122,7 +122,7 @@ public final class HostSharedMemory {
           + " has no shared-memory segment (its parent group has none)").bytesToPublish());
       return;
     }
-    child.attach(new ProcessWindows(rank, child.size(), parent.host(), ProcessWindows.LATER, store, child));
+    child.attach(new ProcessWindows(rank, child.size(), parent.host(), false, store, child));
   }
 
   /**

@@ -11,7 +11,8 @@ import java.util.List;
 
 // Over 400 lines because the window protocol, its two waits and what a wait must check (the peers'
 // liveness, the group's failure word, the futex) act on the same shared words; the agreement
-// (ShmAgreement), the publication layout (ShmPublication) and the segments (ShmSegment) are apart.
+// (ShmAgreement), the store entry (ShmEntry), the publication layout (ShmPublication), the segments
+// (ShmSegment) and their mappings (HostSegments) are apart.
 
 /**
  * {@link SharedMemory} windows between the processes of one host, over their {@link ShmSegment}s:
@@ -69,27 +70,22 @@ final class ProcessWindows implements SharedMemory {
   private volatile ShmAgreement.Verdict verdict;
   /** Whether this rank's entry is in the store: the world's from the start, a subgroup's from its first window. */
   private boolean entryPublished;
-  /** A subgroup's window words in this rank's segment (offset), once taken; 0 before. */
-  private long wordsOffset;
   private long entered;
   private final ShmPublication.Decoder decoder = new ShmPublication.Decoder();
   private final ShmPublication.Encoder encoder = new ShmPublication.Encoder();
 
-  /** {@code ownWords} of a subgroup's windows: taken, and the entry published, at the first window. */
-  static final long LATER = -1;
-
   /**
    * The windows of rank {@code rank} of a group of {@code size}, over the segments of {@code host}: the world
-   * group's ({@code ownWords} 0: their window words are the segment's start, and its entry is published), or a
-   * subgroup's ({@link #LATER}).
+   * group's ({@code world}: their window words are the segment's start, and its entry is published), or a
+   * subgroup's (words taken, and the entry published, at the first window).
    */
-  ProcessWindows(int rank, int size, HostSegments host, long ownWords, Store store, TcpTransport transport) {
+  ProcessWindows(int rank, int size, HostSegments host, boolean world, Store store, TcpTransport transport) {
     this.rank = rank;
     this.size = size;
     this.segments = new ShmSegment[size];
     this.segments[rank] = host.own();
     this.words = new long[size];
-    this.world = ownWords == 0;
+    this.world = world;
     this.words[rank] = world ? host.own().base : 0;
     this.entryPublished = world;
     this.store = store;
@@ -133,10 +129,9 @@ final class ProcessWindows implements SharedMemory {
           ShmArena arena = host.arena();
           layout = new HostLayout(v.hosts(), v.host(), me, new HostWindows(), arena, arena::contains);
         }
-      } else if (wordsOffset != 0) {
-        host.freeWindowWords(wordsOffset); // no window will use them
+      } else if (!world && words[rank] != 0) {
+        host.freeWindowWords(words[rank] - host.own().base); // no window will use them
         words[rank] = 0;
-        wordsOffset = 0;
       }
       verdict = v;
     }
@@ -152,17 +147,14 @@ final class ProcessWindows implements SharedMemory {
       return;
     }
     entryPublished = true;
-    ShmEntry e;
     long off = leaving == null ? host.newWindowWords() : -1;
-    if (leaving != null) {
-      e = ShmEntry.none(host.host(), leaving);
-    } else if (off < 0) {
-      e = ShmEntry.none(host.host(), "rank " + rank + "'s segment " + host.own().path.getFileName()
-          + " has no room for the subgroup's window words (NCCL4J_SHM_BYTES)");
-    } else {
-      wordsOffset = off;
+    ShmEntry e;
+    if (off >= 0) {
       words[rank] = host.own().base + off;
       e = ShmEntry.of(host.host(), host.own(), host.worldRank(), off);
+    } else {
+      e = ShmEntry.none(host.host(), leaving != null ? leaving : "rank " + rank + "'s segment "
+          + host.own().path.getFileName() + " has no room for the subgroup's window words (NCCL4J_SHM_BYTES)");
     }
     store.set(SEGMENT_KEY + rank, e.bytesToPublish());
   }

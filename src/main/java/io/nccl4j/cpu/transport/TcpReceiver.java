@@ -229,12 +229,17 @@ final class TcpReceiver {
         throw c.lost("connection closed by peer (" + e.getMessage() + ")");
       }
       if (r == 0) {
-        transport.checkFailed();
-        if (System.nanoTime() - deadline > 0) {
-          throw new TransportTimeoutException("waiting for " + tag + " data from rank " + c.peer);
-        }
+        checkStillWaiting(c, deadline, tag);
       }
       done += r;
+    }
+  }
+
+  /** Between two slices of a read that got nothing: throws the group's failure, or a timeout past the deadline. */
+  private void checkStillWaiting(TcpConnection c, long deadline, Tag tag) {
+    transport.checkFailed();
+    if (System.nanoTime() - deadline > 0) {
+      throw new TransportTimeoutException("waiting for " + tag + " data from rank " + c.peer);
     }
   }
 
@@ -253,10 +258,7 @@ final class TcpReceiver {
       try {
         r = in.read(b, off + done, len - done);
       } catch (SocketTimeoutException e) {
-        transport.checkFailed();
-        if (System.nanoTime() - deadline > 0) {
-          throw new TransportTimeoutException("waiting for " + tag + " data from rank " + c.peer);
-        }
+        checkStillWaiting(c, deadline, tag);
         if (notice && System.nanoTime() - noticeAt > 0) {
           c.sendWaiting(tag);
           notice = false;
