@@ -28,7 +28,7 @@ import org.junit.jupiter.params.provider.MethodSource;
  * across), with ranks as threads that each map their host's segments and claim a host of their own
  * choosing ({@link ShmThreadsCluster}). The floating-point data is order-sensitive (mixed
  * magnitudes), so the results must follow the documented order bit for bit: each host's ranks in
- * rank order, then the hosts' partials (two hosts here, so the hosts' order cannot show); the
+ * rank order, then the hosts' partials (two hosts here, so the hosts' order cannot show; three hosts with integers); the
  * premultiplication of AVG once per input and integer AVG's division once at the end. Hosts are
  * interleaved ({0, 2} and {1, 3}) and contiguous ({0, 1, 2} and {3, 4, 5}); tensors from the group
  * (in the segments) and from elsewhere (copied through the segment).
@@ -57,6 +57,11 @@ class HierarchicalReductionsTest {
           for (Object[] op : ops) {
             out.add(Arguments.of(kernels, hosts, count, op[0], op[1]));
           }
+        }
+        // 1 500 007: blocks of several pipelined pieces, the last one short — float64 and int64 blocks
+        // of 4 to 6 MiB, more pieces than send buffers, so the buffers are reused.
+        for (Object[] op : new Object[][] {ops[0], ops[1], ops[4]}) {
+          out.add(Arguments.of(kernels, hosts, 1_500_007L, op[0], op[1]));
         }
       }
     }
@@ -156,7 +161,7 @@ class HierarchicalReductionsTest {
   private static void check(ProcessGroup pg, int[][] hosts, long count, DType dtype, ReduceOp op) {
     int r = pg.rank();
     String algorithm = count * dtype.size() <= Algorithms.ONE_SHOT_MAX_BYTES ? "hierarchical-one-shot"
-        : "hierarchical";
+        : hosts.length == 2 ? "hierarchical-pipelined" : "hierarchical";
     try (Tensor in = pg.empty(count, dtype); Tensor out = pg.empty(count, dtype)) {
       OrderSensitiveData.fill(in, r);
       Work w = pg.allReduceAsync(out, in, op);
@@ -192,6 +197,32 @@ class HierarchicalReductionsTest {
         assertReduced(mine, r * q, dtype, op, hosts, "ReduceScatter in place" + where + ", rank " + r);
       }
     }
+  }
+
+  /**
+   * Three hosts of two ranks: large AllReduces take the rails' ring ({@code hierarchical}), whose
+   * order over the hosts differs by block, so the data are integers (exact in any order) — a
+   * different, known value for every rank and element.
+   */
+  @ParameterizedTest(name = "{0} kernels, hosts {1}, {2} {3}")
+  @MethodSource("threeHosts")
+  void threeHostsReduceAlongTheRailsRing(String kernels, int[][] hosts, DType dtype, ReduceOp op) {
+    CpuOptions options = CpuOptions.defaults()
+        .withKernels(CpuOptions.Kernels.valueOf(kernels.toUpperCase(java.util.Locale.ROOT)));
+    LocalCluster.of(6).timeout(TIMEOUT).strictMemory(true)
+        .backend(new ShmThreadsCluster(segments, 64L << 20, hostOf(hosts), options))
+        .run(pg -> check(pg, hosts, 300_007, dtype, op));
+  }
+
+  static Stream<Arguments> threeHosts() {
+    List<Arguments> out = new ArrayList<>();
+    for (String kernels : new String[] {"native", "java"}) {
+      for (int[][] hosts : new int[][][] {{{0, 3}, {1, 4}, {2, 5}}, {{0, 1}, {2, 3}, {4, 5}}}) {
+        out.add(Arguments.of(kernels, hosts, DType.INT64, ReduceOp.SUM));
+        out.add(Arguments.of(kernels, hosts, DType.INT32, ReduceOp.MAX));
+      }
+    }
+    return out.stream();
   }
 
   /** Hosts of 2 and 1 ranks: the hierarchical algorithms need even hosts, so the group runs the ring over TCP. */
