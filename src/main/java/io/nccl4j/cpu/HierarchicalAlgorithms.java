@@ -7,7 +7,6 @@ import io.nccl4j.BackendException;
 import io.nccl4j.CollectiveStats;
 import io.nccl4j.cpu.transport.HostLayout;
 import io.nccl4j.cpu.transport.RankSubset;
-import io.nccl4j.cpu.transport.SharedMemory;
 import io.nccl4j.cpu.transport.Tag;
 import io.nccl4j.cpu.transport.Transport;
 import io.nccl4j.memory.Allocator;
@@ -25,14 +24,10 @@ import io.nccl4j.memory.ScratchBuffer;
  *   <li>Small ({@link Algorithms#ONE_SHOT_MAX_BYTES} and below), {@code hierarchical-one-shot}: a
  *       one-shot AllReduce within the host gives every rank its host's partial result, then each
  *       rail AllReduces those partials over TCP — two synchronisations in all.</li>
- *   <li>Large, two hosts, {@code hierarchical-pipelined}: local rank i reduces block i of its host's
- *       inputs piece by piece, sends each piece to its rail peer as soon as it is reduced, and writes
- *       each combined piece into every output of its host as it arrives — the three stages overlap
- *       ({@link #pipelinedAllReduce}).</li>
- *   <li>Large, more hosts, {@code hierarchical}: local rank i reduces block i of its host's inputs
- *       into its output, its rail AllReduces that block across hosts, then every rank copies the
- *       other blocks from its host's peers — each input byte read once within the host and
- *       2·(H−1)/H·S per host crossing the network.</li>
+ *   <li>Large, {@code hierarchical}: local rank i reduces block i of its host's inputs into its
+ *       output, its rail AllReduces that block across hosts, then every rank copies the other blocks
+ *       from its host's peers — each input byte read once within the host and 2·(H−1)/H·S per host
+ *       crossing the network.</li>
  * </ul>
  * Broadcast, ReduceScatter and AllGather take the same two paths, rails across hosts and windows
  * within (each method says how).
@@ -42,20 +37,9 @@ import io.nccl4j.memory.ScratchBuffer;
  * execution thread.
  */
 final class HierarchicalAlgorithms implements AutoCloseable {
-  /**
-   * Send buffers of the pipelined AllReduce. Piece k reuses piece k−4's: by the time a rank starts
-   * piece k it has received its peer's piece k−2, which the peer posted only after receiving piece
-   * k−4 from this rank, so that send is complete and its await does not wait on the peer.
-   */
-  static final int PIECES_IN_FLIGHT = 4;
-
   private final HostLayout layout;
   private final SharedMemoryAlgorithms host;
   private final RingAlgorithms rail;
-  /** This rank's rail (one rank per host, in host order), for the pipelined AllReduce's own messages. */
-  private final Transport railPeers;
-  /** The pipelined AllReduce's send buffers: {@link #PIECES_IN_FLIGHT} pieces, reused in turn. */
-  private final ScratchBuffer sendBuffers;
   /** Where buffers outside the shared segment are copied through: the windows reach only the segments. */
   private final ScratchBuffer bounce;
   private final Allocator bounceMemory;
@@ -69,9 +53,7 @@ final class HierarchicalAlgorithms implements AutoCloseable {
     this.chunkBytes = chunkBytes;
     this.host = new SharedMemoryAlgorithms(layout.windows(), layout.local(), layout.perHost(), chunkBytes, scratch[0],
         kernels, working);
-    this.railPeers = new RankSubset(group, layout.rail(layout.local()));
-    this.rail = new RingAlgorithms(railPeers, chunkBytes, scratch);
-    this.sendBuffers = new ScratchBuffer(working, "hierarchical send buffers of rank " + group.rank());
+    this.rail = new RingAlgorithms(new RankSubset(group, layout.rail(layout.local())), chunkBytes, scratch);
     this.bounceMemory = working.child("shared-segment", layout.memory());
     this.bounce = new ScratchBuffer(bounceMemory, "hierarchical staging of rank " + group.rank());
     this.partials = new ScratchBuffer(working, "hierarchical partial results of rank " + group.rank());
@@ -82,7 +64,6 @@ final class HierarchicalAlgorithms implements AutoCloseable {
     host.close();
     bounce.close();
     partials.close();
-    sendBuffers.close();
     bounceMemory.close();
   }
 
@@ -103,13 +84,6 @@ final class HierarchicalAlgorithms implements AutoCloseable {
       NativeMemory.copy(in, work, bytes); // then in place on work
       src = work;
     }
-    if (layout.hosts().length == 2) {
-      CollectiveStats s = pipelinedAllReduce(tag, deadline, src, work, count, red);
-      if (work != out) {
-        NativeMemory.copy(work, out, bytes);
-      }
-      return s;
-    }
     CollectiveStats reduced = present(host.reduceOwnBlock(tag, deadline, src, work, count, red.partial()));
     long q0 = count / layout.perHost();
     long rem = count % layout.perHost();
@@ -122,82 +96,6 @@ final class HierarchicalAlgorithms implements AutoCloseable {
       NativeMemory.copy(work, out, bytes);
     }
     return combined("hierarchical", combined("", reduced, gathered), across);
-  }
-
-  /**
-   * AllReduce between two hosts, {@code hierarchical-pipelined}, in one window over the host's inputs
-   * ({@code in}) and outputs ({@code out}, both in the segments): local rank i cuts block i into
-   * pieces of {@code chunkBytes}; for each it reduces the piece over its host's inputs into a send
-   * buffer and posts it to its rail peer on the other host, and while that piece travels it receives
-   * the peer's previous piece and writes partial ⊕ partial (host 0's first) into that piece of every
-   * output of its host. The reduction within the host, the transfer across and the copy to the
-   * host's outputs overlap instead of following each other, and the result is written where the
-   * block gather would have copied it, while in cache.
-   *
-   * <p>With two hosts the ring over a rail is an exchange of halves, two steps each moving half the
-   * block; here each rank sends its whole block once instead — the same bytes across the link, with
-   * no step waiting for the one before. In place is safe: only local rank i reads or writes block i,
-   * and it reads a piece of every input before it writes that piece of any output. A rank that fails
-   * inside the window abandons it (see {@link io.nccl4j.cpu.transport.SharedMemory.Window#abandon}),
-   * so that its host's ranks fail too instead of returning outputs it did not finish.
-   */
-  private CollectiveStats pipelinedAllReduce(Tag tag, long deadline, long in, long out, long count, Reduction red) {
-    int es = red.dtype().size();
-    int perHost = layout.perHost();
-    long q0 = count / perHost;
-    long rem = count % perHost;
-    long first = start(layout.local(), q0, rem);
-    long mine = len(layout.local(), q0, rem);
-    long piece = Math.max(1, chunkBytes / es);
-    int pieces = (int) ((mine + piece - 1) / piece);
-    long slots = sendBuffers.ensure(Math.max(1, Math.min(pieces, PIECES_IN_FLIGHT)) * piece * es);
-    int peer = 1 - layout.host(); // in the rail, rank h is host h's
-    boolean hostZero = layout.host() == 0;
-    Reduction partial = red.partial();
-    Reduction last = red.ofPartials();
-    SharedMemory.Window w = layout.windows().open(tag, "hierarchical-pipelined", count * es, deadline, in, out);
-    if (w == null) {
-      throw outsideSegments();
-    }
-    Transport.PendingSend[] sent = new Transport.PendingSend[pieces];
-    int awaited = 0;
-    try {
-      for (int k = 0; k <= pieces; k++) {
-        if (k < pieces) {
-          if (k >= PIECES_IN_FLIGHT) {
-            sent[awaited++].await(); // its buffer is the one piece k takes
-          }
-          long n = Math.min(piece, mine - k * piece);
-          long slot = slots + (k % PIECES_IN_FLIGHT) * piece * es;
-          host.reduceInto(partial, w, (first + k * piece) * es, slot, n);
-          sent[k] = railPeers.post(tag, deadline, peer, slot, n * es);
-        }
-        if (k >= 1) {
-          int j = k - 1;
-          long n = Math.min(piece, mine - j * piece);
-          long slot = slots + (j % PIECES_IN_FLIGHT) * piece * es;
-          long at = (first + j * piece) * es;
-          railPeers.receive(tag, deadline, peer, slot, n * es, (incoming, dst, off, part) ->
-              host.combineToAll(last, w, 1, at + off, hostZero ? slot + off : incoming,
-                  hostZero ? incoming : slot + off, part / es));
-        }
-      }
-      while (awaited < pieces) {
-        sent[awaited++].await();
-      }
-    } catch (RuntimeException | Error e) {
-      for (Transport.PendingSend s : sent) {
-        if (s != null) {
-          s.cancel();
-        }
-      }
-      w.abandon();
-      throw e;
-    } finally {
-      w.close();
-    }
-    long network = mine * es;
-    return new CollectiveStats("hierarchical-pipelined", 2 + pieces, network, network + (perHost - 1) * network);
   }
 
   /**
@@ -270,7 +168,7 @@ final class HierarchicalAlgorithms implements AutoCloseable {
     long bytes = q * es;
     long gathered = staging(hosts * bytes);
     CollectiveStats across = rail.allGather(tag, deadline, in, gathered, q, dtype); // block h: rank hosts[h][local]
-    SharedMemory.Window w = layout.windows().open(tag, "blocks-gather", hosts * bytes,
+    io.nccl4j.cpu.transport.SharedMemory.Window w = layout.windows().open(tag, "blocks-gather", hosts * bytes,
         deadline, gathered);
     if (w == null) {
       throw outsideSegments();

@@ -33,8 +33,6 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
   private final ScratchBuffer scratch;
   private final long[] sources;
   private final long[] destinations;
-  /** The two sources of {@link #combineToAll}. */
-  private final long[] pair = new long[2];
   /** The native reduction kernels, or null when Java reduces (see {@link NativeKernels}). */
   private final NativeKernels kernels;
   private final ArrayReducer arrays = new ArrayReducer(ARRAY_CHUNK_BYTES);
@@ -196,7 +194,7 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
    * {@code dst}: the native kernel in one pass, else chunks reduced in cache and copied out (so that
    * {@code dst} may be the block being read, as in place).
    */
-  void reduceInto(Reduction red, SharedMemory.Window w, long offset, long dst, long n) {
+  private void reduceInto(Reduction red, SharedMemory.Window w, long offset, long dst, long n) {
     int es = red.dtype().size();
     destinations[0] = dst;
     if (!reduceNative(red, w, 0, offset, 1, n)) {
@@ -206,34 +204,6 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
         long m = Math.min(chunk, n - c0);
         reduceAll(red, w, 0, offset + c0 * es, acc, m);
         NativeMemory.copy(acc, dst + c0 * es, m * es);
-      }
-    }
-  }
-
-  /**
-   * {@code a ⊕ b} for {@code n} elements (partial results: nothing is premultiplied), then the
-   * post-operation, written at byte {@code offset} of every rank's {@code index}-th published buffer:
-   * the last stage of a pipelined hierarchical AllReduce, which hands all its host's ranks each part
-   * of the result as it arrives, while the part is in cache. The native kernel writes every
-   * destination in its one pass; Java combines into this rank's buffer and copies from there.
-   */
-  void combineToAll(Reduction red, SharedMemory.Window w, int index, long offset, long a, long b, long n) {
-    Reduction.ArrayOp op = red.arrayOp();
-    if (kernels != null && op != null && !red.hasPost() && p >= 2) {
-      for (int q = 0; q < p; q++) {
-        destinations[q] = w.address(q, index) + offset;
-      }
-      pair[0] = a;
-      pair[1] = b;
-      kernels.reduce(op, pair, 2, destinations, p, n);
-      return;
-    }
-    long mine = w.address(rank, index) + offset;
-    red.combine(mine, a, false, b, false, n);
-    red.post(mine, n);
-    for (int q = 0; q < p; q++) {
-      if (q != rank) {
-        NativeMemory.copy(mine, w.address(q, index) + offset, n * red.dtype().size());
       }
     }
   }

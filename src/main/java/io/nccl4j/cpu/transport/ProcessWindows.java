@@ -404,30 +404,6 @@ final class ProcessWindows implements SharedMemory {
     }
   }
 
-  /** Sets {@link #ABORTED} in {@code word}, keeping its count. */
-  private static void markAborted(long word) {
-    long v;
-    do {
-      v = NativeMemory.getLongVolatile(word);
-    } while ((v & ABORTED) == 0 && !NativeMemory.compareAndSetLong(word, v, v | ABORTED));
-  }
-
-  /**
-   * {@link #sleep} for a count that an abort does not end: leaving a window, every rank waits for
-   * every other to leave, abandoned or not, since until then a peer may still write this rank's buffers.
-   */
-  private static void sleepUntilCount(long word, long sleeping, long target, long until) {
-    NativeMemory.getAndAddLong(sleeping, 1);
-    try {
-      long v = NativeMemory.getLongVolatile(word);
-      if ((v & ~ABORTED) < target) {
-        Futex.await(word, (int) v, Math.min(1_000_000, until - System.nanoTime()));
-      }
-    } finally {
-      NativeMemory.getAndAddLong(sleeping, -1);
-    }
-  }
-
   private static void wakeSleepers(long word, long sleeping) {
     if (Futex.available() && NativeMemory.getLongVolatile(sleeping) > 0) {
       Futex.wakeAll(word);
@@ -532,27 +508,14 @@ final class ProcessWindows implements SharedMemory {
 
     @Override
     public void close() {
-      leave(false);
-    }
-
-    @Override
-    public void abandon() {
-      leave(true);
-    }
-
-    private void leave(boolean abandoning) {
       if (closed) {
         return;
       }
       closed = true;
       long left = counter(ShmSegment.LEFT, parity);
       long sleeping = counter(ShmSegment.SLEEPING_LEFT, parity);
-      if (abandoning) {
-        // Marked before this rank is counted: whoever sees the count complete sees the mark.
-        markAborted(left);
-      }
       // Counted for every window, so targets stay aligned.
-      if (((NativeMemory.getAndAddLong(left, 1) + 1) & ~ABORTED) == target) {
+      if (NativeMemory.getAndAddLong(left, 1) + 1 == target) {
         wakeSleepers(left, sleeping);
       }
       if (!exitBarrier) {
@@ -560,28 +523,24 @@ final class ProcessWindows implements SharedMemory {
       }
       int round = 0;
       long nextCheck = System.nanoTime() + LIVENESS_NANOS;
-      while ((NativeMemory.getLongVolatile(left) & ~ABORTED) < target) {
+      while (NativeMemory.getLongVolatile(left) < target) {
         long now = System.nanoTime();
         if (now - nextCheck >= 0) {
           nextCheck = now + LIVENESS_NANOS;
-          // A process can die inside a window: then nobody must wait.
+          // Peers inside a window only compute, but a process can die there: then nobody must wait.
           for (int q = 0; q < n; q++) {
             if (q != me) {
               // A peer leaves its group only after every rank left the window: then the count is complete.
-              checkAlive(members[q], "leaving a window",
-                  () -> (NativeMemory.getLongVolatile(left) & ~ABORTED) < target);
+              checkAlive(members[q], "leaving a window", () -> NativeMemory.getLongVolatile(left) < target);
             }
           }
         }
         if (round >= backoff.firstParkRound() && Futex.available()) {
-          sleepUntilCount(left, sleeping, target, nextCheck);
+          sleep(left, sleeping, target, nextCheck);
           round++;
           continue;
         }
         backoff.pause(round++);
-      }
-      if (!abandoning && (NativeMemory.getLongVolatile(left) & ABORTED) != 0) {
-        throw peersFailure("a rank left a window without doing its part of it; the group failed");
       }
     }
   }

@@ -41,23 +41,10 @@ public interface SharedMemory {
 
     /**
      * Leaves the window and waits until every rank has left it, so that no peer reads or writes
-     * this rank's buffers afterwards. Peers inside a window compute — or, in a hierarchical step,
-     * also send and receive across hosts under the collective's deadline — so this wait is bounded
-     * without a deadline of its own. Idempotent.
-     *
-     * @throws io.nccl4j.PeerFailureException (the group's failure) when a rank {@link #abandon}ed
-     *     the window: the part it was to do, in this rank's buffers too, is not done
+     * this rank's buffers afterwards. Peers inside a window only compute, so this wait is bounded
+     * without a deadline. Idempotent.
      */
     @Override
     void close();
-
-    /**
-     * Leaves the window without having done this rank's part of it (it failed inside, for
-     * instance on the network): waits as {@link #close} does until every rank has left, and makes
-     * every other rank's close throw the group's failure instead of returning results this rank
-     * did not finish writing. The caller then fails its collective as usual, which records the
-     * failure the others report. Idempotent, and a no-op after close.
-     */
-    void abandon();
   }
 }

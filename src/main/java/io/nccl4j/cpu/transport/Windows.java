@@ -59,8 +59,6 @@ final class Windows {
     final AtomicReferenceArray<Thread> waiters;
     final AtomicLong arrived = new AtomicLong();
     final AtomicLong left = new AtomicLong();
-    /** Set, for good, by a rank that abandoned a window of this slot; read after {@code left} is complete. */
-    volatile boolean abandoned;
 
     WindowSlot(int size) {
       published = new AtomicReferenceArray<>(size);
@@ -194,22 +192,10 @@ final class Windows {
 
       @Override
       public void close() {
-        leave(false);
-      }
-
-      @Override
-      public void abandon() {
-        leave(true);
-      }
-
-      private void leave(boolean abandoning) {
         if (closed) {
           return;
         }
         closed = true;
-        if (abandoning) {
-          slot.abandoned = true; // before this rank is counted: whoever sees the count complete sees it
-        }
         long left = slot.left.incrementAndGet(); // counted for every window, so targets stay aligned
         if (!exitBarrier) {
           return;
@@ -224,16 +210,10 @@ final class Windows {
             round++;
             continue;
           }
-          // No deadline: peers inside a window compute, or wait on the network under their deadline.
+          // No deadline: peers inside a window only compute.
           fabric.backoff().pause(round++);
         }
         slot.waiters.set(rank, null);
-        if (!abandoning && slot.abandoned) {
-          // The rank that abandoned records why a moment later: report that cause.
-          TcpTransport.awaitFor(fabric::isFailed);
-          fabric.checkFailed();
-          throw new PeerFailureException(-1, "a rank left " + tag + " without doing its part of it; the group failed");
-        }
       }
     };
   }
