@@ -28,10 +28,10 @@ import org.junit.jupiter.params.provider.MethodSource;
  * across), with ranks as threads that each map their host's segments and claim a host of their own
  * choosing ({@link ShmThreadsCluster}). The floating-point data is order-sensitive (mixed
  * magnitudes), so the results must follow the documented order bit for bit: each host's ranks in
- * rank order, then the hosts' partials (two hosts here, so the hosts' order cannot show; three hosts with integers); the
- * premultiplication of AVG once per input and integer AVG's division once at the end. Hosts are
- * interleaved ({0, 2} and {1, 3}) and contiguous ({0, 1, 2} and {3, 4, 5}); tensors from the group
- * (in the segments) and from elsewhere (copied through the segment).
+ * rank order, then the hosts' partials (two hosts here, so the hosts' order cannot show; three hosts
+ * with integers, exact in any order); the premultiplication of AVG once per input and integer AVG's
+ * division once at the end. Hosts are interleaved ({0, 2} and {1, 3}) and contiguous ({0, 1, 2} and
+ * {3, 4, 5}); tensors from the group (in the segments) and from elsewhere (copied through the segment).
  */
 @Tag("multirank")
 class HierarchicalReductionsTest {
@@ -145,6 +145,11 @@ class HierarchicalReductionsTest {
   @MethodSource("cases")
   void allReduceAndReduceScatterReduceWithinHostsThenAcross(String kernels, int[][] hosts, long count,
       DType dtype, ReduceOp op) {
+    runChecked(kernels, hosts, count, dtype, op);
+  }
+
+  /** Runs {@link #check} on every rank of {@code hosts}, reducing with {@code kernels}. */
+  private static void runChecked(String kernels, int[][] hosts, long count, DType dtype, ReduceOp op) {
     CpuOptions options = CpuOptions.defaults()
         .withKernels(CpuOptions.Kernels.valueOf(kernels.toUpperCase(java.util.Locale.ROOT)));
     int p = hosts.length * hosts[0].length;
@@ -202,11 +207,7 @@ class HierarchicalReductionsTest {
   @ParameterizedTest(name = "{0} kernels, hosts {1}, {2} {3}")
   @MethodSource("threeHosts")
   void threeHostsReduceAlongTheRailsRing(String kernels, int[][] hosts, DType dtype, ReduceOp op) {
-    CpuOptions options = CpuOptions.defaults()
-        .withKernels(CpuOptions.Kernels.valueOf(kernels.toUpperCase(java.util.Locale.ROOT)));
-    LocalCluster.of(6).timeout(TIMEOUT).strictMemory(true)
-        .backend(new ShmThreadsCluster(segments, 64L << 20, hostOf(hosts), options))
-        .run(pg -> check(pg, hosts, 300_007, dtype, op));
+    runChecked(kernels, hosts, 300_007, dtype, op);
   }
 
   static Stream<Arguments> threeHosts() {
