@@ -45,19 +45,27 @@ final class Algorithms implements AutoCloseable {
     this.working = scratch;
     this.scratch = new ScratchBuffer[] {new ScratchBuffer(scratch, "partial results 0 of rank " + transport.rank()),
         new ScratchBuffer(scratch, "partial results 1 of rank " + transport.rank())};
-    this.ring = new RingAlgorithms(transport, chunkBytes, this.scratch);
+    this.ring = new RingAlgorithms(transport, chunkBytes, this.scratch, options.kernels(), scratch);
     SharedMemory shm = options.algorithms() == CpuOptions.Algorithms.AUTO ? transport.sharedMemory() : null;
     this.shared = shm == null ? null
         : new SharedMemoryAlgorithms(shm, transport.rank(), p, chunkBytes, this.scratch[0], options.kernels(), scratch);
   }
 
-  /** What runs here, for tests and diagnostics: {@code shared/native}, {@code shared/java} or {@code ring}. */
+  /**
+   * What runs here, for tests and diagnostics: {@code shared/native} or {@code shared/java} (the
+   * shared-memory algorithms and their reducers), else {@code ring/native} or {@code ring/java} (what the
+   * ring's hops combine with).
+   */
   String describe() {
-    return shared == null ? "ring" : shared.usesNativeKernels() ? "shared/native" : "shared/java";
+    if (shared == null) {
+      return ring.usesNativeKernels() ? "ring/native" : "ring/java";
+    }
+    return shared.usesNativeKernels() ? "shared/native" : "shared/java";
   }
 
   @Override
   public void close() {
+    ring.close();
     if (shared != null) {
       shared.close();
     }

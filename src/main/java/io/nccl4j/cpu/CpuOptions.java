@@ -13,7 +13,7 @@ import java.util.Objects;
  * }</pre>
  *
  * @param algorithms which algorithms run
- * @param kernels which reducers the shared-memory algorithms use
+ * @param kernels which reducers the algorithms use (the shared-memory algorithms' and the ring's hops)
  */
 public record CpuOptions(Algorithms algorithms, Kernels kernels) {
   /** Which algorithms to use. */
@@ -24,7 +24,7 @@ public record CpuOptions(Algorithms algorithms, Kernels kernels) {
     RING
   }
 
-  /** Which reducers the shared-memory algorithms use. */
+  /** Which reducers the algorithms use: the shared-memory algorithms' and the ring's hops. */
   public enum Kernels {
     /** nccl4j's native kernels where their library loaded, the Java reducers otherwise. */
     NATIVE,

@@ -53,7 +53,8 @@ final class HierarchicalAlgorithms implements AutoCloseable {
     this.chunkBytes = chunkBytes;
     this.host = new SharedMemoryAlgorithms(layout.windows(), layout.local(), layout.perHost(), chunkBytes, scratch[0],
         kernels, working);
-    this.rail = new RingAlgorithms(new RankSubset(group, layout.rail(layout.local())), chunkBytes, scratch);
+    this.rail = new RingAlgorithms(new RankSubset(group, layout.rail(layout.local())), chunkBytes, scratch, kernels,
+        working);
     this.bounceMemory = working.child("shared-segment", layout.memory());
     this.bounce = new ScratchBuffer(bounceMemory, "hierarchical staging of rank " + group.rank());
     this.partials = new ScratchBuffer(working, "hierarchical partial results of rank " + group.rank());
@@ -62,6 +63,7 @@ final class HierarchicalAlgorithms implements AutoCloseable {
   @Override
   public void close() {
     host.close();
+    rail.close();
     bounce.close();
     partials.close();
     bounceMemory.close();

@@ -8,6 +8,7 @@ import io.nccl4j.DType;
 import io.nccl4j.cpu.transport.Combiner;
 import io.nccl4j.cpu.transport.Tag;
 import io.nccl4j.cpu.transport.Transport;
+import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.memory.ScratchBuffer;
 
@@ -17,24 +18,47 @@ import io.nccl4j.memory.ScratchBuffer;
  *
  * <p>Ring order is rank order: rank r sends to r+1 and receives from r−1. In a reduce-scatter
  * phase rank r first sends block r−1 and ends owning block r, so block c is accumulated in the
- * order x_{c+1}, x_{c+2}, …, x_c — NCCL's single-ring order. Not thread-safe: one instance per rank,
- * used by that rank's execution thread.
+ * order x_{c+1}, x_{c+2}, …, x_c — NCCL's single-ring order. Each hop combines the incoming part with
+ * the rank's own through the native kernel where it has one for the operator (the same bits as the
+ * Java loop, which C2 does not vectorise over native memory), else in Java. Not thread-safe: one
+ * instance per rank, used by that rank's execution thread (which also runs the combiners).
  */
-final class RingAlgorithms {
+final class RingAlgorithms implements AutoCloseable {
   private final Transport transport;
   private final int rank;
   private final int p;
   private final long chunkBytes;
   /** Two chunks of partial results that must not land in user buffers, alternating by step. */
   private final ScratchBuffer[] scratch;
+  /** The native kernels a hop combines with, or null when Java combines ({@link NativeKernels}). */
+  private final NativeKernels kernels;
+  private final long[] pair = new long[2];
+  private final long[] target = new long[1];
 
-  /** @param scratch two buffers, grown to {@code chunkBytes} when first used */
-  RingAlgorithms(Transport transport, long chunkBytes, ScratchBuffer[] scratch) {
+  /**
+   * @param scratch two buffers, grown to {@code chunkBytes} when first used
+   * @param tables where the native kernels' address tables come from
+   */
+  RingAlgorithms(Transport transport, long chunkBytes, ScratchBuffer[] scratch, CpuOptions.Kernels kernelChoice,
+      Allocator tables) {
     this.transport = transport;
     this.rank = transport.rank();
     this.p = transport.size();
     this.chunkBytes = chunkBytes;
     this.scratch = scratch;
+    this.kernels = NativeKernels.create(kernelChoice, 2, tables);
+  }
+
+  /** True when the hops combine through the native kernels where they have one (false: in Java). */
+  boolean usesNativeKernels() {
+    return kernels != null;
+  }
+
+  @Override
+  public void close() {
+    if (kernels != null) {
+      kernels.close();
+    }
   }
 
   private int mod(int x) {
@@ -76,10 +100,18 @@ final class RingAlgorithms {
    * Writes {@code incoming ⊕ pre(own)} (the incoming side premultiplied too when it is a rank's raw
    * input, i.e. on the first hop), then the post-operation on the last hop.
    */
-  private static Combiner reducer(Reduction red, long own, boolean firstHop, boolean lastHop, int es) {
+  private Combiner reducer(Reduction red, long own, boolean firstHop, boolean lastHop, int es) {
+    Reduction.ArrayOp op = kernels != null ? red.arrayOp() : null; // null for premultiplied operators
     return (incoming, dst, off, bytes) -> {
       long n = bytes / es;
-      red.combine(dst, incoming, firstHop, own + off, true, n);
+      if (op != null) {
+        pair[0] = incoming;
+        pair[1] = own + off;
+        target[0] = dst;
+        kernels.reduce(op, pair, 2, target, 1, n);
+      } else {
+        red.combine(dst, incoming, firstHop, own + off, true, n);
+      }
       if (lastHop) {
         red.post(dst, n);
       }

@@ -32,7 +32,9 @@ class CpuOptionsTest {
   @Test
   void eachChoiceReachesEveryRank() {
     assertThat(chosen(CpuCluster.of(CpuOptions.defaults().withAlgorithms(CpuOptions.Algorithms.RING)), 2))
-        .containsOnly("ring");
+        .containsOnly(NativeKernels.available() ? "ring/native" : "ring/java");
+    assertThat(chosen(CpuCluster.of(CpuOptions.defaults().withAlgorithms(CpuOptions.Algorithms.RING)
+        .withKernels(CpuOptions.Kernels.JAVA)), 2)).containsOnly("ring/java");
     assertThat(chosen(CpuCluster.of(CpuOptions.defaults().withKernels(CpuOptions.Kernels.JAVA)), 2))
         .containsOnly("shared/java");
     assertThat(chosen(CpuCluster.of(CpuOptions.defaults()), 2))

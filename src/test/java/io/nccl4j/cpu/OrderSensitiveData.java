@@ -1,6 +1,7 @@
 package io.nccl4j.cpu;
 
 import io.nccl4j.DType;
+import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.testing.TestData;
@@ -23,6 +24,67 @@ final class OrderSensitiveData {
         return (int) h;
       default:
         return h;
+    }
+  }
+
+  /**
+   * The raw bits of element i reduced over the ranks {@code order}, left to right, with Java's operators:
+   * float32 SUM, PRODUCT and MIN, float64 SUM and PRODUCT, int32 MAX, int64 SUM and AVG (wrapping).
+   */
+  static long reducedBits(DType t, ReduceOp op, int[] order, long i) {
+    switch (t) {
+      case FLOAT32: {
+        float acc = (float) value(t, order[0], i);
+        for (int k = 1; k < order.length; k++) {
+          float x = (float) value(t, order[k], i);
+          acc = op == ReduceOp.SUM ? acc + x : op == ReduceOp.PRODUCT ? acc * x : Math.min(acc, x);
+        }
+        return Float.floatToRawIntBits(acc);
+      }
+      case FLOAT64: {
+        double acc = value(t, order[0], i);
+        for (int k = 1; k < order.length; k++) {
+          acc = op == ReduceOp.SUM ? acc + value(t, order[k], i) : acc * value(t, order[k], i);
+        }
+        return Double.doubleToRawLongBits(acc);
+      }
+      case INT32: {
+        int acc = (int) value(t, order[0], i);
+        for (int k = 1; k < order.length; k++) {
+          acc = Math.max(acc, (int) value(t, order[k], i));
+        }
+        return acc;
+      }
+      default: {
+        long acc = 0;
+        for (int r : order) {
+          acc += TestData.mix(((long) r << 40) ^ i);
+        }
+        return op == ReduceOp.AVG ? acc / order.length : acc;
+      }
+    }
+  }
+
+  /** Ranks 0 … p−1. */
+  static int[] rankOrder(int p) {
+    return java.util.stream.IntStream.range(0, p).toArray();
+  }
+
+  /**
+   * Checks that element k of {@code t} holds element {@code first + k} reduced over the ranks
+   * {@code orderOf} gives for that element, bit for bit.
+   */
+  static void assertReduced(Tensor t, long first, ReduceOp op, java.util.function.LongFunction<int[]> orderOf,
+      String what) {
+    for (long k = 0; k < t.count(); k++) {
+      long i = first + k;
+      long want = reducedBits(t.dtype(), op, orderOf.apply(i), i);
+      long a = t.address() + k * t.dtype().size();
+      long got = t.dtype().size() == 4 ? NativeMemory.getInt(a) : NativeMemory.getLong(a);
+      if (got != want) {
+        throw new AssertionError(what + ": element " + i + " expected bits 0x" + Long.toHexString(want) + ", got 0x"
+            + Long.toHexString(got));
+      }
     }
   }
 

@@ -9,8 +9,6 @@ import io.nccl4j.ProcessGroup;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
 import io.nccl4j.Work;
-import io.nccl4j.memory.NativeMemory;
-import io.nccl4j.testing.TestData;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -50,58 +48,6 @@ class SharedMemoryKernelsTest {
     return out.stream();
   }
 
-  /** Element i of rank r: distinct, and for floats of mixed magnitude so that order matters. */
-  /** The raw bits expected at element i: x_0 ⊕ x_1 ⊕ … ⊕ x_{p−1} in the element type. */
-  private static long expectedBits(DType t, ReduceOp op, int p, long i) {
-    switch (t) {
-      case FLOAT32: {
-        float acc = (float) OrderSensitiveData.value(t, 0, i);
-        for (int r = 1; r < p; r++) {
-          float x = (float) OrderSensitiveData.value(t, r, i);
-          acc = op == ReduceOp.SUM ? acc + x : op == ReduceOp.PRODUCT ? acc * x : Math.min(acc, x);
-        }
-        return Float.floatToRawIntBits(acc);
-      }
-      case FLOAT64: {
-        double acc = OrderSensitiveData.value(t, 0, i);
-        for (int r = 1; r < p; r++) {
-          acc = op == ReduceOp.SUM ? acc + OrderSensitiveData.value(t, r, i) : acc * OrderSensitiveData.value(t, r, i);
-        }
-        return Double.doubleToRawLongBits(acc);
-      }
-      case INT32: {
-        int acc = (int) OrderSensitiveData.value(t, 0, i);
-        for (int r = 1; r < p; r++) {
-          acc = Math.max(acc, (int) OrderSensitiveData.value(t, r, i));
-        }
-        return acc;
-      }
-      default: {
-        long acc = 0;
-        for (int r = 0; r < p; r++) {
-          acc += TestData.mix(((long) r << 40) ^ i);
-        }
-        return op == ReduceOp.AVG ? acc / p : acc;
-      }
-    }
-  }
-
-  private static long bits(Tensor t, long i) {
-    long a = t.address() + i * t.dtype().size();
-    return t.dtype().size() == 4 ? NativeMemory.getInt(a) : NativeMemory.getLong(a);
-  }
-
-  private static void assertReduced(Tensor t, long first, DType dtype, ReduceOp op, int p, String what) {
-    for (long i = 0; i < t.count(); i++) {
-      long want = expectedBits(dtype, op, p, first + i);
-      long got = bits(t, i);
-      if (got != want) {
-        throw new AssertionError(what + ": element " + (first + i) + " expected bits 0x" + Long.toHexString(want)
-            + ", got 0x" + Long.toHexString(got));
-      }
-    }
-  }
-
   @ParameterizedTest(name = "{0} kernels, {1} ranks, {2} elements, {3} {4}")
   @MethodSource("cases")
   void reducesInRankOrderOutOfPlaceAndInPlace(String kernels, int p, long count, DType dtype, ReduceOp op) {
@@ -112,15 +58,17 @@ class SharedMemoryKernelsTest {
 
   private static void check(ProcessGroup pg, int p, long count, DType dtype, ReduceOp op) {
     int r = pg.rank();
+    int[] ranks = OrderSensitiveData.rankOrder(p);
+    java.util.function.LongFunction<int[]> order = i -> ranks;
     String algorithm = count * dtype.size() <= Algorithms.ONE_SHOT_MAX_BYTES ? "one-shot" : "direct";
     try (Tensor in = pg.empty(count, dtype); Tensor out = pg.empty(count, dtype)) {
       OrderSensitiveData.fill(in, r);
       Work w = pg.allReduceAsync(out, in, op);
       w.waitFor();
       assertThat(w.stats().orElseThrow().algorithm()).isEqualTo(algorithm);
-      assertReduced(out, 0, dtype, op, p, "AllReduce out of place, rank " + r);
+      OrderSensitiveData.assertReduced(out, 0, op, order, "AllReduce out of place, rank " + r);
       pg.allReduce(in, op);
-      assertReduced(in, 0, dtype, op, p, "AllReduce in place, rank " + r);
+      OrderSensitiveData.assertReduced(in, 0, op, order, "AllReduce in place, rank " + r);
     }
     long q = count / p;
     try (Tensor in = pg.empty(q * p, dtype); Tensor out = pg.empty(q, dtype)) {
@@ -128,10 +76,10 @@ class SharedMemoryKernelsTest {
       Work w = pg.reduceScatterTensorAsync(out, in, op);
       w.waitFor();
       assertThat(w.stats().orElseThrow().algorithm()).isEqualTo("direct");
-      assertReduced(out, r * q, dtype, op, p, "ReduceScatter out of place, rank " + r);
+      OrderSensitiveData.assertReduced(out, r * q, op, order, "ReduceScatter out of place, rank " + r);
       Tensor mine = in.chunk(p, r);
       pg.reduceScatterTensor(mine, in, op);
-      assertReduced(mine, r * q, dtype, op, p, "ReduceScatter in place, rank " + r);
+      OrderSensitiveData.assertReduced(mine, r * q, op, order, "ReduceScatter in place, rank " + r);
     }
   }
 }

@@ -1,6 +1,7 @@
 package io.nccl4j.cpu.transport;
 
 import io.nccl4j.cpu.CpuBackend;
+import io.nccl4j.cpu.CpuOptions;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.spi.ClusterBackend;
 import io.nccl4j.store.HashStore;
@@ -12,6 +13,17 @@ import java.time.Duration;
  * {@link HashStore} for the rendezvous — the multi-process data path without the processes.
  */
 public final class TcpThreadsCluster implements ClusterBackend {
+  private final CpuOptions options;
+
+  /** With the options the environment gives ({@link CpuOptions#fromEnvironment()}). */
+  public TcpThreadsCluster() {
+    this(CpuOptions.fromEnvironment());
+  }
+
+  public TcpThreadsCluster(CpuOptions options) {
+    this.options = options;
+  }
+
   @Override
   public String name() {
     return "cpu-tcp";
@@ -21,6 +33,6 @@ public final class TcpThreadsCluster implements ClusterBackend {
   public Run start(int worldSize, Duration timeout, String runName) {
     HashStore store = new HashStore(timeout);
     return rank -> new CpuBackend(new TcpTransport(rank, worldSize, store, "127.0.0.1", timeout),
-        Allocator.host().child(runName + "/rank" + rank), timeout);
+        Allocator.host().child(runName + "/rank" + rank), timeout, options);
   }
 }
