@@ -170,7 +170,7 @@ final class SweepCommand implements Callable<Integer> {
   /** The bandwidth that bounds an AllReduce here: memory when the ranks share it, else loopback TCP. */
   private static Bounds.Bandwidth measureLimit(int p, boolean memory) {
     try {
-      return memory ? Bounds.memory(p, 128L << 20, 5) : Bounds.loopback(p, 256L << 20);
+      return memory ? Bounds.memory(p, 128L << 20, 5) : Bounds.loopback(p, 256L << 20, 3);
     } catch (java.io.IOException e) {
       throw new SampleException(1, "cannot measure loopback bandwidth: " + e.getMessage());
     }

@@ -155,7 +155,7 @@ class NetworkNamespacesTest {
     String bound = lines.stream().filter(l -> l.startsWith("# bound: B = ")).findFirst().orElseThrow(() ->
         new AssertionError("no bound line:\n" + shown));
     // Node 1's first rank is 2; rank 0 and it send to each other across the veth.
-    assertThat(bound).as(shown).matches("# bound: B = \\d+\\.\\d{2} GB/s \\(each way with both ways busy: (1 TCP stream|4"
+    assertThat(bound).as(shown).matches("# bound: B = \\d+\\.\\d{2} GB/s \\(each way with both ways busy, best of 3 rounds: (1 TCP stream|4"
         + " TCP streams) each way between hosts, rank 0 at " + Pattern.quote(ADDR_A) + " and rank 2 at "
         + Pattern.quote(ADDR_B) + ", 256 MiB each; one way alone \\d+\\.\\d{2} GB/s, measured now\\); AllReduce t >="
         + " 2\\(H-1\\)S/H / B with H = 2 hosts \\(what crosses each host's link in a hierarchical AllReduce\\)");
