@@ -18,7 +18,8 @@
 # gpu tests at world size 2 on one GPU (two ranks as threads, NCCL >= 2.30), the contracts with two
 # ranks on one GPU as processes, the equivalence at world size 2, the contracts under torchrun, a PyTorch rank and a
 # Java rank in one group (ci/mixed-group.sh), kernel counts per NVTX range by
-# ncu where it can read counters, and a rerun of failed tests with NCCL_COMM_BLOCKING=1.
+# ncu where it can read counters, the CPU backend's processes on a machine with cores to spare
+# (ci/bench-processes.sh), and a rerun of failed tests with NCCL_COMM_BLOCKING=1.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bundle="$root/target/gpu-bundle"
@@ -253,6 +254,11 @@ PY
   else
     say "SKIP kernel counts: ncu not found (the probes count API calls, not kernels)"
   fi
+
+  # Not the GPU: the CPU backend's processes against threads and two namespaces against their veth, on a
+  # machine with cores to spare (targets 8 and 9 of docs/PERFORMANCE.md, measured on 2 cores elsewhere).
+  check cpu-processes 100 env NCCL4J_CLI="${cli[*]}" bash "$root/ci/bench-processes.sh" all 2
+  show cpu-processes '^(latency|hosts)'
 
   if [ -n "$failed_checks" ] && echo "$failed_checks" | grep -q gpu-tests-ws1; then
     check gpu-tests-ws1-comm-blocking 100 env NCCL_COMM_BLOCKING=1 NCCL4J_GPU_WORLD_SIZES=1 "${junit[@]}" \
