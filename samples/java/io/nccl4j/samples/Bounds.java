@@ -20,9 +20,9 @@ import java.util.concurrent.CyclicBarrier;
  *       bytes on p ranks that share memory reads every input once and writes every output once:
  *       t ≥ 2·p·S / B.</li>
  *   <li>Loopback bandwidth: bytes per second through TCP sockets on 127.0.0.1, the best of one and
- *       {@code streams} concurrent connections, {@code reps} times each, between direct buffers and the kernel (no copy in user space, as
- *       nccl4j's transport moves its payloads: {@link DirectTransfer}). A ring AllReduce sends 2·(p−1)·S bytes in all:
- *       t ≥ 2·(p−1)·S / B.</li>
+ *       {@code streams} concurrent connections, {@code reps} times each, between direct buffers and the
+ *       kernel (no copy in user space, as nccl4j's transport moves its payloads: {@link DirectTransfer}).
+ *       A ring AllReduce sends 2·(p−1)·S bytes in all: t ≥ 2·(p−1)·S / B.</li>
  * </ul>
  *
  * <p>The link between hosts is measured by {@link HostLink}: it needs a rank on each end.

@@ -28,6 +28,14 @@ final class OrderSensitiveData {
   }
 
   /**
+   * The dtype and operator pairs {@link #reducedBits} knows: with and without a native kernel (floating
+   * MIN has none), with a post-operation (integer AVG), order-sensitive (the floating ones).
+   */
+  static final Object[][] OPERATORS = {
+    {DType.FLOAT32, ReduceOp.SUM}, {DType.FLOAT64, ReduceOp.PRODUCT}, {DType.INT32, ReduceOp.MAX},
+    {DType.INT64, ReduceOp.SUM}, {DType.INT64, ReduceOp.AVG}, {DType.FLOAT32, ReduceOp.MIN}};
+
+  /**
    * The raw bits of element i reduced over the ranks {@code order}, left to right, with Java's operators:
    * float32 SUM, PRODUCT and MIN, float64 SUM and PRODUCT, int32 MAX, int64 SUM and AVG (wrapping).
    */

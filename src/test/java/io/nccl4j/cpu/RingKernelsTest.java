@@ -35,13 +35,10 @@ class RingKernelsTest {
 
   static Stream<Arguments> cases() {
     List<Arguments> out = new ArrayList<>();
-    Object[][] ops = {
-      {DType.FLOAT32, ReduceOp.SUM}, {DType.FLOAT64, ReduceOp.PRODUCT}, {DType.INT32, ReduceOp.MAX},
-      {DType.INT64, ReduceOp.SUM}, {DType.INT64, ReduceOp.AVG}, {DType.FLOAT32, ReduceOp.MIN}};
     for (String transport : new String[] {"threads", "tcp"}) {
       for (String kernels : new String[] {"native", "java"}) {
         for (int p : new int[] {2, 3}) {
-          for (Object[] op : ops) {
+          for (Object[] op : OrderSensitiveData.OPERATORS) {
             // Over TCP, 700 001 elements: blocks of unequal length, each more than one 1 MiB part for 8-byte types.
             out.add(Arguments.of(transport, kernels, p, transport.equals("tcp") ? 700_001L : 40_003L, op[0], op[1]));
           }

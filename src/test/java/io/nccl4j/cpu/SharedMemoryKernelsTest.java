@@ -32,14 +32,11 @@ class SharedMemoryKernelsTest {
 
   static Stream<Arguments> cases() {
     List<Arguments> out = new ArrayList<>();
-    Object[][] ops = {
-      {DType.FLOAT32, ReduceOp.SUM}, {DType.FLOAT64, ReduceOp.PRODUCT}, {DType.INT32, ReduceOp.MAX},
-      {DType.INT64, ReduceOp.SUM}, {DType.INT64, ReduceOp.AVG}, {DType.FLOAT32, ReduceOp.MIN}};
     for (String kernels : new String[] {"native", "java"}) {
       for (int p : new int[] {2, 3, 4}) {
         // 1 001 elements: one-shot; 40 003: direct, blocks of unequal length.
         for (long count : new long[] {1001, 40_003}) {
-          for (Object[] op : ops) {
+          for (Object[] op : OrderSensitiveData.OPERATORS) {
             out.add(Arguments.of(kernels, p, count, op[0], op[1]));
           }
         }
