@@ -363,8 +363,12 @@ final class TcpConnection {
         TcpTransport.SLICES.pause(round, deadline);
       }
       if (s == FAILED) {
-        // A failure already recorded (a peer's abort frame, a timeout) is the cause, not this connection.
+        // A failure already recorded (a peer's abort frame, a timeout) is the cause, not this connection;
+        // so is one a third rank is leaving in the store: a peer that finished its part of a mismatched
+        // collective (a broadcast it took itself the root of) closes and breaks this send, while the rank
+        // that received its data finds the mismatch.
         transport.checkFailed();
+        transport.awaitStoredFailure(TcpTransport.STORED_FAILURE_GRACE_NANOS);
         throw lost(error);
       }
     }

@@ -226,21 +226,45 @@ public final class TcpTransport implements Transport {
     StoredFailure.leave(store, rank, f);
   }
 
-  /**
-   * Takes the group's failure from the store if a peer left one there (called while a dial is
-   * refused: the peer may have failed and gone); then {@link #checkFailed} throws it.
-   */
   /** Makes {@code f}, a failure a peer left in shared memory, this group's (if it has none yet). */
   void adopt(Failure f) {
     record(f);
   }
 
+  /**
+   * Takes the group's failure from the store if a peer left one there (called while a dial is
+   * refused: the peer may have failed and gone); then {@link #checkFailed} throws it.
+   */
   void adoptFailureFromStore() {
     if (failure.get() == null) {
       Failure f = StoredFailure.find(store);
       if (f != null) {
         record(f);
       }
+    }
+  }
+
+  /** How long a send broken by its peer waits for a cause in the store before it blames the peer. */
+  static final long STORED_FAILURE_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(500);
+
+  /**
+   * Waits up to {@code graceNanos}, in 10 ms slices, for a failure some rank leaves in the store
+   * ({@link StoredFailure}: on a thread of its own, a moment after it finds it), unless this rank has
+   * one already; takes it when it comes. For a connection broken under a send: the peer may have
+   * closed as a consequence, not the cause. A store that is gone too ends the wait.
+   */
+  void awaitStoredFailure(long graceNanos) {
+    long until = System.nanoTime() + graceNanos;
+    while (failure.get() == null) {
+      try {
+        adoptFailureFromStore();
+      } catch (RuntimeException e) {
+        return;
+      }
+      if (failure.get() != null || System.nanoTime() - until > 0) {
+        return;
+      }
+      java.util.concurrent.locks.LockSupport.parkNanos(10_000_000);
     }
   }
 

@@ -299,6 +299,51 @@ class TcpTransportTest {
     }
   }
 
+  /**
+   * Rank 0 is sending to rank 1 when rank 1, which has finished its part, closes (as a rank that took
+   * itself for a broadcast's root does); the send breaks. Rank 2 meanwhile found why the group fails
+   * and left it in the store: that is what rank 0 reports, not rank 1's closed connection.
+   */
+  @Test
+  void aSendBrokenByAPeerThatLeftReportsTheCauseAThirdRankLeftInTheStore() throws Exception {
+    Throwable e = sendBrokenByRank1(rs -> rs.get(2).transport().fail(2,
+        new CollectiveMismatchException("rank 2 found the mismatch (on purpose)")));
+    assertThat(e).isInstanceOf(CollectiveMismatchException.class)
+        .hasMessageContaining("rank 2 found the mismatch (on purpose)");
+  }
+
+  /** The same send with nothing in the store: after the grace, rank 0 blames rank 1, which left under it. */
+  @Test
+  void aSendBrokenByAPeerThatLeftBlamesThePeerWhenNoCauseComes() throws Exception {
+    Throwable e = sendBrokenByRank1(rs -> { });
+    assertThat(e).isInstanceOf(PeerFailureException.class);
+    assertThat(((PeerFailureException) e).failedRank()).isEqualTo(1);
+    assertThat(e.getMessage()).contains("connection to rank 1 failed while sending");
+  }
+
+  /**
+   * Three connected ranks; rank 0 sends rank 1 32 MiB, more than the sockets buffer, which rank 1 never
+   * receives; once the send is stuck, rank 1's transport closes, then {@code meanwhile} runs; what rank
+   * 0's send fails with.
+   */
+  private Throwable sendBrokenByRank1(java.util.function.Consumer<List<Rank>> meanwhile) throws Exception {
+    List<Rank> rs = start(3);
+    allReduceOnAll(rs, 8); // connects the ring
+    Rank r0 = rs.get(0);
+    try (Tensor t = data(r0.pg(), r0.allocator(), 4 << 20)) {
+      Work w = r0.pg().sendAsync(t, 1);
+      Thread.sleep(300);
+      assertThat(w.isCompleted()).as("rank 0's send waits for room in rank 1's socket").isFalse();
+      long start = System.nanoTime();
+      rs.get(1).transport().close();
+      meanwhile.accept(rs);
+      Throwable e = CompletableFuture.supplyAsync(() -> catchThrowable(w::waitFor))
+          .get(NO_HANG.toSeconds(), TimeUnit.SECONDS);
+      assertNoHang(start);
+      return e;
+    }
+  }
+
   @Test
   void rankThatFailsSendsAbortFramesNamingTheRootCause() throws Exception {
     List<Rank> rs = start(3);
