@@ -9,25 +9,44 @@
  * fast-math, no flush-to-zero), two's-complement wrapping for integer SUM/PROD (done in unsigned
  * types, where wrapping is defined), signed comparison for MIN/MAX. A destination may be one of the
  * sources (in place): within each block all loads come before any store, and blocks move forward.
+ *
+ * Streaming stores. A destination that overlaps none of the sources and holds at least
+ * NCCL4J_STREAM_MIN_BYTES is written with non-temporal stores (SSE2 movntdq), as is a copy of that
+ * size: such a store goes to memory without first reading the line into the cache (the read for
+ * ownership a normal store makes) and leaves the sources' lines where they are. An output that
+ * large is not read again from cache anyway; on the development machine they made a cold
+ * out-of-place reduction of two sources 1.3x and a copy 1.5x faster (docs/PERFORMANCE.md, section 1),
+ * and smaller outputs, which the next reader may still find in cache, were faster stored normally.
+ * In place (a destination that is a source) the line is in cache already and normal stores are
+ * kept. Streaming stores are weakly ordered: a kernel that used them ends with a store fence, so
+ * anything its caller stores afterwards (the flag that tells another rank or process the data is
+ * there) becomes visible after the data (docs/ALGORITHMS.md, "Memory ordering between processes").
  */
 #ifndef NCCL4J_CPU_KERNELS_H
 #define NCCL4J_CPU_KERNELS_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include <time.h>
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <stdlib.h>
 #include <string.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define NCCL4J_CAN_STREAM 1
+/* Stores the array v (a multiple of 16 bytes) at o (16-byte aligned) with streaming stores. */
+#define NCCL4J_STREAM(o, v)                                                                     \
+    for (size_t b_ = 0; b_ < sizeof(v); b_ += 16) {                                             \
+        __m128i x_;                                                                             \
+        memcpy(&x_, (const char*) (v) + b_, 16);                                                \
+        _mm_stream_si128((__m128i*) ((char*) (o) + b_), x_);                                     \
+    }
+#define NCCL4J_FENCE() _mm_sfence()
+#else
+#define NCCL4J_CAN_STREAM 0
+#define NCCL4J_STREAM(o, v) memcpy((o), (v), sizeof(v))
+#define NCCL4J_FENCE() ((void) 0)
+#endif
+
+/* The least bytes per destination (or copy) written with streaming stores. */
+#define NCCL4J_STREAM_MIN_BYTES ((size_t) 4 << 20)
 
 /* The order of io.nccl4j.cpu.Reduction.ArrayOp. */
 enum {
@@ -40,27 +59,45 @@ enum {
 /* Elements per block: 64 bytes of 32-bit or 128 bytes of 64-bit values, held in registers. */
 #define NCCL4J_BLOCK 16
 
-#define NCCL4J_DEFINE_REDUCE(NAME, ATTR, T, EXPR)                                              \
-    ATTR static void NAME(const void* const* src, int ns, void* const* dst, int nd, size_t n) { \
-        size_t i = 0;                                                                           \
-        for (; i + NCCL4J_BLOCK <= n; i += NCCL4J_BLOCK) {                                      \
-            T v[NCCL4J_BLOCK];                                                                  \
-            const T* s0 = (const T*) src[0] + i;                                                \
-            for (int j = 0; j < NCCL4J_BLOCK; j++) v[j] = s0[j];                                \
-            for (int k = 1; k < ns; k++) {                                                      \
-                const T* s = (const T*) src[k] + i;                                             \
-                for (int j = 0; j < NCCL4J_BLOCK; j++) { T a = v[j], b = s[j]; v[j] = (EXPR); } \
-            }                                                                                   \
-            for (int d = 0; d < nd; d++) {                                                      \
-                T* o = (T*) dst[d] + i;                                                         \
-                for (int j = 0; j < NCCL4J_BLOCK; j++) o[j] = v[j];                             \
-            }                                                                                   \
-        }                                                                                       \
-        for (; i < n; i++) {                                                                    \
-            T v = ((const T*) src[0])[i];                                                       \
-            for (int k = 1; k < ns; k++) { T a = v, b = ((const T*) src[k])[i]; v = (EXPR); }   \
-            for (int d = 0; d < nd; d++) ((T*) dst[d])[i] = v;                                  \
-        }                                                                                       \
+/* No streaming: every destination stored normally. */
+#define NCCL4J_NO_STREAM ((size_t) -1)
+
+/*
+ * head is NCCL4J_NO_STREAM, or how many leading elements are stored normally so that every
+ * destination's blocks after them are 16-byte aligned and stored streaming.
+ */
+#define NCCL4J_DEFINE_REDUCE(NAME, ATTR, T, EXPR)                                                  \
+    ATTR static void NAME(const void* const* src, int ns, void* const* dst, int nd, size_t n, size_t head) { \
+        size_t i = 0;                                                                               \
+        const int stream = head != NCCL4J_NO_STREAM;                                                \
+        for (; stream && i < head && i < n; i++) {                                                  \
+            T v = ((const T*) src[0])[i];                                                           \
+            for (int k = 1; k < ns; k++) { T a = v, b = ((const T*) src[k])[i]; v = (EXPR); }       \
+            for (int d = 0; d < nd; d++) ((T*) dst[d])[i] = v;                                      \
+        }                                                                                           \
+        for (; i + NCCL4J_BLOCK <= n; i += NCCL4J_BLOCK) {                                          \
+            T v[NCCL4J_BLOCK];                                                                      \
+            const T* s0 = (const T*) src[0] + i;                                                    \
+            for (int j = 0; j < NCCL4J_BLOCK; j++) v[j] = s0[j];                                    \
+            for (int k = 1; k < ns; k++) {                                                          \
+                const T* s = (const T*) src[k] + i;                                                 \
+                for (int j = 0; j < NCCL4J_BLOCK; j++) { T a = v[j], b = s[j]; v[j] = (EXPR); }     \
+            }                                                                                       \
+            if (stream) {                                                                           \
+                for (int d = 0; d < nd; d++) { NCCL4J_STREAM((T*) dst[d] + i, v) }                 \
+            } else {                                                                                \
+                for (int d = 0; d < nd; d++) {                                                      \
+                    T* o = (T*) dst[d] + i;                                                         \
+                    for (int j = 0; j < NCCL4J_BLOCK; j++) o[j] = v[j];                             \
+                }                                                                                   \
+            }                                                                                       \
+        }                                                                                           \
+        for (; i < n; i++) {                                                                        \
+            T v = ((const T*) src[0])[i];                                                           \
+            for (int k = 1; k < ns; k++) { T a = v, b = ((const T*) src[k])[i]; v = (EXPR); }       \
+            for (int d = 0; d < nd; d++) ((T*) dst[d])[i] = v;                                      \
+        }                                                                                           \
+        if (stream) NCCL4J_FENCE();                                                                 \
     }
 
 #define NCCL4J_DEFINE_ALL(SUFFIX, ATTR)                                                          \
@@ -69,7 +106,7 @@ enum {
     NCCL4J_DEFINE_REDUCE(f64_sum_##SUFFIX, ATTR, double, a + b)                                 \
     NCCL4J_DEFINE_REDUCE(f64_prod_##SUFFIX, ATTR, double, a * b)                                \
     NCCL4J_DEFINE_REDUCE(u32_sum_##SUFFIX, ATTR, uint32_t, a + b)                               \
-    NCCL4J_DEFINE_REDUCE(u32_prod_##SUFFIX, ATTR, uint32_t, a * b)                 \
+    NCCL4J_DEFINE_REDUCE(u32_prod_##SUFFIX, ATTR, uint32_t, a * b)                              \
     NCCL4J_DEFINE_REDUCE(i32_min_##SUFFIX, ATTR, int32_t, a < b ? a : b)                        \
     NCCL4J_DEFINE_REDUCE(i32_max_##SUFFIX, ATTR, int32_t, a > b ? a : b)                        \
     NCCL4J_DEFINE_REDUCE(u64_sum_##SUFFIX, ATTR, uint64_t, a + b)                               \
@@ -77,7 +114,7 @@ enum {
     NCCL4J_DEFINE_REDUCE(i64_min_##SUFFIX, ATTR, int64_t, a < b ? a : b)                        \
     NCCL4J_DEFINE_REDUCE(i64_max_##SUFFIX, ATTR, int64_t, a > b ? a : b)                        \
     static void (*const nccl4j_kernels_##SUFFIX[NCCL4J_OP_COUNT])(const void* const*, int,      \
-                                                                   void* const*, int, size_t) = { \
+                                                                   void* const*, int, size_t, size_t) = { \
         f32_sum_##SUFFIX, f32_prod_##SUFFIX, f64_sum_##SUFFIX, f64_prod_##SUFFIX,               \
         u32_sum_##SUFFIX, u32_prod_##SUFFIX, i32_min_##SUFFIX, i32_max_##SUFFIX,                \
         u64_sum_##SUFFIX, u64_prod_##SUFFIX, i64_min_##SUFFIX, i64_max_##SUFFIX};
@@ -97,197 +134,94 @@ static inline const char* nccl4j_cpu_kernels_isa(void) {
     return NCCL4J_HAS_AVX2() ? "avx2" : "baseline";
 }
 
+/* The least bytes per destination written with streaming stores (for tests and reports). */
+static inline long nccl4j_stream_min_bytes(void) {
+    return NCCL4J_CAN_STREAM ? (long) NCCL4J_STREAM_MIN_BYTES : -1;
+}
+
+/* Whether [a, a + an) and [b, b + bn) share a byte. */
+static inline int nccl4j_overlap(const void* a, size_t an, const void* b, size_t bn) {
+    uintptr_t x = (uintptr_t) a, y = (uintptr_t) b;
+    return x < y + bn && y < x + an;
+}
+
+/*
+ * NCCL4J_NO_STREAM, or how many leading elements of es bytes to store normally before the
+ * destination is 16-byte aligned: there must be one destination, large enough, overlapping no
+ * source. Several destinations at once are stored normally: with four ranks' outputs streamed by
+ * each of four threads on two cores, AllReduce took up to twice as long as with normal stores
+ * (docs/PERFORMANCE.md, section 1) -- more streams at once than a core combines writes for.
+ */
+static inline size_t nccl4j_stream_head(const void* const* src, int ns, void* const* dst, int nd, size_t n,
+                                        size_t es) {
+    size_t bytes = n * es;
+    if (!NCCL4J_CAN_STREAM || nd != 1 || bytes < NCCL4J_STREAM_MIN_BYTES) {
+        return NCCL4J_NO_STREAM;
+    }
+    uintptr_t skew = (uintptr_t) dst[0] % 16;
+    if (skew % es != 0) {
+        return NCCL4J_NO_STREAM;
+    }
+    for (int d = 0; d < nd; d++) {
+        if ((uintptr_t) dst[d] % 16 != skew) {
+            return NCCL4J_NO_STREAM;
+        }
+        for (int k = 0; k < ns; k++) {
+            if (nccl4j_overlap(dst[d], bytes, src[k], bytes)) {
+                return NCCL4J_NO_STREAM;
+            }
+        }
+    }
+    return ((16 - skew) % 16) / es;
+}
+
 /*
  * dst[d][i] = src[0][i] op src[1][i] op ... op src[ns-1][i] for every d < nd and i < n, where
- * sources and destinations are tables of addresses. Returns 0, or -1 for an unknown op or counts
- * out of range (nothing is touched then).
+ * sources and destinations are tables of addresses; stream 0 stores every destination normally.
+ * Returns 1 when the destinations were written with streaming stores, 0 when normally, or -1 for an
+ * unknown op or counts out of range (nothing is touched then).
  */
-static inline int nccl4j_reduce(int op, const void* const* src, int ns, void* const* dst, int nd, size_t n) {
+static inline int nccl4j_reduce(int op, const void* const* src, int ns, void* const* dst, int nd, size_t n,
+                                int stream) {
+    static const size_t sizes[NCCL4J_OP_COUNT] = {4, 4, 8, 8, 4, 4, 4, 4, 8, 8, 8, 8};
     if (op < 0 || op >= NCCL4J_OP_COUNT || ns < 1 || nd < 0) {
         return -1;
     }
     static const bool avx2 = NCCL4J_HAS_AVX2();
-    (avx2 ? nccl4j_kernels_avx2 : nccl4j_kernels_base)[op](src, ns, dst, nd, n);
-    return 0;
+    size_t head = stream ? nccl4j_stream_head(src, ns, dst, nd, n, sizes[op]) : NCCL4J_NO_STREAM;
+    (avx2 ? nccl4j_kernels_avx2 : nccl4j_kernels_base)[op](src, ns, dst, nd, n, head);
+    return head == NCCL4J_NO_STREAM ? 0 : 1;
 }
 
 /*
- * Waiting between processes (the CPU backend's windows in /dev/shm): sleeps while the 32-bit word at
- * addr holds expected, for at most timeout_nanos, until nccl4j_futex_wake on the same word (any
- * process mapping it: a shared futex, not FUTEX_PRIVATE). Returns 0 when woken, -1 otherwise (the
- * word had changed, the time ran out, or a signal came): the caller re-checks its condition.
+ * Copies bytes from src to dst: with streaming stores when stream is not 0, there are at least
+ * NCCL4J_STREAM_MIN_BYTES and the two do not overlap (returns 1), else as memmove (returns 0).
  */
-static inline int nccl4j_futex_wait(void* addr, int expected, long timeout_nanos) {
-    struct timespec ts;
-    ts.tv_sec = timeout_nanos / 1000000000L;
-    ts.tv_nsec = timeout_nanos % 1000000000L;
-    return syscall(SYS_futex, (int*) addr, FUTEX_WAIT, expected, &ts, NULL, 0) == 0 ? 0 : -1;
-}
-
-/* Wakes every process sleeping in nccl4j_futex_wait on the word at addr; returns how many, or -1. */
-static inline int nccl4j_futex_wake(void* addr) {
-    long n = syscall(SYS_futex, (int*) addr, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
-    return n < 0 ? -1 : (int) n;
-}
-
-/*
- * The CPU backend's TCP payloads straight between native memory and the kernel (io.nccl4j.cpu.transport.NativeSocket):
- * the JDK's socket streams copy every byte through a heap array and a temporary direct buffer on each side.
- * nccl4j keeps a duplicate of the socket's descriptor of its own, so that the JDK closing its descriptor can never
- * leave nccl4j reading or writing a number the process has reused.
- */
-
-/* The 16-byte IPv6 form of a socket address (IPv4 as ::ffff:a.b.c.d) and its port; -1 for other families. */
-static inline int nccl4j_socket_address(const struct sockaddr_storage* a, unsigned char out[16]) {
-    if (a->ss_family == AF_INET) {
-        const struct sockaddr_in* v4 = (const struct sockaddr_in*) a;
-        memset(out, 0, 10);
-        out[10] = 0xff;
-        out[11] = 0xff;
-        memcpy(out + 12, &v4->sin_addr, 4);
-        return ntohs(v4->sin_port);
-    }
-    if (a->ss_family == AF_INET6) {
-        const struct sockaddr_in6* v6 = (const struct sockaddr_in6*) a;
-        memcpy(out, &v6->sin6_addr, 16);
-        return ntohs(v6->sin6_port);
-    }
-    return -1;
-}
-
-/*
- * Whether fd is a connected TCP socket from local (16 bytes, as above) at local_port to peer at peer_port; its inode
- * in *inode when it is. Asks the descriptor only (fstat, getsockopt, getsockname, getpeername): nothing here opens or
- * closes one, since closing any descriptor of a file drops the process's POSIX locks on it (FileChannel.lock).
- */
-static inline int nccl4j_socket_is(int fd, const unsigned char* local, int local_port, const unsigned char* peer,
-                                   int peer_port, unsigned long* inode) {
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
-        return 0;
-    }
-    int type = 0;
-    socklen_t tl = sizeof(type);
-    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM) {
-        return 0;
-    }
-    struct sockaddr_storage a;
-    unsigned char addr[16];
-    socklen_t al = sizeof(a);
-    if (getsockname(fd, (struct sockaddr*) &a, &al) != 0 || nccl4j_socket_address(&a, addr) != local_port
-        || memcmp(addr, local, 16) != 0) {
-        return 0;
-    }
-    al = sizeof(a);
-    if (getpeername(fd, (struct sockaddr*) &a, &al) != 0 || nccl4j_socket_address(&a, addr) != peer_port
-        || memcmp(addr, peer, 16) != 0) {
-        return 0;
-    }
-    *inode = (unsigned long) st.st_ino;
-    return 1;
-}
-
-/*
- * A duplicate (close-on-exec) of this process's TCP socket from local (16 bytes at addrs, IPv4 as ::ffff:a.b.c.d) at
- * local_port to peer (the next 16 bytes) at peer_port, or -1. Only a descriptor found to be that socket is
- * duplicated, and the duplicate is checked again (the number may have been closed and reused in between): if it is
- * a socket no longer, it is kept open rather than closed, since closing it could drop a file lock (see above).
- */
-static inline int nccl4j_socket_dup(const void* addrs, int local_port, int peer_port) {
-    const unsigned char* local = (const unsigned char*) addrs;
-    const unsigned char* peer = local + 16;
-    DIR* d = opendir("/proc/self/fd");
-    if (d == NULL) {
-        return -1;
-    }
-    int found = -1;
-    struct dirent* e;
-    while (found < 0 && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] < '0' || e->d_name[0] > '9') {
-            continue;
+static inline int nccl4j_copy(void* dst, const void* src, size_t bytes, int stream) {
+#if NCCL4J_CAN_STREAM
+    if (stream && bytes >= NCCL4J_STREAM_MIN_BYTES && !nccl4j_overlap(dst, bytes, src, bytes)) {
+        size_t head = (16 - (uintptr_t) dst % 16) % 16;
+        memcpy(dst, src, head);
+        char* d = (char*) dst + head;
+        const char* s = (const char*) src + head;
+        size_t left = bytes - head;
+        for (; left >= 64; left -= 64, d += 64, s += 64) {
+            __m128i a = _mm_loadu_si128((const __m128i*) s);
+            __m128i b = _mm_loadu_si128((const __m128i*) (s + 16));
+            __m128i c = _mm_loadu_si128((const __m128i*) (s + 32));
+            __m128i e = _mm_loadu_si128((const __m128i*) (s + 48));
+            _mm_stream_si128((__m128i*) d, a);
+            _mm_stream_si128((__m128i*) (d + 16), b);
+            _mm_stream_si128((__m128i*) (d + 32), c);
+            _mm_stream_si128((__m128i*) (d + 48), e);
         }
-        int fd = atoi(e->d_name);
-        unsigned long inode = 0, again = 0;
-        if (fd == dirfd(d) || !nccl4j_socket_is(fd, local, local_port, peer, peer_port, &inode)) {
-            continue;
-        }
-        int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-        if (dup < 0) {
-            continue;
-        }
-        if (nccl4j_socket_is(dup, local, local_port, peer, peer_port, &again) && again == inode) {
-            found = dup;
-        } else {
-            struct stat st;
-            if (fstat(dup, &st) == 0 && S_ISSOCK(st.st_mode)) {
-                close(dup);
-            }
-        }
+        memcpy(d, s, left);
+        _mm_sfence();
+        return 1;
     }
-    closedir(d);
-    return found;
-}
-
-/* One non-blocking attempt at a payload call: recv or send without waiting. */
-typedef ssize_t (*nccl4j_socket_op)(int fd, void* buf, size_t len);
-
-static inline ssize_t nccl4j_recv_now(int fd, void* buf, size_t len) {
-    return recv(fd, buf, len, MSG_DONTWAIT);
-}
-
-static inline ssize_t nccl4j_send_now(int fd, void* buf, size_t len) {
-    return send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-}
-
-/*
- * op on fd, waiting at most timeout_ms for events (POLLIN or POLLOUT) when it cannot go at once: how many bytes,
- * -1 when it still could not go in time, or -2 - errno.
- */
-static inline long nccl4j_socket_io(int fd, nccl4j_socket_op op, short events, void* buf, long len, int timeout_ms) {
-    ssize_t n = op(fd, buf, (size_t) len);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-        struct pollfd p = { fd, events, 0 };
-        int r = poll(&p, 1, timeout_ms);
-        if (r < 0 && errno != EINTR) {
-            return -2 - errno;
-        }
-        if (r <= 0) {
-            return -1;
-        }
-        n = op(fd, buf, (size_t) len);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-            return -1;
-        }
-    }
-    return n >= 0 ? (long) n : -2 - errno;
-}
-
-/*
- * Receives up to len bytes into dst, waiting at most timeout_ms for some: how many, 0 at the end of the stream,
- * -1 when none came in time, or -2 - errno.
- */
-static inline long nccl4j_socket_recv(int fd, void* dst, long len, int timeout_ms) {
-    return nccl4j_socket_io(fd, nccl4j_recv_now, POLLIN, dst, len, timeout_ms);
-}
-
-/* Sends up to len bytes from src, waiting at most timeout_ms for room: how many, -1 when no room came in time, or -2 - errno. */
-static inline long nccl4j_socket_send(int fd, const void* src, long len, int timeout_ms) {
-    return nccl4j_socket_io(fd, nccl4j_send_now, POLLOUT, (void*) src, len, timeout_ms);
-}
-
-/* Closes a descriptor nccl4j_socket_dup returned; 0 or -errno. */
-static inline int nccl4j_socket_close(int fd) {
-    return close(fd) == 0 ? 0 : -errno;
-}
-
-/* The text of an errno value (for messages), in a buffer of the calling thread's. */
-static inline const char* nccl4j_strerror(int err) {
-    static __thread char text[128];
-#if defined(__GLIBC__) && defined(_GNU_SOURCE)
-    return strerror_r(err, text, sizeof(text)); /* GNU's: returns the text, in text or a static string */
-#else
-    return strerror_r(err, text, sizeof(text)) == 0 ? text : "unknown error";
 #endif
+    memmove(dst, src, bytes);
+    return 0;
 }
 
 #endif

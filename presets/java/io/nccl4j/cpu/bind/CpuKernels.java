@@ -5,13 +5,14 @@ import org.bytedeco.javacpp.annotation.Cast;
 import org.bytedeco.javacpp.annotation.Platform;
 
 /**
- * nccl4j's own JavaCPP preset for the CPU backend's reduction kernels (native/cpu/nccl4j_cpu_kernels.h):
- * one pass that reads every source and writes every destination, vectorised (AVX2 where the CPU
- * has it). Needs no CUDA; built by the normal Maven build with the system's C++ compiler. The CPU
+ * nccl4j's own JavaCPP preset for the CPU backend's native helpers: the reduction and copy kernels
+ * (native/cpu/nccl4j_cpu_kernels.h: one pass that reads every source and writes every destination,
+ * vectorised, AVX2 where the CPU has it), the futex between processes (nccl4j_cpu_futex.h) and the
+ * TCP transport's sockets (nccl4j_cpu_socket.h). Needs no CUDA; built by the normal Maven build with the system's C++ compiler. The CPU
  * backend uses it through {@code io.nccl4j.cpu.NativeKernels}, which falls back to Java when this
  * library is absent.
  */
-@Platform(value = "linux-x86_64", include = "nccl4j_cpu_kernels.h")
+@Platform(value = "linux-x86_64", include = {"nccl4j_cpu_kernels.h", "nccl4j_cpu_futex.h", "nccl4j_cpu_socket.h"})
 public final class CpuKernels {
   static {
     Loader.load();
@@ -21,11 +22,24 @@ public final class CpuKernels {
 
   /**
    * {@code dst[d][i] = src[0][i] op src[1][i] op … } for every destination d and element i;
-   * {@code sources} and {@code destinations} are native tables of addresses. Returns 0, or -1 for
-   * an unknown op or a count out of range (nothing is touched then).
+   * {@code sources} and {@code destinations} are native tables of addresses; {@code stream} 0 stores
+   * every destination normally. Returns 1 when the
+   * destinations were written with streaming stores (large, overlapping no source), 0 when normally,
+   * or -1 for an unknown op or a count out of range (nothing is touched then).
    */
   public static native int nccl4j_reduce(int op, @Cast("const void* const*") long sources, int sourceCount,
-      @Cast("void* const*") long destinations, int destinationCount, @Cast("size_t") long count);
+      @Cast("void* const*") long destinations, int destinationCount, @Cast("size_t") long count, int stream);
+
+  /**
+   * Copies {@code bytes} from {@code src} to {@code dst}: with streaming stores when {@code stream} is not 0,
+   * there are at least {@link #nccl4j_stream_min_bytes} and the two do not overlap (returns 1), else as memmove
+   * (returns 0).
+   */
+  public static native int nccl4j_copy(@Cast("void*") long dst, @Cast("const void*") long src,
+      @Cast("size_t") long bytes, int stream);
+
+  /** The least bytes per destination the kernels write with streaming stores; -1 where they never do. */
+  public static native long nccl4j_stream_min_bytes();
 
   /** The instruction set the kernels use on this CPU: "avx2" or "baseline". */
   public static native @Cast("const char*") String nccl4j_cpu_kernels_isa();

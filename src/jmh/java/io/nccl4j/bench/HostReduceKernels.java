@@ -22,7 +22,9 @@ import org.openjdk.jmh.annotations.Warmup;
 /**
  * The CPU backend's element-wise kernels against a plain memory copy of the same size: the Java loop
  * over native memory (what a ring hop combined with before it took the native kernel) and the native
- * kernel with two sources, at 1 MiB (one TCP receive part, in cache) and 16 MiB.
+ * kernel with two sources, at 1 MiB (one TCP receive part, in cache) and 16 MiB (three buffers of it
+ * outgrow the last-level cache); the native kernel and copy with streaming stores (what they use from
+ * 4 MiB on) and with normal stores only ({@code NCCL4J_CPU_KERNELS=cached}).
  */
 @State(Scope.Thread)
 @BenchmarkMode(Mode.AverageTime)
@@ -63,15 +65,28 @@ public class HostReduceKernels {
     sum.combine(dst, a, false, b, false, elements);
   }
 
-  /** The native kernel, F32_SUM (ordinal 0 of Reduction.ArrayOp), 2 sources, 1 destination. */
+  /** The native kernel, F32_SUM (ordinal 0 of Reduction.ArrayOp), 2 sources, 1 destination, as it stores by default. */
   @Benchmark
   public int sumFloat32Native() {
-    return CpuKernels.nccl4j_reduce(0, tables, 2, tables + 2 * Long.BYTES, 1, elements);
+    return CpuKernels.nccl4j_reduce(0, tables, 2, tables + 2 * Long.BYTES, 1, elements, 1);
   }
 
+  /** The same with normal stores only. */
+  @Benchmark
+  public int sumFloat32NativeCached() {
+    return CpuKernels.nccl4j_reduce(0, tables, 2, tables + 2 * Long.BYTES, 1, elements, 0);
+  }
+
+  /** The JVM's copy (Unsafe.copyMemory). */
   @Benchmark
   public void copy() {
     NativeMemory.copy(a, dst, 4L * elements);
+  }
+
+  /** The kernels' copy as it stores by default (streaming from 4 MiB). */
+  @Benchmark
+  public int copyNative() {
+    return CpuKernels.nccl4j_copy(dst, a, 4L * elements, 1);
   }
 
   @TearDown

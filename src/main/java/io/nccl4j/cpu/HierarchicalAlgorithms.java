@@ -10,7 +10,6 @@ import io.nccl4j.cpu.transport.RankSubset;
 import io.nccl4j.cpu.transport.Tag;
 import io.nccl4j.cpu.transport.Transport;
 import io.nccl4j.memory.Allocator;
-import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.memory.ScratchBuffer;
 
 /**
@@ -83,7 +82,7 @@ final class HierarchicalAlgorithms implements AutoCloseable {
     long work = outThere ? out : staging(bytes);
     long src = in;
     if (!inThere) {
-      NativeMemory.copy(in, work, bytes); // then in place on work
+      host.copy(in, work, bytes); // then in place on work
       src = work;
     }
     CollectiveStats reduced = present(host.reduceOwnBlock(tag, deadline, src, work, count, red.partial()));
@@ -95,7 +94,7 @@ final class HierarchicalAlgorithms implements AutoCloseable {
         red.ofPartials());
     CollectiveStats gathered = present(host.gatherBlocks(tag, deadline, work, count, es));
     if (work != out) {
-      NativeMemory.copy(work, out, bytes);
+      host.copy(work, out, bytes);
     }
     return combined("hierarchical", combined("", reduced, gathered), across);
   }
@@ -124,11 +123,11 @@ final class HierarchicalAlgorithms implements AutoCloseable {
     boolean there = layout.inSegment().test(buf) && layout.inSegment().test(buf + bytes - 1);
     long work = there ? buf : staging(bytes);
     if (!there && layout.local() == rootLocal) {
-      NativeMemory.copy(buf, work, bytes);
+      host.copy(buf, work, bytes);
     }
     CollectiveStats within = present(host.copyFromOne(tag, deadline, work, bytes, rootLocal));
     if (!there && layout.local() != rootLocal) {
-      NativeMemory.copy(work, buf, bytes);
+      host.copy(work, buf, bytes);
     }
     return combined("hierarchical", across, within);
   }
@@ -147,7 +146,7 @@ final class HierarchicalAlgorithms implements AutoCloseable {
     long src = in;
     if (!(layout.inSegment().test(in) && layout.inSegment().test(in + bytes - 1))) {
       src = staging(bytes);
-      NativeMemory.copy(in, src, bytes);
+      host.copy(in, src, bytes);
     }
     long[] blocks = new long[hosts];
     for (int h = 0; h < hosts; h++) {
@@ -178,7 +177,7 @@ final class HierarchicalAlgorithms implements AutoCloseable {
     try {
       for (int j = 0; j < layout.perHost(); j++) {
         for (int h = 0; h < hosts; h++) {
-          NativeMemory.copy(w.address(j, 0) + h * bytes, out + layout.hosts()[h][j] * bytes, bytes);
+          host.copy(w.address(j, 0) + h * bytes, out + layout.hosts()[h][j] * bytes, bytes);
         }
       }
     } finally {

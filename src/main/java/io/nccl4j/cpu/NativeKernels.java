@@ -18,28 +18,35 @@ final class NativeKernels implements AutoCloseable {
   private static final class Library {
     static final String ISA;
     static final String UNAVAILABLE;
+    static final long STREAM_MIN_BYTES;
 
     static {
       String isa = null;
       String why = null;
+      long streamMin = -1;
       try {
         isa = CpuKernels.nccl4j_cpu_kernels_isa();
+        streamMin = CpuKernels.nccl4j_stream_min_bytes();
       } catch (Throwable e) {
         why = "nccl4j's CPU kernel library is not available (" + e.getClass().getSimpleName() + ": " + e.getMessage()
             + "); the build may have skipped it (-Djavacpp.skip)";
       }
       ISA = isa;
       UNAVAILABLE = why;
+      STREAM_MIN_BYTES = streamMin;
     }
   }
 
   private final int capacity;
+  /** Whether large outputs may go past the caches ({@link CpuOptions.Kernels#NATIVE}; not under CACHED). */
+  private final boolean streaming;
   private final ScratchBuffer tables;
   private long sourceTable;
   private long destinationTable;
 
-  private NativeKernels(int capacity, Allocator allocator) {
+  private NativeKernels(int capacity, boolean streaming, Allocator allocator) {
     this.capacity = capacity;
+    this.streaming = streaming;
     this.tables = new ScratchBuffer(allocator, "native kernel address tables");
     this.sourceTable = tables.ensure(2L * capacity * Long.BYTES);
     this.destinationTable = sourceTable + (long) capacity * Long.BYTES;
@@ -50,7 +57,8 @@ final class NativeKernels implements AutoCloseable {
    * {@code allocator}; null when Java reduces.
    */
   static NativeKernels create(CpuOptions.Kernels choice, int capacity, Allocator allocator) {
-    return choice == CpuOptions.Kernels.NATIVE && available() ? new NativeKernels(capacity, allocator) : null;
+    return choice != CpuOptions.Kernels.JAVA && available()
+        ? new NativeKernels(capacity, choice == CpuOptions.Kernels.NATIVE, allocator) : null;
   }
 
   /** {@link #create(CpuOptions.Kernels, int, Allocator)} with the tables counted in the host root (tests, tools). */
@@ -72,14 +80,26 @@ final class NativeKernels implements AutoCloseable {
     if (choice == CpuOptions.Kernels.JAVA) {
       return "java (NCCL4J_CPU_KERNELS=java)";
     }
-    return available() ? "native (" + Library.ISA + ")" : "java: " + Library.UNAVAILABLE;
+    if (!available()) {
+      return "java: " + Library.UNAVAILABLE;
+    }
+    if (choice == CpuOptions.Kernels.CACHED || Library.STREAM_MIN_BYTES < 0) {
+      return "native (" + Library.ISA + ", normal stores" + (choice == CpuOptions.Kernels.CACHED
+          ? ": NCCL4J_CPU_KERNELS=cached)" : ")");
+    }
+    return "native (" + Library.ISA + ", streaming stores from " + (Library.STREAM_MIN_BYTES >> 20)
+        + " MiB for a single output or a copy)";
   }
 
   /**
    * {@code dst[d][i] = src[0][i] ⊕ … ⊕ src[ns−1][i]} for {@code d < nd}, {@code i < n}. A
    * destination may be one of the sources at the same address (in place), not a shifted one.
+   * Large destinations that overlap no source are written with streaming stores (the native header
+   * says why and when).
+   *
+   * @return true when the destinations were written with streaming stores
    */
-  void reduce(Reduction.ArrayOp op, long[] src, int ns, long[] dst, int nd, long n) {
+  boolean reduce(Reduction.ArrayOp op, long[] src, int ns, long[] dst, int nd, long n) {
     if (ns > capacity || nd > capacity || sourceTable == 0) {
       throw new IllegalStateException("NativeKernels: expected at most " + capacity + " sources and destinations on an open instance, got "
           + ns + " and " + nd + (sourceTable == 0 ? " after close" : ""));
@@ -90,10 +110,34 @@ final class NativeKernels implements AutoCloseable {
     for (int i = 0; i < nd; i++) {
       NativeMemory.putLong(destinationTable + (long) i * Long.BYTES, dst[i]);
     }
-    int rc = CpuKernels.nccl4j_reduce(op.ordinal(), sourceTable, ns, destinationTable, nd, n);
-    if (rc != 0) {
+    int rc = CpuKernels.nccl4j_reduce(op.ordinal(), sourceTable, ns, destinationTable, nd, n, streaming ? 1 : 0);
+    if (rc < 0) {
       throw new IllegalStateException("nccl4j_reduce refused op " + op + " with " + ns + " sources, " + nd + " destinations");
     }
+    return rc == 1;
+  }
+
+  /**
+   * Copies {@code bytes} from {@code src} to {@code dst} (which may overlap) as {@code kernels}
+   * store: a copy of at least {@link #streamMinBytes()} that overlaps nothing goes past the caches
+   * with streaming stores (docs/PERFORMANCE.md §1 measures what that gains); smaller ones, and every
+   * copy when {@code kernels} is null (the Java reducers) or does not stream, go through
+   * {@link NativeMemory#copy}, with no native call.
+   *
+   * @return true when the copy used streaming stores
+   */
+  static boolean copy(NativeKernels kernels, long src, long dst, long bytes) {
+    long min = streamMinBytes();
+    if (kernels == null || !kernels.streaming || min < 0 || bytes < min) {
+      NativeMemory.copy(src, dst, bytes);
+      return false;
+    }
+    return CpuKernels.nccl4j_copy(dst, src, bytes, 1) == 1;
+  }
+
+  /** The least bytes the kernels write with streaming stores; -1 where they never do (or the library is absent). */
+  static long streamMinBytes() {
+    return Library.STREAM_MIN_BYTES;
   }
 
   @Override

@@ -9,7 +9,6 @@ import io.nccl4j.cpu.transport.Combiner;
 import io.nccl4j.cpu.transport.Tag;
 import io.nccl4j.cpu.transport.Transport;
 import io.nccl4j.memory.Allocator;
-import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.memory.ScratchBuffer;
 
 /**
@@ -180,7 +179,7 @@ final class RingAlgorithms implements AutoCloseable {
   CollectiveStats allGather(Tag tag, long deadline, long in, long out, long q, DType dtype) {
     int es = dtype.size();
     long bytes = q * es;
-    NativeMemory.copy(in, out + rank * bytes, bytes);
+    NativeKernels.copy(kernels, in, out + rank * bytes, bytes);
     if (p == 1) {
       return CollectiveStats.LOCAL;
     }
@@ -284,7 +283,7 @@ final class RingAlgorithms implements AutoCloseable {
       return step.stats("linear", 1);
     }
     if (in != out + root * bytes) {
-      NativeMemory.copy(in, out + root * bytes, bytes);
+      NativeKernels.copy(kernels, in, out + root * bytes, bytes);
     }
     for (int r = 0; r < p; r++) {
       if (r != root) {
@@ -315,7 +314,7 @@ final class RingAlgorithms implements AutoCloseable {
         }
       }
       if (out != in + root * bytes) {
-        NativeMemory.copy(in + root * bytes, out, bytes);
+        NativeKernels.copy(kernels, in + root * bytes, out, bytes);
       }
       for (Transport.PendingSend s : sends) {
         s.await();
@@ -339,7 +338,7 @@ final class RingAlgorithms implements AutoCloseable {
     int es = dtype.size();
     long[] inOff = offsets(inSplits);
     long[] outOff = offsets(outSplits);
-    NativeMemory.copy(in + inOff[rank] * es, out + outOff[rank] * es, inSplits[rank] * es);
+    NativeKernels.copy(kernels, in + inOff[rank] * es, out + outOff[rank] * es, inSplits[rank] * es);
     Step step = new Step(tag, deadline);
     for (int s = 1; s < p; s++) {
       int to = mod(rank + s);

@@ -189,6 +189,11 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
     return new CollectiveStats("direct", 2, 0, moved);
   }
 
+  /** Copies as this rank's kernels store: large copies past the caches ({@link NativeKernels#copy}). */
+  void copy(long src, long dst, long bytes) {
+    NativeKernels.copy(kernels, src, dst, bytes);
+  }
+
   /**
    * Reduces {@code n} elements at byte {@code offset} of every rank's first published buffer into
    * {@code dst}: the native kernel in one pass, else chunks reduced in cache and copied out (so that
@@ -268,7 +273,7 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
       for (int q = 0; q < p; q++) {
         if (q != rank) {
           long off = start(q, q0, rem) * es;
-          NativeMemory.copy(w.address(q, 0) + off, out + off, len(q, q0, rem) * es);
+          copy(w.address(q, 0) + off, out + off, len(q, q0, rem) * es);
         }
       }
     } finally {
@@ -288,7 +293,7 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
     }
     try {
       if (rank != source) {
-        NativeMemory.copy(w.address(source, 0), buf, bytes);
+        copy(w.address(source, 0), buf, bytes);
       }
     } finally {
       w.close();
@@ -304,7 +309,7 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
     }
     try {
       for (int q = 0; q < p; q++) {
-        NativeMemory.copy(w.address(q, 0), out + q * bytes, bytes);
+        copy(w.address(q, 0), out + q * bytes, bytes);
       }
     } finally {
       w.close();

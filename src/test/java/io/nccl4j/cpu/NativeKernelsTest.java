@@ -217,11 +217,11 @@ class NativeKernelsTest {
     NativeMemory.putLong(out, GUARD);
     NativeMemory.putLong(table, value);
     NativeMemory.putLong(table + 8, out);
-    assertThat(CpuKernels.nccl4j_reduce(Reduction.ArrayOp.values().length, table, 1, table + 8, 1, 1)).isEqualTo(-1);
-    assertThat(CpuKernels.nccl4j_reduce(-1, table, 1, table + 8, 1, 1)).isEqualTo(-1);
-    assertThat(CpuKernels.nccl4j_reduce(Reduction.ArrayOp.I64_SUM.ordinal(), table, 0, table + 8, 1, 1)).isEqualTo(-1);
+    assertThat(CpuKernels.nccl4j_reduce(Reduction.ArrayOp.values().length, table, 1, table + 8, 1, 1, 1)).isEqualTo(-1);
+    assertThat(CpuKernels.nccl4j_reduce(-1, table, 1, table + 8, 1, 1, 1)).isEqualTo(-1);
+    assertThat(CpuKernels.nccl4j_reduce(Reduction.ArrayOp.I64_SUM.ordinal(), table, 0, table + 8, 1, 1, 1)).isEqualTo(-1);
     assertThat(NativeMemory.getLong(out)).isEqualTo(GUARD);
-    assertThat(CpuKernels.nccl4j_reduce(Reduction.ArrayOp.I64_SUM.ordinal(), table, 1, table + 8, 1, 1)).isZero();
+    assertThat(CpuKernels.nccl4j_reduce(Reduction.ArrayOp.I64_SUM.ordinal(), table, 1, table + 8, 1, 1, 1)).isZero();
     assertThat(NativeMemory.getLong(out)).isEqualTo(42);
     assertThat(CpuKernels.nccl4j_cpu_kernels_isa()).isIn("avx2", "baseline");
   }
@@ -243,15 +243,144 @@ class NativeKernelsTest {
   void theJavaChoiceMeansNoKernelsAndABadChoiceIsNamed() {
     assertThat(NativeKernels.create(CpuOptions.Kernels.JAVA, 4)).isNull();
     assertThat(NativeKernels.describe(CpuOptions.Kernels.JAVA)).startsWith("java");
-    assertThat(NativeKernels.describe(CpuOptions.Kernels.NATIVE)).startsWith("native (");
+    assertThat(NativeKernels.describe(CpuOptions.Kernels.NATIVE)).startsWith("native (")
+        .contains("streaming stores from 4 MiB");
+    assertThat(NativeKernels.describe(CpuOptions.Kernels.CACHED)).startsWith("native (")
+        .endsWith("normal stores: NCCL4J_CPU_KERNELS=cached)");
     System.setProperty("nccl4j.cpu.kernels", "gpu");
     try {
       assertThatThrownBy(() -> CpuOptions.fromEnvironment()).isInstanceOf(IllegalArgumentException.class)
-          .hasMessage("NCCL4J_CPU_KERNELS / nccl4j.cpu.kernels must be native or java, got 'gpu'");
+          .hasMessage("NCCL4J_CPU_KERNELS / nccl4j.cpu.kernels must be native or cached or java, got 'gpu'");
       System.setProperty("nccl4j.cpu.kernels", " Java ");
       assertThat(CpuOptions.fromEnvironment().kernels()).isEqualTo(CpuOptions.Kernels.JAVA);
     } finally {
       System.clearProperty("nccl4j.cpu.kernels");
+    }
+  }
+
+  // ------------------------------------------------------------------ streaming stores
+
+  /** Elements of one destination just past the streaming threshold, with a tail shorter than a block. */
+  private static int streamedElements(int es) {
+    return (int) (NativeKernels.streamMinBytes() / es) + 37;
+  }
+
+  /** {@code n} elements of {@code es} bytes framed by guards; the destination starts {@code skew} bytes past 16. */
+  private long framedDestination(int n, int es, int skew) {
+    long frame = allocate((long) n * es + 64);
+    long start = (frame + 15) / 16 * 16 + 16 + skew;
+    for (long a = frame; a + 8 <= frame + (long) n * es + 64; a += 8) {
+      NativeMemory.putLong(a, GUARD);
+    }
+    return start;
+  }
+
+  private static void assertGuarded(long dst, int n, int es, String what) {
+    for (long a = dst - 8; a < dst; a += 4) {
+      assertThat(NativeMemory.getInt(a)).as("guard before %s", what).isEqualTo((int) GUARD);
+    }
+    for (long a = dst + (long) n * es; a < dst + (long) n * es + 8; a += 4) {
+      assertThat(NativeMemory.getInt(a)).as("guard after %s", what).isEqualTo((int) GUARD);
+    }
+  }
+
+  private static void assertSame(Reduction.ArrayOp op, long dst, long expected, int n, String what) {
+    int es = size(op);
+    for (int i = 0; i < n; i++) {
+      if (!sameBits(op, dst + (long) i * es, expected + (long) i * es)) {
+        fail(op + " " + what + " element " + i + " of " + n + " differs from the Java reducer");
+      }
+    }
+  }
+
+  @ParameterizedTest
+  @EnumSource(Reduction.ArrayOp.class)
+  void streamsLargeDestinationsThatOverlapNoSourceBitForBitFromAnAlignedStartOn(Reduction.ArrayOp op) {
+    Assumptions.assumeTrue(NativeKernels.streamMinBytes() > 0, "this CPU has no streaming stores");
+    int es = size(op);
+    int n = streamedElements(es);
+    int ns = 3;
+    Random rnd = new Random(131L * op.ordinal());
+    long[] src = new long[ns];
+    for (int k = 0; k < ns; k++) {
+      src[k] = allocate((long) (n + 1) * es) + es;
+      fill(op, src[k], k, n, rnd);
+    }
+    long expected = allocate((long) n * es);
+    new ArrayReducer((long) n * es).reduce(op, src, ns, expected, n);
+    // One element past a 16-byte boundary: a head stored normally, then aligned blocks, then a tail.
+    long[] dst = {framedDestination(n, es, es)};
+    try (NativeKernels k = NativeKernels.create(CpuOptions.Kernels.NATIVE, 4)) {
+      assertThat(k.reduce(op, src, ns, dst, 1, n)).as("%s streamed", op).isTrue();
+    }
+    assertSame(op, dst[0], expected, n, "streamed destination");
+    assertGuarded(dst[0], n, es, "streamed destination");
+  }
+
+  /** What must not stream does not, and gives the same bits: several destinations, in place, small, or CACHED. */
+  @Test
+  void storesNormallyInPlaceBelowTheThresholdAcrossSkewsAndWhenCached() {
+    Assumptions.assumeTrue(NativeKernels.streamMinBytes() > 0, "this CPU has no streaming stores");
+    Reduction.ArrayOp op = Reduction.ArrayOp.F32_SUM;
+    int es = 4;
+    int n = streamedElements(es);
+    Random rnd = new Random(5);
+    long[] src = {allocate((long) n * es), allocate((long) n * es)};
+    fill(op, src[0], 0, n, rnd);
+    fill(op, src[1], 1, n, rnd);
+    long expected = allocate((long) n * es);
+    new ArrayReducer((long) n * es).reduce(op, src, 2, expected, n);
+    try (NativeKernels k = NativeKernels.create(CpuOptions.Kernels.NATIVE, 4);
+        NativeKernels cached = NativeKernels.create(CpuOptions.Kernels.CACHED, 4)) {
+      long[] several = {framedDestination(n, es, 0), framedDestination(n, es, 0)};
+      assertThat(k.reduce(op, src, 2, several, 2, n)).as("two destinations").isFalse();
+      assertSame(op, several[0], expected, n, "first of two destinations");
+      assertSame(op, several[1], expected, n, "second of two destinations");
+      long[] skewed = {framedDestination(n, es, 2)};
+      assertThat(k.reduce(op, src, 2, skewed, 1, n)).as("a destination off the elements' alignment").isFalse();
+      assertSame(op, skewed[0], expected, n, "a destination off the elements' alignment");
+      long[] one = {framedDestination(n, es, 0)};
+      assertThat(cached.reduce(op, src, 2, one, 1, n)).as("CACHED").isFalse();
+      assertSame(op, one[0], expected, n, "CACHED");
+      long[] small = {framedDestination(n, es, 0)};
+      assertThat(k.reduce(op, src, 2, small, 1, n - 64)).as("below the threshold").isFalse();
+      assertSame(op, small[0], expected, n - 64, "below the threshold");
+      assertThat(k.reduce(op, src, 2, new long[] {src[1]}, 1, n)).as("in place").isFalse();
+      assertSame(op, src[1], expected, n, "in place");
+    }
+  }
+
+  @Test
+  void copiesStreamPastTheThresholdAndOverlappingOnesMoveAsMemmove() {
+    Assumptions.assumeTrue(NativeKernels.streamMinBytes() > 0, "this CPU has no streaming stores");
+    int bytes = (int) NativeKernels.streamMinBytes() + 45;
+    long src = allocate(bytes + 16) + 3;
+    for (int i = 0; i < bytes; i++) {
+      NativeMemory.putByte(src + i, (byte) (i * 31 + (i >>> 11)));
+    }
+    try (NativeKernels k = NativeKernels.create(CpuOptions.Kernels.NATIVE, 2);
+        NativeKernels cached = NativeKernels.create(CpuOptions.Kernels.CACHED, 2)) {
+      long dst = framedDestination(bytes, 1, 5);
+      assertThat(NativeKernels.copy(k, src, dst, bytes)).as("streamed").isTrue();
+      assertCopied(src, dst, bytes, 0, "streamed");
+      assertGuarded(dst, bytes, 1, "streamed copy");
+      long normal = framedDestination(bytes, 1, 5);
+      assertThat(NativeKernels.copy(cached, src, normal, bytes)).as("CACHED").isFalse();
+      assertCopied(src, normal, bytes, 0, "CACHED");
+      assertThat(NativeKernels.copy(null, src, normal, bytes)).as("Java").isFalse();
+      // Overlapping: forward by 4 KiB within one buffer, as memmove.
+      long both = allocate(bytes + 4096L);
+      NativeMemory.copy(src, both, bytes);
+      assertThat(NativeKernels.copy(k, both, both + 4096, bytes)).as("overlapping").isFalse();
+      assertCopied(src, both + 4096, bytes, 0, "overlapping");
+    }
+  }
+
+  private static void assertCopied(long src, long dst, int bytes, int from, String what) {
+    for (int i = from; i < bytes; i++) {
+      if (NativeMemory.getByte(src + i) != NativeMemory.getByte(dst + i)) {
+        fail(what + " copy differs at byte " + i + " of " + bytes);
+      }
     }
   }
 }
