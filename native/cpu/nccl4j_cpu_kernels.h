@@ -10,13 +10,13 @@
  * types, where wrapping is defined), signed comparison for MIN/MAX. A destination may be one of the
  * sources (in place): within each block all loads come before any store, and blocks move forward.
  *
- * Streaming stores. A destination that overlaps none of the sources and holds at least
- * NCCL4J_STREAM_MIN_BYTES is written with non-temporal stores (SSE2 movntdq), as is a copy of that
- * size: such a store goes to memory without first reading the line into the cache (the read for
- * ownership a normal store makes) and leaves the sources' lines where they are. An output that
- * large is not read again from cache anyway; on the development machine they made a cold
- * out-of-place reduction of two sources 1.3x and a copy 1.5x faster (docs/PERFORMANCE.md, section 1),
- * and smaller outputs, which the next reader may still find in cache, were faster stored normally.
+ * Streaming stores. A call's single destination that overlaps none of the sources and holds at
+ * least NCCL4J_STREAM_MIN_BYTES is written with non-temporal stores (SSE2 movntdq), as is a copy of
+ * that size: such a store goes to memory without first reading the line into the cache (the read
+ * for ownership a normal store makes) and leaves the sources' lines where they are. An output that
+ * large is not read again from cache anyway; docs/PERFORMANCE.md (section 1) measured a cold
+ * out-of-place reduction of two sources 1.3x and a copy 1.6x faster that way, and smaller outputs,
+ * which the next reader may still find in cache, faster stored normally.
  * In place (a destination that is a source) the line is in cache already and normal stores are
  * kept. Streaming stores are weakly ordered: a kernel that used them ends with a store fence, so
  * anything its caller stores afterwards (the flag that tells another rank or process the data is

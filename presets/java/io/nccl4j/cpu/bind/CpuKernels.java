@@ -8,9 +8,9 @@ import org.bytedeco.javacpp.annotation.Platform;
  * nccl4j's own JavaCPP preset for the CPU backend's native helpers: the reduction and copy kernels
  * (native/cpu/nccl4j_cpu_kernels.h: one pass that reads every source and writes every destination,
  * vectorised, AVX2 where the CPU has it), the futex between processes (nccl4j_cpu_futex.h) and the
- * TCP transport's sockets (nccl4j_cpu_socket.h). Needs no CUDA; built by the normal Maven build with the system's C++ compiler. The CPU
- * backend uses it through {@code io.nccl4j.cpu.NativeKernels}, which falls back to Java when this
- * library is absent.
+ * TCP transport's sockets (nccl4j_cpu_socket.h). Needs no CUDA; built by the normal Maven build
+ * with the system's C++ compiler. The CPU backend uses it through
+ * {@code io.nccl4j.cpu.NativeKernels}, which falls back to Java when this library is absent.
  */
 @Platform(value = "linux-x86_64", include = {"nccl4j_cpu_kernels.h", "nccl4j_cpu_futex.h", "nccl4j_cpu_socket.h"})
 public final class CpuKernels {
@@ -23,9 +23,9 @@ public final class CpuKernels {
   /**
    * {@code dst[d][i] = src[0][i] op src[1][i] op … } for every destination d and element i;
    * {@code sources} and {@code destinations} are native tables of addresses; {@code stream} 0 stores
-   * every destination normally. Returns 1 when the
-   * destinations were written with streaming stores (large, overlapping no source), 0 when normally,
-   * or -1 for an unknown op or a count out of range (nothing is touched then).
+   * every destination normally. Returns 1 when the destination was written with streaming stores
+   * (one, large, overlapping no source), 0 when normally, or -1 for an unknown op or a count out of
+   * range (nothing is touched then).
    */
   public static native int nccl4j_reduce(int op, @Cast("const void* const*") long sources, int sourceCount,
       @Cast("void* const*") long destinations, int destinationCount, @Cast("size_t") long count, int stream);

@@ -27,8 +27,8 @@ public record CpuOptions(Algorithms algorithms, Kernels kernels) {
   /** Which reducers the algorithms use: the shared-memory algorithms' and the ring's hops. */
   public enum Kernels {
     /**
-     * nccl4j's native kernels where their library loaded, the Java reducers otherwise; large outputs
-     * that overlap no input, and large copies, go past the caches with streaming stores.
+     * nccl4j's native kernels where their library loaded, the Java reducers otherwise; a single large
+     * output that overlaps no input, and a large copy, go past the caches with streaming stores.
      */
     NATIVE,
     /** The native kernels storing every output normally, through the caches (to measure what streaming gains). */

@@ -94,10 +94,10 @@ final class NativeKernels implements AutoCloseable {
   /**
    * {@code dst[d][i] = src[0][i] ⊕ … ⊕ src[ns−1][i]} for {@code d < nd}, {@code i < n}. A
    * destination may be one of the sources at the same address (in place), not a shifted one.
-   * Large destinations that overlap no source are written with streaming stores (the native header
-   * says why and when).
+   * A single large destination that overlaps no source is written with streaming stores (the native
+   * header says why and when).
    *
-   * @return true when the destinations were written with streaming stores
+   * @return true when the destination was written with streaming stores
    */
   boolean reduce(Reduction.ArrayOp op, long[] src, int ns, long[] dst, int nd, long n) {
     if (ns > capacity || nd > capacity || sourceTable == 0) {
@@ -110,7 +110,8 @@ final class NativeKernels implements AutoCloseable {
     for (int i = 0; i < nd; i++) {
       NativeMemory.putLong(destinationTable + (long) i * Long.BYTES, dst[i]);
     }
-    int rc = CpuKernels.nccl4j_reduce(op.ordinal(), sourceTable, ns, destinationTable, nd, n, streaming ? 1 : 0);
+    int rc = CpuKernels.nccl4j_reduce(op.ordinal(), sourceTable, ns, destinationTable, nd, n,
+        streaming ? 1 : 0);
     if (rc < 0) {
       throw new IllegalStateException("nccl4j_reduce refused op " + op + " with " + ns + " sources, " + nd + " destinations");
     }
@@ -135,7 +136,7 @@ final class NativeKernels implements AutoCloseable {
     return CpuKernels.nccl4j_copy(dst, src, bytes, 1) == 1;
   }
 
-  /** The least bytes the kernels write with streaming stores; -1 where they never do (or the library is absent). */
+  /** The least bytes the kernels write with streaming stores; -1 where they never do or the library is absent. */
   static long streamMinBytes() {
     return Library.STREAM_MIN_BYTES;
   }
