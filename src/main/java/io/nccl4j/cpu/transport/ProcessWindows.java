@@ -523,15 +523,19 @@ final class ProcessWindows implements SharedMemory {
       }
       int round = 0;
       long nextCheck = System.nanoTime() + LIVENESS_NANOS;
-      while (NativeMemory.getLongVolatile(left) < target) {
+      long v;
+      while (((v = NativeMemory.getLongVolatile(left)) & ~ABORTED) < target) {
+        if ((v & ABORTED) != 0) {
+          throw peersFailure("a rank failed inside a window of the group; the group failed");
+        }
         long now = System.nanoTime();
         if (now - nextCheck >= 0) {
           nextCheck = now + LIVENESS_NANOS;
-          // Peers inside a window only compute, but a process can die there: then nobody must wait.
+          // A process can die inside a window: then nobody must wait.
           for (int q = 0; q < n; q++) {
             if (q != me) {
               // A peer leaves its group only after every rank left the window: then the count is complete.
-              checkAlive(members[q], "leaving a window", () -> NativeMemory.getLongVolatile(left) < target);
+              checkAlive(members[q], "leaving a window", () -> (NativeMemory.getLongVolatile(left) & ~ABORTED) < target);
             }
           }
         }
@@ -541,6 +545,22 @@ final class ProcessWindows implements SharedMemory {
           continue;
         }
         backoff.pause(round++);
+      }
+    }
+
+    @Override
+    public void abandon() {
+      if (closed) {
+        return;
+      }
+      closed = true;
+      long left = counter(ShmSegment.LEFT, parity);
+      long v;
+      do {
+        v = NativeMemory.getLongVolatile(left);
+      } while ((v & ABORTED) == 0 && !NativeMemory.compareAndSetLong(left, v, v | ABORTED));
+      if (Futex.available()) {
+        Futex.wakeAll(left);
       }
     }
   }

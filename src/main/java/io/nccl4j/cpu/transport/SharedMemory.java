@@ -41,10 +41,22 @@ public interface SharedMemory {
 
     /**
      * Leaves the window and waits until every rank has left it, so that no peer reads or writes
-     * this rank's buffers afterwards. Peers inside a window only compute, so this wait is bounded
-     * without a deadline. Idempotent.
+     * this rank's buffers afterwards. Peers inside a window compute, or exchange with other hosts
+     * under their collective's deadline (the hierarchical AllReduce), so this wait is bounded
+     * without a deadline of its own. Idempotent.
+     *
+     * @throws io.nccl4j.PeerFailureException if a peer {@linkplain #abandon abandoned} the window:
+     *     its part of the buffers may be unwritten
      */
     @Override
     void close();
+
+    /**
+     * Leaves the window after a failure inside it, when this rank's part of the peers' buffers may
+     * be unwritten: every peer's {@link #close} then fails (with the group's failure, which this
+     * rank's backend records next) instead of returning as if the collective were done. Call it
+     * instead of {@link #close}; idempotent, and a no-op after {@link #close}.
+     */
+    void abandon();
   }
 }

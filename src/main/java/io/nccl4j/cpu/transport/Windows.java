@@ -204,18 +204,45 @@ final class Windows {
           slot.wakeAll();
         }
         int round = 0;
-        while (slot.left.get() < target) {
-          if (round == firstPark) {
-            slot.waiters.set(rank, Thread.currentThread());
-            round++;
-            continue;
+        long v;
+        try {
+          while (((v = slot.left.get()) & ~ABORTED) < target) {
+            if ((v & ABORTED) != 0) {
+              throw abandoned(tag);
+            }
+            if (round == firstPark) {
+              slot.waiters.set(rank, Thread.currentThread());
+              round++;
+              continue;
+            }
+            // No deadline: a peer inside the window leaves it, or abandons it on failure (SharedMemory.Window).
+            fabric.backoff().pause(round++);
           }
-          // No deadline: peers inside a window only compute.
-          fabric.backoff().pause(round++);
+        } finally {
+          slot.waiters.set(rank, null);
         }
-        slot.waiters.set(rank, null);
+      }
+
+      @Override
+      public void abandon() {
+        if (closed) {
+          return;
+        }
+        closed = true;
+        long v;
+        do {
+          v = slot.left.get();
+        } while ((v & ABORTED) == 0 && !slot.left.compareAndSet(v, v | ABORTED));
+        slot.wakeAll();
       }
     };
+  }
+
+  /** A peer abandoned the window: its failure, which its backend records a moment later. */
+  private RuntimeException abandoned(Tag tag) {
+    TcpTransport.awaitFor(fabric::isFailed);
+    fabric.checkFailed();
+    return new PeerFailureException(-1, "a rank failed inside the window of " + tag + "; the group failed");
   }
 
   /** Throws if waiting for the window is hopeless: failure, deadline, a peer gone or elsewhere. */

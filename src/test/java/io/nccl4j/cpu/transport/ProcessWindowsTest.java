@@ -178,4 +178,46 @@ class ProcessWindowsTest {
     assertThat(seen.get(0)).startsWith("2: ");
     assertThat(seen.get(1)).startsWith("2: ");
   }
+
+  /**
+   * A rank that fails inside a window (the hierarchical AllReduce exchanges with other hosts there)
+   * abandons it: a peer leaving the same window must fail with the group's failure — the cause the
+   * failing rank records next — rather than return as if the buffers were complete.
+   */
+  @Test
+  void aPeerLeavingAWindowAnotherAbandonedFailsWithThatRanksCause() throws Exception {
+    io.nccl4j.store.HashStore store = new io.nccl4j.store.HashStore(TIMEOUT);
+    io.nccl4j.cpu.transport.Tag tag = new io.nccl4j.cpu.transport.Tag(io.nccl4j.cpu.transport.Tag.Channel.COLLECTIVE,
+        io.nccl4j.OpType.ALLREDUCE, 1);
+    java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(2);
+    try {
+      List<java.util.concurrent.Future<Throwable>> left = new java.util.ArrayList<>();
+      for (int rank = 0; rank < 2; rank++) {
+        int r = rank;
+        left.add(pool.submit(() -> {
+          try (TcpTransport t = new TcpTransport(r, 2, store, "127.0.0.1", TIMEOUT)) {
+            io.nccl4j.memory.MemoryResource arena = HostSharedMemory.attach(t, dir, 8L << 20, TIMEOUT, "one-host");
+            long buf = arena.allocate(4096);
+            long deadline = System.nanoTime() + TIMEOUT.toNanos();
+            SharedMemory.Window w = t.sharedMemory().open(tag, "test", 4096, deadline, buf);
+            assertThat(w).as("rank " + r + "'s window").isNotNull();
+            if (r == 1) {
+              w.abandon();
+              w.close(); // a no-op after abandon: does not count this rank as having left
+              t.fail(1, new IllegalStateException("rank 1's exchange with another host broke"));
+              return null;
+            }
+            return org.assertj.core.api.Assertions.catchThrowable(w::close);
+          }
+        }));
+      }
+      // A bound, so that a broken abandon fails here instead of hanging the build.
+      assertThat(left.get(1).get(30, java.util.concurrent.TimeUnit.SECONDS)).isNull();
+      Throwable seen = left.get(0).get(30, java.util.concurrent.TimeUnit.SECONDS);
+      assertThat(seen).isInstanceOf(PeerFailureException.class).hasMessageContaining("rank 1's exchange with another host broke");
+      assertThat(((PeerFailureException) seen).failedRank()).isEqualTo(1);
+    } finally {
+      pool.shutdownNow();
+    }
+  }
 }
