@@ -17,6 +17,8 @@
  * large is not read again from cache anyway; docs/PERFORMANCE.md (section 1) measured a cold
  * out-of-place reduction of two sources 1.3x and a copy 1.6x faster that way, and smaller outputs,
  * which the next reader may still find in cache, faster stored normally.
+ * A caller that writes a large output piece by piece, each piece to at most two places, may ask for
+ * streaming whatever the piece's size (NCCL4J_STREAM_PIECES).
  * In place (a destination that is a source) the line is in cache already and normal stores are
  * kept. Streaming stores are weakly ordered: a kernel that used them ends with a store fence, so
  * anything its caller stores afterwards (the flag that tells another rank or process the data is
@@ -58,6 +60,17 @@ enum {
 
 /* Elements per block: 64 bytes of 32-bit or 128 bytes of 64-bit values, held in registers. */
 #define NCCL4J_BLOCK 16
+
+/* Flags of nccl4j_reduce. */
+/* A single destination of at least NCCL4J_STREAM_MIN_BYTES that overlaps no source: streaming stores. */
+#define NCCL4J_STREAM_LARGE 1
+/*
+ * Also up to NCCL4J_STREAM_PIECE_OUTPUTS destinations of any size that overlap no source: the caller
+ * writes one piece of outputs that are large as a whole and not read again soon (the hierarchical
+ * AllReduce's pieces received from another host, docs/PERFORMANCE.md section 3c).
+ */
+#define NCCL4J_STREAM_PIECES 2
+#define NCCL4J_STREAM_PIECE_OUTPUTS 2
 
 /* No streaming: every destination stored normally. */
 #define NCCL4J_NO_STREAM ((size_t) -1)
@@ -147,15 +160,19 @@ static inline int nccl4j_overlap(const void* a, size_t an, const void* b, size_t
 
 /*
  * NCCL4J_NO_STREAM, or how many leading elements of es bytes to store normally before the
- * destination is 16-byte aligned: there must be one destination, large enough, overlapping no
- * source. Several destinations at once are stored normally: with four ranks' outputs streamed by
- * each of four threads on two cores, AllReduce took up to twice as long as with normal stores
- * (docs/PERFORMANCE.md, section 1) -- more streams at once than a core combines writes for.
+ * destinations are 16-byte aligned: under NCCL4J_STREAM_LARGE one destination, large enough; under
+ * NCCL4J_STREAM_PIECES up to two of any size; none overlapping a source, all with the same skew.
+ * More destinations at once are stored normally: with four ranks' outputs streamed by each of four
+ * threads on two cores, AllReduce took up to twice as long as with normal stores (docs/PERFORMANCE.md,
+ * section 1) -- more streams at once than a core combines writes for. Two, in the hierarchical
+ * AllReduce's pieces, measured faster than normal stores (section 3c).
  */
 static inline size_t nccl4j_stream_head(const void* const* src, int ns, void* const* dst, int nd, size_t n,
-                                        size_t es) {
+                                        size_t es, int flags) {
     size_t bytes = n * es;
-    if (!NCCL4J_CAN_STREAM || nd != 1 || bytes < NCCL4J_STREAM_MIN_BYTES) {
+    int large = (flags & NCCL4J_STREAM_LARGE) && nd == 1 && bytes >= NCCL4J_STREAM_MIN_BYTES;
+    int piece = (flags & NCCL4J_STREAM_PIECES) && nd >= 1 && nd <= NCCL4J_STREAM_PIECE_OUTPUTS && n > 0;
+    if (!NCCL4J_CAN_STREAM || !(large || piece)) {
         return NCCL4J_NO_STREAM;
     }
     uintptr_t skew = (uintptr_t) dst[0] % 16;
@@ -177,18 +194,20 @@ static inline size_t nccl4j_stream_head(const void* const* src, int ns, void* co
 
 /*
  * dst[d][i] = src[0][i] op src[1][i] op ... op src[ns-1][i] for every d < nd and i < n, where
- * sources and destinations are tables of addresses; stream 0 stores every destination normally.
- * Returns 1 when the destinations were written with streaming stores, 0 when normally, or -1 for an
- * unknown op or counts out of range (nothing is touched then).
+ * sources and destinations are tables of addresses; flags 0 stores every destination normally,
+ * NCCL4J_STREAM_LARGE and NCCL4J_STREAM_PIECES say when to stream. Returns 1 when the destinations were written with
+ * streaming stores, 0 when normally, or -1 for an unknown op or counts out of range (nothing is
+ * touched then).
  */
 static inline int nccl4j_reduce(int op, const void* const* src, int ns, void* const* dst, int nd, size_t n,
-                                int stream) {
+                                int flags) {
     static const size_t sizes[NCCL4J_OP_COUNT] = {4, 4, 8, 8, 4, 4, 4, 4, 8, 8, 8, 8};
     if (op < 0 || op >= NCCL4J_OP_COUNT || ns < 1 || nd < 0) {
         return -1;
     }
     static const bool avx2 = NCCL4J_HAS_AVX2();
-    size_t head = stream ? nccl4j_stream_head(src, ns, dst, nd, n, sizes[op]) : NCCL4J_NO_STREAM;
+    size_t head = flags & (NCCL4J_STREAM_LARGE | NCCL4J_STREAM_PIECES)
+        ? nccl4j_stream_head(src, ns, dst, nd, n, sizes[op], flags) : NCCL4J_NO_STREAM;
     (avx2 ? nccl4j_kernels_avx2 : nccl4j_kernels_base)[op](src, ns, dst, nd, n, head);
     return head == NCCL4J_NO_STREAM ? 0 : 1;
 }

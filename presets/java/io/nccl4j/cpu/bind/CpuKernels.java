@@ -20,15 +20,21 @@ public final class CpuKernels {
 
   private CpuKernels() {}
 
+  /** {@link #nccl4j_reduce} flag: a single destination of at least {@link #nccl4j_stream_min_bytes} may stream. */
+  public static final int STREAM_LARGE = 1;
+  /** {@link #nccl4j_reduce} flag: up to two destinations of any size may stream (pieces of large outputs). */
+  public static final int STREAM_PIECES = 2;
+
   /**
    * {@code dst[d][i] = src[0][i] op src[1][i] op … } for every destination d and element i;
-   * {@code sources} and {@code destinations} are native tables of addresses; {@code stream} 0 stores
-   * every destination normally. Returns 1 when the destination was written with streaming stores
-   * (one, large, overlapping no source), 0 when normally, or -1 for an unknown op or a count out of
-   * range (nothing is touched then).
+   * {@code sources} and {@code destinations} are native tables of addresses; {@code flags} 0 stores
+   * every destination normally, {@link #STREAM_LARGE} and {@link #STREAM_PIECES} allow streaming stores
+   * (to destinations that overlap no source). Returns 1 when the destinations were written with
+   * streaming stores, 0 when normally, or -1 for an unknown op or a count out of range (nothing is
+   * touched then).
    */
   public static native int nccl4j_reduce(int op, @Cast("const void* const*") long sources, int sourceCount,
-      @Cast("void* const*") long destinations, int destinationCount, @Cast("size_t") long count, int stream);
+      @Cast("void* const*") long destinations, int destinationCount, @Cast("size_t") long count, int flags);
 
   /**
    * Copies {@code bytes} from {@code src} to {@code dst}: with streaming stores when {@code stream} is not 0,

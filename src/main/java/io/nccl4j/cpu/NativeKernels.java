@@ -100,6 +100,22 @@ final class NativeKernels implements AutoCloseable {
    * @return true when the destination was written with streaming stores
    */
   boolean reduce(Reduction.ArrayOp op, long[] src, int ns, long[] dst, int nd, long n) {
+    return call(op, src, ns, dst, nd, n, streaming ? CpuKernels.STREAM_LARGE : 0);
+  }
+
+  /**
+   * {@link #reduce} of one piece of outputs that are large as a whole and not read again soon (with
+   * one source, a copy of it to every destination): up to two destinations that overlap no source
+   * are written with streaming stores whatever the piece's size — more at once than that were
+   * measured slower (docs/PERFORMANCE.md §1, §3c).
+   *
+   * @return true when the destinations were written with streaming stores
+   */
+  boolean reducePiece(Reduction.ArrayOp op, long[] src, int ns, long[] dst, int nd, long n) {
+    return call(op, src, ns, dst, nd, n, streaming ? CpuKernels.STREAM_LARGE | CpuKernels.STREAM_PIECES : 0);
+  }
+
+  private boolean call(Reduction.ArrayOp op, long[] src, int ns, long[] dst, int nd, long n, int flags) {
     if (ns > capacity || nd > capacity || sourceTable == 0) {
       throw new IllegalStateException("NativeKernels: expected at most " + capacity + " sources and destinations on an open instance, got "
           + ns + " and " + nd + (sourceTable == 0 ? " after close" : ""));
@@ -110,8 +126,7 @@ final class NativeKernels implements AutoCloseable {
     for (int i = 0; i < nd; i++) {
       NativeMemory.putLong(destinationTable + (long) i * Long.BYTES, dst[i]);
     }
-    int rc = CpuKernels.nccl4j_reduce(op.ordinal(), sourceTable, ns, destinationTable, nd, n,
-        streaming ? 1 : 0);
+    int rc = CpuKernels.nccl4j_reduce(op.ordinal(), sourceTable, ns, destinationTable, nd, n, flags);
     if (rc < 0) {
       throw new IllegalStateException("nccl4j_reduce refused op " + op + " with " + ns + " sources, " + nd + " destinations");
     }

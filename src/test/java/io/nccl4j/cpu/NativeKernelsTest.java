@@ -350,6 +350,57 @@ class NativeKernelsTest {
     }
   }
 
+  /**
+   * Pieces (the hierarchical AllReduce's): one or two destinations of any size stream, bit for bit
+   * with the Java reducer and with the guards intact — a piece of 1 000 elements starting one element
+   * past a 16-byte boundary; a copy of one source to two; three destinations, an overlapping one and
+   * CACHED kernels store normally, with the same bits.
+   */
+  @ParameterizedTest
+  @EnumSource(Reduction.ArrayOp.class)
+  void piecesStreamToUpToTwoDestinationsWhateverTheirSizeBitForBit(Reduction.ArrayOp op) {
+    Assumptions.assumeTrue(NativeKernels.streamMinBytes() > 0, "this CPU has no streaming stores");
+    int es = size(op);
+    int n = MAX_N;
+    int ns = 3;
+    Random rnd = new Random(977L * op.ordinal());
+    long[] src = new long[ns];
+    for (int k = 0; k < ns; k++) {
+      src[k] = allocate((long) (n + 1) * es) + es;
+      fill(op, src[k], k, n, rnd);
+    }
+    long expected = allocate((long) n * es);
+    new ArrayReducer((long) n * es).reduce(op, src, ns, expected, n);
+    try (NativeKernels k = NativeKernels.create(CpuOptions.Kernels.NATIVE, 4);
+        NativeKernels cached = NativeKernels.create(CpuOptions.Kernels.CACHED, 4)) {
+      long[] two = {framedDestination(n, es, es), framedDestination(n, es, es)};
+      assertThat(k.reducePiece(op, src, ns, two, 2, n)).as("%s, two destinations", op).isTrue();
+      for (int d = 0; d < 2; d++) {
+        assertSame(op, two[d], expected, n, "piece destination " + d);
+        assertGuarded(two[d], n, es, "piece destination " + d);
+      }
+      long[] copies = {framedDestination(n, es, es), framedDestination(n, es, es)};
+      assertThat(k.reducePiece(op, new long[] {src[0]}, 1, copies, 2, n)).as("%s, a copy to two", op).isTrue();
+      for (int d = 0; d < 2; d++) {
+        assertSame(op, copies[d], src[0], n, "copy " + d);
+        assertGuarded(copies[d], n, es, "copy " + d);
+      }
+      long[] three = {framedDestination(n, es, es), framedDestination(n, es, es), framedDestination(n, es, es)};
+      assertThat(k.reducePiece(op, src, ns, three, 3, n)).as("%s, three destinations", op).isFalse();
+      for (int d = 0; d < 3; d++) {
+        assertSame(op, three[d], expected, n, "destination " + d + " of three");
+      }
+      long[] cachedTwo = {framedDestination(n, es, es), framedDestination(n, es, es)};
+      assertThat(cached.reducePiece(op, src, ns, cachedTwo, 2, n)).as("%s, CACHED", op).isFalse();
+      assertSame(op, cachedTwo[1], expected, n, "CACHED piece");
+      long inPlace = allocate((long) n * es);
+      NativeMemory.copy(src[2], inPlace, (long) n * es);
+      long[] sources = {src[0], src[1], inPlace};
+      assertThat(k.reducePiece(op, sources, ns, new long[] {inPlace, two[0]}, 2, n)).as("%s, in place", op).isFalse();
+      assertSame(op, inPlace, expected, n, "in place piece");
+    }
+  }
+
   @Test
   void copiesStreamPastTheThresholdAndOverlappingOnesMoveAsMemmove() {
     Assumptions.assumeTrue(NativeKernels.streamMinBytes() > 0, "this CPU has no streaming stores");
