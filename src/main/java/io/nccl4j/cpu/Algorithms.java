@@ -46,7 +46,7 @@ final class Algorithms implements AutoCloseable {
     this.scratch = new ScratchBuffer[] {new ScratchBuffer(scratch, "partial results 0 of rank " + transport.rank()),
         new ScratchBuffer(scratch, "partial results 1 of rank " + transport.rank())};
     this.ring = new RingAlgorithms(transport, chunkBytes, this.scratch, options.kernels(), scratch);
-    SharedMemory shm = options.algorithms() == CpuOptions.Algorithms.AUTO ? transport.sharedMemory() : null;
+    SharedMemory shm = options.algorithms() != CpuOptions.Algorithms.RING ? transport.sharedMemory() : null;
     this.shared = shm == null ? null
         : new SharedMemoryAlgorithms(shm, transport.rank(), p, chunkBytes, this.scratch[0], options.kernels(), scratch);
   }
@@ -120,7 +120,7 @@ final class Algorithms implements AutoCloseable {
       io.nccl4j.cpu.transport.HostLayout layout = transport.hosts(tag, deadline);
       hostsKnown = true;
       if (layout != null) {
-        hierarchical = new HierarchicalAlgorithms(transport, layout, chunkBytes, scratch, options.kernels(), working);
+        hierarchical = new HierarchicalAlgorithms(transport, layout, chunkBytes, scratch, options, working);
       }
     }
     return hierarchical;

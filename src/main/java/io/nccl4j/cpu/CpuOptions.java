@@ -21,7 +21,13 @@ public record CpuOptions(Algorithms algorithms, Kernels kernels) {
     /** Shared-memory algorithms where the transport offers shared memory, ring otherwise. */
     AUTO,
     /** Ring (and chain) algorithms over messages only, whatever the transport. */
-    RING
+    RING,
+    /**
+     * As {@link #AUTO}, except that the hierarchical AllReduce across hosts runs its three phases
+     * (reduce within each host, rails across, gather within) each in a window of its own instead of
+     * its rails inside one window (docs/ALGORITHMS.md, "Across hosts"): to measure what that gains.
+     */
+    PHASED
   }
 
   /** Which reducers the algorithms use: the shared-memory algorithms' and the ring's hops. */

@@ -7,6 +7,7 @@ import io.nccl4j.BackendException;
 import io.nccl4j.CollectiveStats;
 import io.nccl4j.cpu.transport.HostLayout;
 import io.nccl4j.cpu.transport.RankSubset;
+import io.nccl4j.cpu.transport.SharedMemory;
 import io.nccl4j.cpu.transport.Tag;
 import io.nccl4j.cpu.transport.Transport;
 import io.nccl4j.memory.Allocator;
@@ -23,10 +24,16 @@ import io.nccl4j.memory.ScratchBuffer;
  *   <li>Small ({@link Algorithms#ONE_SHOT_MAX_BYTES} and below), {@code hierarchical-one-shot}: a
  *       one-shot AllReduce within the host gives every rank its host's partial result, then each
  *       rail AllReduces those partials over TCP — two synchronisations in all.</li>
- *   <li>Large, {@code hierarchical}: local rank i reduces block i of its host's inputs into its
- *       output, its rail AllReduces that block across hosts, then every rank copies the other blocks
- *       from its host's peers — each input byte read once within the host and 2·(H−1)/H·S per host
- *       crossing the network.</li>
+ *   <li>Large, {@code hierarchical}: local rank i owns block i. Inside one window over its host's
+ *       buffers, its rail runs the ring AllReduce of that block across hosts, reading the host's
+ *       inputs where the ring would read a partial result and writing every output of the host where
+ *       the ring would write one ({@link #fusedAllReduce}) — each input byte read once within the
+ *       host, each output byte written once, and 2·(H−1)/H·S per host crossing the network.</li>
+ *   <li>Large, where the native kernels do not run (the Java reducers, premultiplied or
+ *       post-divided operators) or {@link CpuOptions.Algorithms#PHASED} asks, {@code
+ *       hierarchical-phased}: the same three stages each in a window or step of its own — local rank i
+ *       reduces block i of its host's inputs into its output, its rail AllReduces that block across
+ *       hosts, then every rank copies the other blocks from its host's peers.</li>
  * </ul>
  * Broadcast, ReduceScatter and AllGather take the same two paths, rails across hosts and windows
  * within (each method says how).
@@ -45,15 +52,26 @@ final class HierarchicalAlgorithms implements AutoCloseable {
   /** A ReduceScatter's partial results (this rank's only). */
   private final ScratchBuffer partials;
   private final long chunkBytes;
+  /** This rank's rail (one rank per host, in host order) as a group, for the fused AllReduce's exchanges. */
+  private final RankSubset railGroup;
+  /** The fused AllReduce's kernels (the host's inputs and a piece received); null where it does not run. */
+  private final NativeKernels fused;
+  private final long[] sources;
+  private final long[] destinations;
 
   HierarchicalAlgorithms(Transport group, HostLayout layout, long chunkBytes, ScratchBuffer[] scratch,
-      CpuOptions.Kernels kernels, Allocator working) {
+      CpuOptions options, Allocator working) {
     this.layout = layout;
     this.chunkBytes = chunkBytes;
+    CpuOptions.Kernels kernels = options.kernels();
     this.host = new SharedMemoryAlgorithms(layout.windows(), layout.local(), layout.perHost(), chunkBytes, scratch[0],
         kernels, working);
-    this.rail = new RingAlgorithms(new RankSubset(group, layout.rail(layout.local())), chunkBytes, scratch, kernels,
-        working);
+    this.railGroup = new RankSubset(group, layout.rail(layout.local()));
+    this.rail = new RingAlgorithms(railGroup, chunkBytes, scratch, kernels, working);
+    this.fused = options.algorithms() == CpuOptions.Algorithms.PHASED ? null
+        : NativeKernels.create(kernels, layout.perHost() + 1, working);
+    this.sources = new long[layout.perHost() + 1];
+    this.destinations = new long[layout.perHost()];
     this.bounceMemory = working.child("shared-segment", layout.memory());
     this.bounce = new ScratchBuffer(bounceMemory, "hierarchical staging of rank " + group.rank());
     this.partials = new ScratchBuffer(working, "hierarchical partial results of rank " + group.rank());
@@ -63,6 +81,9 @@ final class HierarchicalAlgorithms implements AutoCloseable {
   public void close() {
     host.close();
     rail.close();
+    if (fused != null) {
+      fused.close();
+    }
     bounce.close();
     partials.close();
     bounceMemory.close();
@@ -85,6 +106,16 @@ final class HierarchicalAlgorithms implements AutoCloseable {
       host.copy(in, work, bytes); // then in place on work
       src = work;
     }
+    // Chosen from what every rank shares (the operator, the options), never from where one rank's
+    // tensors are: the ranks of a host must open the same windows.
+    Reduction.ArrayOp op = red.arrayOp();
+    if (fused != null && op != null && !red.hasPostOp()) {
+      CollectiveStats s = fusedAllReduce(tag, deadline, src, work, count, es, op);
+      if (work != out) {
+        host.copy(work, out, bytes);
+      }
+      return s;
+    }
     CollectiveStats reduced = present(host.reduceOwnBlock(tag, deadline, src, work, count, red.partial()));
     long q0 = count / layout.perHost();
     long rem = count % layout.perHost();
@@ -96,7 +127,96 @@ final class HierarchicalAlgorithms implements AutoCloseable {
     if (work != out) {
       host.copy(work, out, bytes);
     }
-    return combined("hierarchical", combined("", reduced, gathered), across);
+    return combined("hierarchical-phased", combined("", reduced, gathered), across);
+  }
+
+  /**
+   * The large AllReduce in one window over the host's inputs and outputs. Local rank i owns block i
+   * and runs, with its rail, the ring AllReduce of {@link RingAlgorithms#allReduce} over that block
+   * cut into H chunks, with the host's work folded into the ring's steps:
+   * <ul>
+   *   <li>the chunk the ring sends first is the host's partial, reduced from the host's inputs into
+   *       this rank's output;</li>
+   *   <li>each reduce-scatter step combines the host's inputs with the piece received, {@code
+   *       (x_0 ⊕ … ⊕ x_{L−1}) ⊕ incoming}, into this rank's output, or, at the last step, into every
+   *       output of the host;</li>
+   *   <li>each all-gather step copies the piece received into every output of the host.</li>
+   * </ul>
+   * The phased algorithm writes the host's partial of the whole block and copies it again after the
+   * rails; here the partial of only one chunk is written, and each output byte once. The ring
+   * combines {@code incoming ⊕ partial}; the kernel here {@code partial ⊕ incoming}, the same numbers
+   * (the native operators are commutative, IEEE addition and multiplication exactly) except which
+   * payload survives where both are NaN — the same on every rank, as each element is reduced once. Every chunk of
+   * block i is read and written by local rank i only, in place too (a chunk's inputs are read before its
+   * outputs are written). A rank that fails inside abandons the window, so that its host's peers fail
+   * rather than return outputs it did not finish.
+   */
+  private CollectiveStats fusedAllReduce(Tag tag, long deadline, long in, long out, long count, int es,
+      Reduction.ArrayOp op) {
+    int locals = layout.perHost();
+    int p = railGroup.size();
+    int r = railGroup.rank();
+    long q0 = count / locals;
+    long rem = count % locals;
+    long first = start(layout.local(), q0, rem);
+    long block = len(layout.local(), q0, rem);
+    long c0 = block / p;
+    long crem = block % p;
+    SharedMemory.Window w = layout.windows().open(tag, "fused", count * es, deadline, in, out);
+    if (w == null) {
+      throw outsideSegments();
+    }
+    long[] inputs = new long[locals];
+    long[] outputs = new long[locals];
+    for (int k = 0; k < locals; k++) {
+      inputs[k] = w.address(k, 0);
+      outputs[k] = w.address(k, 1);
+    }
+    int right = (r + 1) % p;
+    int left = (r + p - 1) % p;
+    long sent = 0;
+    long received = 0;
+    try {
+      int firstSent = (r + p - 1) % p;
+      long at = (first + start(firstSent, c0, crem)) * es;
+      for (int k = 0; k < locals; k++) {
+        sources[k] = inputs[k] + at;
+      }
+      destinations[0] = out + at;
+      fused.reduce(op, sources, locals, destinations, 1, len(firstSent, c0, crem));
+      for (int s = 0; s < 2 * (p - 1); s++) {
+        boolean gather = s >= p - 1;
+        int sb = Math.floorMod(gather ? r - (s - p + 1) : r - 1 - s, p);
+        int rb = Math.floorMod(gather ? r - 1 - (s - p + 1) : r - 2 - s, p);
+        long sendAt = (first + start(sb, c0, crem)) * es;
+        long receiveAt = (first + start(rb, c0, crem)) * es;
+        long sendBytes = len(sb, c0, crem) * es;
+        long receiveBytes = len(rb, c0, crem) * es;
+        int spread = gather || s == p - 2 ? locals : 1; // final results go to every output of the host
+        railGroup.exchange(tag, deadline, right, out + sendAt, sendBytes, left, out + receiveAt, receiveBytes,
+            (incoming, dst, offset, bytes) -> {
+              int ns = 1;
+              if (!gather) {
+                for (int k = 0; k < locals; k++) {
+                  sources[k] = inputs[k] + receiveAt + offset;
+                }
+                ns = locals + 1;
+              }
+              sources[ns - 1] = incoming;
+              for (int k = 0; k < spread; k++) {
+                destinations[k] = (spread == 1 ? out : outputs[k]) + receiveAt + offset;
+              }
+              fused.reducePiece(op, sources, ns, destinations, spread, bytes / es);
+            });
+        sent += sendBytes;
+        received += receiveBytes;
+      }
+    } catch (RuntimeException | Error e) {
+      w.abandon();
+      throw e;
+    }
+    w.close();
+    return new CollectiveStats("hierarchical", 2 * (p - 1) + 2, sent, received);
   }
 
   /**
