@@ -9,10 +9,11 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 
-// Over 400 lines because the window protocol, its two waits and what a wait must check (the peers'
-// liveness, the group's failure word, the futex) act on the same shared words; the agreement
-// (ShmAgreement), the store entry (ShmEntry), the publication layout (ShmPublication), the segments
-// (ShmSegment) and their mappings (HostSegments) are apart.
+// Over 400 lines because the window protocol and its two waits (arriving, leaving) act on the same
+// shared words; what sits beside it is apart: the agreement (ShmAgreement), the store entry (ShmEntry),
+// the publication layout (ShmPublication), the counters and sleeping on them (ShmCounters), the peers'
+// liveness (ShmLiveness), the failure area's layout (ShmFailureArea), the segments (ShmSegment) and
+// their mappings (HostSegments).
 
 /**
  * {@link SharedMemory} windows between the processes of one host, over their {@link ShmSegment}s:
@@ -34,7 +35,6 @@ import java.util.List;
  * every rank sees the same publications, so every rank gets null and the collective goes over TCP.
  */
 final class ProcessWindows implements SharedMemory {
-  private static final long ABORTED = 1L << 62;
   /** Between two liveness checks of the peers (a pid lookup reads /proc): a dead peer is seen within this. */
   private static final long LIVENESS_NANOS = 10_000_000;
 
@@ -71,6 +71,7 @@ final class ProcessWindows implements SharedMemory {
   /** Whether this rank's entry is in the store: the world's from the start, a subgroup's from its first window. */
   private boolean entryPublished;
   private long entered;
+  private final ShmLiveness liveness;
   private final ShmPublication.Decoder decoder = new ShmPublication.Decoder();
   private final ShmPublication.Encoder encoder = new ShmPublication.Encoder();
 
@@ -91,6 +92,7 @@ final class ProcessWindows implements SharedMemory {
     this.store = store;
     this.transport = transport;
     this.host = host;
+    this.liveness = new ShmLiveness(rank, segments, words, transport);
     boolean oversubscribed = size > Runtime.getRuntime().availableProcessors();
     // No other process can be unparked: yielding lets the peer a rank waits for have its core, and the
     // parks that follow stay short. Measured in docs/PERFORMANCE.md; -Dnccl4j.shm.* override.
@@ -113,7 +115,7 @@ final class ProcessWindows implements SharedMemory {
     ShmAgreement.Verdict v = verdict;
     if (v == null) {
       publishEntry(null);
-      v = new ShmAgreement(rank, segments, words, store, host, transport, world, this::checkAlive)
+      v = new ShmAgreement(rank, segments, words, store, host, transport, world, liveness::check)
           .reach(tag, deadline);
       if (v.problem() == null) {
         members = v.members();
@@ -225,14 +227,12 @@ final class ProcessWindows implements SharedMemory {
         encoder.fingerprint(tag.fingerprint()));
     long arrived = counter(ShmSegment.ARRIVED, parity);
     long sleeping = counter(ShmSegment.SLEEPING_ARRIVED, parity);
-    if (((NativeMemory.getAndAddLong(arrived, 1) + 1) & ~ABORTED) == target) {
-      wakeSleepers(arrived, sleeping);
-    }
+    ShmCounters.increment(arrived, sleeping, target);
     int round = 0;
     long v;
     long nextCheck = System.nanoTime() + LIVENESS_NANOS; // a pid lookup per peer costs more than a small collective
-    while (((v = NativeMemory.getLongVolatile(arrived)) & ~ABORTED) < target) {
-      if ((v & ABORTED) != 0) {
+    while (ShmCounters.count(v = NativeMemory.getLongVolatile(arrived)) < target) {
+      if (ShmCounters.aborted(v)) {
         throw peersFailure("a rank gave up waiting in " + tag + "; the group failed");
       }
       long now = System.nanoTime();
@@ -241,14 +241,14 @@ final class ProcessWindows implements SharedMemory {
         try {
           waitable(parity, use, tag, deadline);
         } catch (RuntimeException e) {
-          if (withdraw(arrived, target)) {
+          if (ShmCounters.withdraw(arrived, target)) {
             throw e;
           }
           break; // every rank arrived meanwhile: the window is open after all
         }
       }
       if (round >= backoff.firstParkRound() && Futex.available()) {
-        sleep(arrived, sleeping, target, Math.min(deadline, nextCheck));
+        ShmCounters.sleep(arrived, sleeping, target, Math.min(deadline, nextCheck));
         round++;
         continue;
       }
@@ -320,93 +320,13 @@ final class ProcessWindows implements SharedMemory {
         continue;
       }
       // A peer may arrive, leave a staged window and close its group between the look above and this check.
-      checkAlive(members[q], "waiting in " + tag + " for rank " + members[q],
+      liveness.check(members[q], "waiting in " + tag + " for rank " + members[q],
           () -> ShmPublication.use(publication) != use + 1);
       absent.add(members[q]);
     }
     if (System.nanoTime() - deadline > 0) {
       throw new TransportTimeoutException("waiting for rank" + (absent.size() == 1 ? " " + absent.get(0)
           : "s " + absent) + " to reach " + tag);
-    }
-  }
-
-  /**
-   * Throws when rank {@code q}'s process (one whose segment this process mapped) has closed its group or
-   * died and {@code stillAwaited} is then still true: looked at after the process is seen gone, so that
-   * a peer that did what was awaited and then left is not taken for one that left first.
-   */
-  void checkAlive(int q, String what, java.util.function.BooleanSupplier stillAwaited) {
-    ShmSegment s = segments[q];
-    String gone = null;
-    if (words[q] != 0 && ShmSegment.left(words[q])) {
-      gone = "rank " + q + " closed its process group while rank " + rank + " was " + what;
-    } else {
-      long pid = s.pid();
-      if (pid != ProcessHandle.current().pid() && !alive(pid)) {
-        gone = "rank " + q + " (pid " + pid + ") died while rank " + rank + " was " + what;
-      }
-    }
-    if (gone != null && stillAwaited.getAsBoolean()) {
-      throw departed(q, gone);
-    }
-  }
-
-  /** Running, or stopped: a zombie (killed, not yet reaped by its parent) is dead for its peers. */
-  private static boolean alive(long pid) {
-    if (!ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false)) {
-      return false;
-    }
-    try {
-      String stat = java.nio.file.Files.readString(java.nio.file.Paths.get("/proc/" + pid + "/stat"));
-      int close = stat.lastIndexOf(')'); // after the command name, which may hold spaces
-      return close < 0 || close + 2 >= stat.length() || stat.charAt(close + 2) != 'Z';
-    } catch (java.io.IOException | RuntimeException e) {
-      return true; // no /proc: as the JDK says
-    }
-  }
-
-  private RuntimeException departed(int q, String message) {
-    PeerFailureException e = new PeerFailureException(q, message);
-    transport.fail(q, e);
-    return transport.failureOr(e);
-  }
-
-  /** True if this rank withdrew (nobody will enter); false if the window completed meanwhile. */
-  private static boolean withdraw(long arrived, long target) {
-    while (true) {
-      long v = NativeMemory.getLongVolatile(arrived);
-      if ((v & ~ABORTED) >= target) {
-        return false;
-      }
-      if ((v & ABORTED) != 0 || NativeMemory.compareAndSetLong(arrived, v, v | ABORTED)) {
-        if (Futex.available()) {
-          Futex.wakeAll(arrived);
-        }
-        return true;
-      }
-    }
-  }
-
-  /**
-   * Sleeps on {@code word} until it reaches {@code target} (or is aborted), {@code until} at the latest.
-   * The count of sleepers is raised before the last look and read by the completing rank after its
-   * increment (both atomic), so either this rank sees the completion or the completer sees it asleep.
-   */
-  private static void sleep(long word, long sleeping, long target, long until) {
-    NativeMemory.getAndAddLong(sleeping, 1);
-    try {
-      long v = NativeMemory.getLongVolatile(word);
-      if ((v & ~ABORTED) < target && (v & ABORTED) == 0) {
-        Futex.await(word, (int) v, Math.min(1_000_000, until - System.nanoTime()));
-      }
-    } finally {
-      NativeMemory.getAndAddLong(sleeping, -1);
-    }
-  }
-
-  private static void wakeSleepers(long word, long sleeping) {
-    if (Futex.available() && NativeMemory.getLongVolatile(sleeping) > 0) {
-      Futex.wakeAll(word);
     }
   }
 
@@ -421,13 +341,7 @@ final class ProcessWindows implements SharedMemory {
     if (!usable()) {
       return; // no window yet: TCP and the store carry it
     }
-    long area = ws[me] + ShmSegment.FAILURE;
-    byte[] text = f.message.getBytes(StandardCharsets.UTF_8);
-    int n = Math.min(text.length, ShmSegment.FAILURE_TEXT_MAX);
-    NativeMemory.putInt(area, TcpFrames.abortKind(f));
-    NativeMemory.putInt(area + 4, f.rank);
-    NativeMemory.putInt(area + 8, n);
-    NativeMemory.copyFromArray(text, 0, area + 12, n);
+    ShmFailureArea.write(ws[me] + ShmSegment.FAILURE, f);
     // Within this host; TCP carries it to the other hosts' ranks.
     NativeMemory.compareAndSetLong(ws[0] + ShmSegment.FAILURE_WORD, 0, 1 + me);
   }
@@ -446,13 +360,7 @@ final class ProcessWindows implements SharedMemory {
       throw new PeerFailureException(-1, "the group's failure word names window member " + from
           + ", which is not one");
     }
-    long area = ws[from] + ShmSegment.FAILURE;
-    int kind = NativeMemory.getInt(area);
-    int root = NativeMemory.getInt(area + 4);
-    int n = Math.max(0, Math.min(NativeMemory.getInt(area + 8), ShmSegment.FAILURE_TEXT_MAX));
-    byte[] text = new byte[n];
-    NativeMemory.copyToArray(area + 12, text, 0, n);
-    Failure f = TcpFrames.abortFailure((byte) kind, root, new String(text, StandardCharsets.UTF_8));
+    Failure f = ShmFailureArea.read(ws[from] + ShmSegment.FAILURE);
     int r = members[from];
     transport.adopt(f != null ? f : Failure.of(r, new PeerFailureException(r, "rank " + r + " failed")));
   }
@@ -514,18 +422,15 @@ final class ProcessWindows implements SharedMemory {
       closed = true;
       long left = counter(ShmSegment.LEFT, parity);
       long sleeping = counter(ShmSegment.SLEEPING_LEFT, parity);
-      // Counted for every window, so targets stay aligned.
-      if (NativeMemory.getAndAddLong(left, 1) + 1 == target) {
-        wakeSleepers(left, sleeping);
-      }
+      ShmCounters.increment(left, sleeping, target); // counted for every window, so targets stay aligned
       if (!exitBarrier) {
         return;
       }
       int round = 0;
       long nextCheck = System.nanoTime() + LIVENESS_NANOS;
       long v;
-      while (((v = NativeMemory.getLongVolatile(left)) & ~ABORTED) < target) {
-        if ((v & ABORTED) != 0) {
+      while (ShmCounters.count(v = NativeMemory.getLongVolatile(left)) < target) {
+        if (ShmCounters.aborted(v)) {
           throw peersFailure("a rank failed inside a window of the group; the group failed");
         }
         long now = System.nanoTime();
@@ -535,12 +440,13 @@ final class ProcessWindows implements SharedMemory {
           for (int q = 0; q < n; q++) {
             if (q != me) {
               // A peer leaves its group only after every rank left the window: then the count is complete.
-              checkAlive(members[q], "leaving a window", () -> (NativeMemory.getLongVolatile(left) & ~ABORTED) < target);
+              liveness.check(members[q], "leaving a window",
+                  () -> ShmCounters.count(NativeMemory.getLongVolatile(left)) < target);
             }
           }
         }
         if (round >= backoff.firstParkRound() && Futex.available()) {
-          sleep(left, sleeping, target, nextCheck);
+          ShmCounters.sleep(left, sleeping, target, nextCheck);
           round++;
           continue;
         }
@@ -554,14 +460,7 @@ final class ProcessWindows implements SharedMemory {
         return;
       }
       closed = true;
-      long left = counter(ShmSegment.LEFT, parity);
-      long v;
-      do {
-        v = NativeMemory.getLongVolatile(left);
-      } while ((v & ABORTED) == 0 && !NativeMemory.compareAndSetLong(left, v, v | ABORTED));
-      if (Futex.available()) {
-        Futex.wakeAll(left);
-      }
+      ShmCounters.abort(counter(ShmSegment.LEFT, parity));
     }
   }
 }
