@@ -275,6 +275,25 @@ class NativeKernelsTest {
     return start;
   }
 
+  /** {@code ns} sources of {@code n} test values each, one element past an aligned start. */
+  private long[] shiftedSources(Reduction.ArrayOp op, int ns, int n, long seed) {
+    int es = size(op);
+    Random rnd = new Random(seed);
+    long[] src = new long[ns];
+    for (int k = 0; k < ns; k++) {
+      src[k] = allocate((long) (n + 1) * es) + es;
+      fill(op, src[k], k, n, rnd);
+    }
+    return src;
+  }
+
+  /** What the Java reducer makes of {@code src}, in memory of this test's. */
+  private long javaReduced(Reduction.ArrayOp op, long[] src, int ns, int n) {
+    long expected = allocate((long) n * size(op));
+    new ArrayReducer((long) n * size(op)).reduce(op, src, ns, expected, n);
+    return expected;
+  }
+
   private static void assertGuarded(long dst, int n, int es, String what) {
     for (long a = dst - 8; a < dst; a += 4) {
       assertThat(NativeMemory.getInt(a)).as("guard before %s", what).isEqualTo((int) GUARD);
@@ -300,14 +319,8 @@ class NativeKernelsTest {
     int es = size(op);
     int n = streamedElements(es);
     int ns = 3;
-    Random rnd = new Random(131L * op.ordinal());
-    long[] src = new long[ns];
-    for (int k = 0; k < ns; k++) {
-      src[k] = allocate((long) (n + 1) * es) + es;
-      fill(op, src[k], k, n, rnd);
-    }
-    long expected = allocate((long) n * es);
-    new ArrayReducer((long) n * es).reduce(op, src, ns, expected, n);
+    long[] src = shiftedSources(op, ns, n, 131L * op.ordinal());
+    long expected = javaReduced(op, src, ns, n);
     // One element past a 16-byte boundary: a head stored normally, then aligned blocks, then a tail.
     long[] dst = {framedDestination(n, es, es)};
     try (NativeKernels k = NativeKernels.create(CpuOptions.Kernels.NATIVE, 4)) {
@@ -363,14 +376,8 @@ class NativeKernelsTest {
     int es = size(op);
     int n = MAX_N;
     int ns = 3;
-    Random rnd = new Random(977L * op.ordinal());
-    long[] src = new long[ns];
-    for (int k = 0; k < ns; k++) {
-      src[k] = allocate((long) (n + 1) * es) + es;
-      fill(op, src[k], k, n, rnd);
-    }
-    long expected = allocate((long) n * es);
-    new ArrayReducer((long) n * es).reduce(op, src, ns, expected, n);
+    long[] src = shiftedSources(op, ns, n, 977L * op.ordinal());
+    long expected = javaReduced(op, src, ns, n);
     try (NativeKernels k = NativeKernels.create(CpuOptions.Kernels.NATIVE, 4);
         NativeKernels cached = NativeKernels.create(CpuOptions.Kernels.CACHED, 4)) {
       long[] two = {framedDestination(n, es, es), framedDestination(n, es, es)};
