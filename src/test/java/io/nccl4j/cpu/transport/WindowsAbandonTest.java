@@ -19,6 +19,7 @@ import org.junit.jupiter.api.Test;
  * {@code ProcessWindowsTest}): a rank that abandons a window makes a peer leaving it fail with the
  * cause that rank records, rather than return as if its part were done.
  */
+@org.junit.jupiter.api.Tag("multirank")
 class WindowsAbandonTest {
   @Test
   void aPeerLeavingAWindowAnotherAbandonedFailsWithThatRanksCause() throws Exception {
