@@ -69,4 +69,27 @@ class HierarchicalFailuresTest {
       assertThat(seen.get(r)).as("rank " + r + ": " + seen).startsWith("3: ");
     }
   }
+
+  /**
+   * Processes of one host started with different settings choose different large AllReduces (fused
+   * on native kernels, phased on the Java reducers): every rank fails with the mismatch, naming both
+   * windows, rather than waiting or mixing data.
+   */
+  @org.junit.jupiter.api.Test
+  void hostMatesWithDifferentKernelSettingsFailOnEveryRankNamingBothAlgorithms() {
+    List<String> errors = LocalCluster.of(4).timeout(TIMEOUT)
+        .backend(new ShmThreadsCluster(segments, 64L << 20, rank -> "host-" + rank % 2,
+            rank -> rank == 2 ? CpuOptions.defaults().withKernels(CpuOptions.Kernels.JAVA) : CpuOptions.defaults(),
+            true))
+        .call(pg -> {
+          try (Tensor t = pg.zeros(40_003, DType.FLOAT32)) {
+            Throwable e = catchThrowable(() -> pg.allReduce(t, ReduceOp.SUM));
+            return e == null ? "no error" : e.getClass().getSimpleName() + ": " + e.getMessage();
+          }
+        });
+    for (int r = 0; r < 4; r++) {
+      assertThat(errors.get(r)).as("rank " + r + ": " + errors).startsWith("CollectiveMismatchException")
+          .contains("(fused, 160012 bytes)").contains("(block-reduce, 160012 bytes)");
+    }
+  }
 }

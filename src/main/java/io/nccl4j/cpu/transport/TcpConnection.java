@@ -95,7 +95,8 @@ final class TcpConnection {
   /**
    * Waits until the connection is made, by {@code deadline}; {@code what} says what this rank waits for. Between
    * polls, a rank waiting for a lower peer to connect looks whether that peer left the store before publishing its
-   * address ({@link Departures#departed}).
+   * address ({@link Departures#departed}), and whether the group's failure was left in the store
+   * ({@link StoredFailure}).
    */
   void awaitAttached(long deadline, String what) {
     while (true) {
@@ -129,6 +130,14 @@ final class TcpConnection {
       if (departed != null) {
         transport.fail(peer, departed);
         throw transport.failureOr(departed);
+      }
+      // A group that failed at a rank not connected to this one (one host's ranks failing in their window
+      // before any rail connected): an abort frame reaches only the connected, and the peer awaited may
+      // never connect now; the failure it left in the store is the news. The next look throws it.
+      try {
+        transport.adoptFailureFromStore();
+      } catch (RuntimeException storeUnavailable) {
+        // nothing to learn from it now; the wait goes on
       }
     }
   }

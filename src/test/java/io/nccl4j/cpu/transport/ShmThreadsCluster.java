@@ -18,7 +18,7 @@ public final class ShmThreadsCluster implements ClusterBackend {
   private final Path dir;
   private final long bytes;
   private final java.util.function.IntFunction<String> hostOf;
-  private final io.nccl4j.cpu.CpuOptions options;
+  private final java.util.function.IntFunction<io.nccl4j.cpu.CpuOptions> options;
 
   public ShmThreadsCluster(Path dir, long bytes) {
     this(dir, bytes, rank -> HostSharedMemory.hostIdentity(), io.nccl4j.cpu.CpuOptions.fromEnvironment());
@@ -30,6 +30,12 @@ public final class ShmThreadsCluster implements ClusterBackend {
    */
   public ShmThreadsCluster(Path dir, long bytes, java.util.function.IntFunction<String> hostOf,
       io.nccl4j.cpu.CpuOptions options) {
+    this(dir, bytes, hostOf, rank -> options, true);
+  }
+
+  /** As above, with rank r's backend run with {@code options.apply(r)} (processes started with different settings). */
+  public ShmThreadsCluster(Path dir, long bytes, java.util.function.IntFunction<String> hostOf,
+      java.util.function.IntFunction<io.nccl4j.cpu.CpuOptions> options, boolean perRank) {
     this.dir = dir;
     this.bytes = bytes;
     this.hostOf = hostOf;
@@ -49,7 +55,7 @@ public final class ShmThreadsCluster implements ClusterBackend {
       MemoryResource arena = HostSharedMemory.attach(t, dir, bytes, timeout, hostOf.apply(rank));
       Allocator a = arena == null ? Allocator.host().child(runName + "/rank" + rank)
           : Allocator.host().child(runName + "/rank" + rank, arena);
-      return new CpuBackend(t, a, timeout, options);
+      return new CpuBackend(t, a, timeout, options.apply(rank));
     };
   }
 }
