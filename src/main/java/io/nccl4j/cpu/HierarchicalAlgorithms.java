@@ -109,13 +109,18 @@ final class HierarchicalAlgorithms implements AutoCloseable {
     // Chosen from what every rank shares (the operator, the options), never from where one rank's
     // tensors are: the ranks of a host must open the same windows.
     Reduction.ArrayOp op = red.arrayOp();
-    if (fused != null && op != null && !red.hasPostOp()) {
-      CollectiveStats s = fusedAllReduce(tag, deadline, src, work, count, es, op);
-      if (work != out) {
-        host.copy(work, out, bytes);
-      }
-      return s;
+    CollectiveStats s = fused != null && op != null && !red.hasPostOp()
+        ? fusedAllReduce(tag, deadline, src, work, count, es, op)
+        : phasedAllReduce(tag, deadline, src, work, count, red);
+    if (work != out) {
+      host.copy(work, out, bytes);
     }
+    return s;
+  }
+
+  /** The three stages each in a window or step of its own, over buffers in the segments. */
+  private CollectiveStats phasedAllReduce(Tag tag, long deadline, long src, long work, long count, Reduction red) {
+    int es = red.dtype().size();
     CollectiveStats reduced = present(host.reduceOwnBlock(tag, deadline, src, work, count, red.partial()));
     long q0 = count / layout.perHost();
     long rem = count % layout.perHost();
@@ -124,9 +129,6 @@ final class HierarchicalAlgorithms implements AutoCloseable {
     CollectiveStats across = rail.allReduce(tag, deadline, block, block, len(layout.local(), q0, rem),
         red.ofPartials());
     CollectiveStats gathered = present(host.gatherBlocks(tag, deadline, work, count, es));
-    if (work != out) {
-      host.copy(work, out, bytes);
-    }
     return combined("hierarchical-phased", combined("", reduced, gathered), across);
   }
 

@@ -138,11 +138,7 @@ final class Windows {
       int round = 0;
       while (((v = slot.arrived.get()) & ~ABORTED) < target) {
         if ((v & ABORTED) != 0) {
-          // The rank that withdrew records why a moment later (its backend makes its error the group's
-          // failure): wait for that, so that this rank reports the cause and not only the withdrawal.
-          TcpTransport.awaitFor(fabric::isFailed);
-          fabric.checkFailed();
-          throw new PeerFailureException(-1, "a rank gave up waiting in " + tag + "; the group failed");
+          throw groupFailure("a rank gave up waiting in " + tag + "; the group failed");
         }
         try {
           waitable(rank, slot, mine, deadline);
@@ -208,7 +204,7 @@ final class Windows {
         try {
           while (((v = slot.left.get()) & ~ABORTED) < target) {
             if ((v & ABORTED) != 0) {
-              throw abandoned(tag);
+              throw groupFailure("a rank failed inside the window of " + tag + "; the group failed");
             }
             if (round == firstPark) {
               slot.waiters.set(rank, Thread.currentThread());
@@ -238,11 +234,14 @@ final class Windows {
     };
   }
 
-  /** A peer abandoned the window: its failure, which its backend records a moment later. */
-  private RuntimeException abandoned(Tag tag) {
+  /**
+   * A peer withdrew from a window or abandoned it: its backend makes its error the group's failure a
+   * moment later. Waits for that, so that this rank reports the cause, else {@code fallback}.
+   */
+  private RuntimeException groupFailure(String fallback) {
     TcpTransport.awaitFor(fabric::isFailed);
     fabric.checkFailed();
-    return new PeerFailureException(-1, "a rank failed inside the window of " + tag + "; the group failed");
+    return new PeerFailureException(-1, fallback);
   }
 
   /** Throws if waiting for the window is hopeless: failure, deadline, a peer gone or elsewhere. */
