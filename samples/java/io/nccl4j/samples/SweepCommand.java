@@ -75,7 +75,8 @@ final class SweepCommand implements Callable<Integer> {
       description = {"Measure the physical limit in the same run and print it next to each AllReduce time:",
           "threads: memory bandwidth B (large copies, read+write), bound 2*p*S/B; processes (under",
           "./nccl4j run) of one host: memory bandwidth when they ran through shared memory, bound 2*p*S/B,",
-          "else loopback TCP bandwidth B, bound 2*(p-1)*S/B (the ring's bytes); processes on H > 1 hosts:",
+          "else loopback TCP bandwidth B, bound 2*(p-1)*S/B (the ring's bytes) - each row by its own when",
+          "only some rows ran through shared memory; processes on H > 1 hosts:",
           "TCP bandwidth B each way between rank 0 and a rank of another host with both ways busy, after the",
           "run, bound 2*(H-1)*S/(H*B)",
           "(what crosses each host's link in a hierarchical AllReduce)."})
@@ -143,13 +144,18 @@ final class SweepCommand implements Callable<Integer> {
       return mine == null || mine.rows().stream().allMatch(r -> r.wrong()[0] == 0 && r.wrong()[1] == 0);
     }
     RankResult first = group.members(g.all()).get(0);
+    AllReduceBound overTcp = null;
     if (measureBound && Groups.launched()) {
       // After the run: before it, the other ranks' JVMs are starting and compiling on the same cores.
-      // Processes of one host that ran through shared memory are bounded by memory, else by loopback TCP.
-      limit = first.link() != null ? first.link()
-          : AllReduceBound.oneHost(measureLimit(p, first.rows().stream().anyMatch(SweepCommand::sharedMemory)));
+      // Processes of one host that ran through shared memory are bounded by memory, else by loopback TCP;
+      // where only some rows did (tensors past what /dev/shm holds), each row by its own.
+      boolean anyShared = first.rows().stream().anyMatch(SweepCommand::sharedMemory);
+      limit = first.link() != null ? first.link() : AllReduceBound.oneHost(measureLimit(p, anyShared));
+      if (first.link() == null && anyShared && !first.rows().stream().allMatch(SweepCommand::sharedMemory)) {
+        overTcp = AllReduceBound.oneHost(measureLimit(p, false));
+      }
     }
-    return report(o, backend, p, coll, t, rop, first.rows(), limit);
+    return report(o, backend, p, coll, t, rop, first.rows(), limit, overTcp);
   }
 
   /**
@@ -246,8 +252,12 @@ final class SweepCommand implements Callable<Integer> {
     return totalWrong == 0;
   }
 
+  /**
+   * @param overTcp where processes of one host ran some rows through shared memory and some over TCP, the
+   *     bound of the rows over TCP ({@code limit} is then memory's); else null
+   */
   private boolean report(PrintStream o, BackendChoice backend, int p, SweepOp c, DType t, ReduceOp rop,
-      List<SweepEngine.Row> rows, AllReduceBound limit) {
+      List<SweepEngine.Row> rows, AllReduceBound limit, AllReduceBound overTcp) {
     o.println(backend.describe());
     if ("cpu".equals(backend.name()) && !Groups.launched()) {
       o.println("# reduction kernels (shared-memory algorithms): " + CpuBackend.reductionKernels());
@@ -255,6 +265,11 @@ final class SweepCommand implements Callable<Integer> {
     if (limit != null) {
       o.printf(Locale.ROOT, "# bound: B = %.2f GB/s (%s, measured now); AllReduce t >= %s%n", limit.limit().gbps(),
           limit.limit().how(), limit.formula());
+      if (overTcp != null) {
+        o.printf(Locale.ROOT, "# bound of the rows over TCP (the ring: their tensors are outside shared memory): B = %.2f"
+            + " GB/s (%s, measured now); AllReduce t >= %s%n", overTcp.limit().gbps(), overTcp.limit().how(),
+            overTcp.formula());
+      }
     }
     o.printf("# %s, %d ranks%s, %s, redop %s, root %d, %d warm-up + %d timed iterations (%s), %d checked%n",
         c.name(), p, group.given() ? " (" + group.describe(common.effectiveWorldSize()) + ")" : "", t, c.reduces() ? rop : "none", root, warmups, iters,
@@ -308,7 +323,7 @@ final class SweepCommand implements Callable<Integer> {
             cols[6], cols[7]);
         csv.add(r.bytes() + "," + r.count() + "," + t + "," + redopText + "," + rootText + "," + String.join(",", cols));
       } else {
-        double b = limit.micros(r.bytes(), p);
+        double b = (overTcp != null && !sharedMemory(r) ? overTcp : limit).micros(r.bytes(), p);
         xs.get(2).add((double) r.bytes());
         bus.get(2).add(BenchCommand.gbps(r.bytes(), b) * chartFactor);
         String[] pct = new String[2];
@@ -341,6 +356,10 @@ final class SweepCommand implements Callable<Integer> {
         doc.put("boundHow", limit.limit().how());
         if (limit.hosts() > 1) {
           doc.put("boundHosts", limit.hosts());
+        }
+        if (overTcp != null) {
+          doc.put("boundOverTcpBytesPerSecond", overTcp.limit().bytesPerSecond());
+          doc.put("boundOverTcpHow", overTcp.limit().how());
         }
       }
       doc.put("rows", rows);

@@ -46,23 +46,52 @@ public final class HostSharedMemory {
     return attach(transport, Paths.get("/dev/shm"), sizeFromEnvironment(), timeout);
   }
 
-  /** Whether {@code NCCL4J_SHM} leaves shared memory on: unless it is 0, off or false. */
+  /** Whether {@code NCCL4J_SHM} leaves shared memory on. */
   static boolean enabled() {
-    String env = System.getenv("NCCL4J_SHM");
-    return env == null || !(env.equals("0") || env.equalsIgnoreCase("off") || env.equalsIgnoreCase("false"));
+    return enabled(System.getenv("NCCL4J_SHM"));
   }
 
+  /**
+   * {@code NCCL4J_SHM}: unset, empty, 1, on, true or yes turn shared memory on; 0, off, false or no turn it off;
+   * anything else is refused rather than read as one of them.
+   */
+  static boolean enabled(String env) {
+    String v = env == null ? "" : env.trim().toLowerCase(java.util.Locale.ROOT);
+    switch (v) {
+      case "", "1", "on", "true", "yes":
+        return true;
+      case "0", "off", "false", "no":
+        return false;
+      default:
+        throw new IllegalArgumentException("NCCL4J_SHM must be 1, on, true or yes (shared memory between the"
+            + " processes of a host, the default) or 0, off, false or no (TCP only), got '" + env + "'");
+    }
+  }
+
+  /** The least segment: its window words and 1 MiB of arena. */
+  static final long MIN_BYTES = ShmSegment.ARENA + (1 << 20);
+
   private static long sizeFromEnvironment() {
-    String v = System.getenv("NCCL4J_SHM_BYTES");
-    if (v == null || v.isBlank()) {
+    return size(System.getenv("NCCL4J_SHM_BYTES"));
+  }
+
+  /** {@code NCCL4J_SHM_BYTES}: the default when unset; a number of bytes in range, else refused. */
+  static long size(String env) {
+    if (env == null || env.isBlank()) {
       return DEFAULT_BYTES;
     }
+    long b;
     try {
-      long b = Long.parseLong(v.trim());
-      return Math.max(ShmSegment.ARENA + (1 << 20), Math.min(b, ShmSegment.MAX_BYTES));
+      b = Long.parseLong(env.trim());
     } catch (NumberFormatException e) {
-      throw new IllegalArgumentException("NCCL4J_SHM_BYTES must be a number of bytes, got '" + v + "'");
+      throw new IllegalArgumentException("NCCL4J_SHM_BYTES must be a number of bytes, got '" + env + "'");
     }
+    if (b < MIN_BYTES || b > ShmSegment.MAX_BYTES) {
+      // One mapping of at most 2 GiB per segment (ShmSegment); below the least, not even one tensor would fit.
+      throw new IllegalArgumentException("NCCL4J_SHM_BYTES must be between " + MIN_BYTES + " and "
+          + ShmSegment.MAX_BYTES + " bytes (a rank's shared-memory segment is one mapping), got " + b);
+    }
+    return b;
   }
 
   /**
@@ -85,21 +114,36 @@ public final class HostSharedMemory {
     Path mine = dir.resolve("nccl4j-" + transport.groupId() + "-" + rank);
     ShmSegment.removeOrphans(dir); // what killed processes of earlier jobs left
     ShmSegment own;
+    long room;
     try {
+      if (!Files.isDirectory(dir)) {
+        throw new IOException(dir + " does not exist");
+      }
+      room = room(dir);
       own = ShmSegment.create(mine, bytes);
     } catch (IOException | RuntimeException e) {
-      // Peers learn it from the store and go on over TCP, as this rank does.
+      // Peers learn it from the store and go on over TCP, as this rank does; rank 0 says so for all, in one line,
+      // when the group first opens a window (ShmAgreement).
       store.set(ProcessWindows.SEGMENT_KEY + rank, ShmEntry.none(host, "rank " + rank + " cannot create " + mine
           + ": " + e).bytesToPublish());
-      LOG.warn("rank {}: shared memory between the group's processes is off, TCP carries everything: cannot create"
-          + " {}: {}", rank, mine, e.toString());
+      LOG.debug("rank {}: cannot create {}: {}", rank, mine, e.toString());
       return null;
     }
-    store.set(ProcessWindows.SEGMENT_KEY + rank, ShmEntry.of(host, own, rank, 0).bytesToPublish());
-    ShmArena arena = new ShmArena(own);
+    ShmEntry entry = ShmEntry.of(host, own, rank, 0, room);
+    store.set(ProcessWindows.SEGMENT_KEY + rank, entry.bytesToPublish());
+    ShmArena arena = new ShmArena(own, rank, entry.roomShort());
     HostSegments segments = new HostSegments(store, rank, transport.size(), transport.groupId(), host, own, arena);
     transport.attach(new ProcessWindows(rank, transport.size(), segments, true, store, transport));
     return arena;
+  }
+
+  /** The bytes free for this user in {@code dir}'s file system; -1 when it cannot be told. */
+  private static long room(Path dir) {
+    try {
+      return Files.getFileStore(dir).getUsableSpace();
+    } catch (IOException | RuntimeException e) {
+      return -1;
+    }
   }
 
   /**

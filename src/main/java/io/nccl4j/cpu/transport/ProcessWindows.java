@@ -153,7 +153,7 @@ final class ProcessWindows implements SharedMemory {
     ShmEntry e;
     if (off >= 0) {
       words[rank] = host.own().base + off;
-      e = ShmEntry.of(host.host(), host.own(), host.worldRank(), off);
+      e = ShmEntry.of(host.host(), host.own(), host.worldRank(), off, -1); // the world's entry says the room
     } else {
       e = ShmEntry.none(host.host(), leaving != null ? leaving : "rank " + rank + "'s segment "
           + host.own().path.getFileName() + " has no room for the subgroup's window words (NCCL4J_SHM_BYTES)");

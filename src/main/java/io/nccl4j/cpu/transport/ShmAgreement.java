@@ -112,14 +112,69 @@ final class ShmAgreement {
       segments[rank].unlink();
     }
     if (problem != null) {
-      if (rank == 0) {
+      if (rank == 0 && layout && hosts.length == size) {
+        // One rank per host is how jobs across machines usually run: nothing to warn of.
+        LOG.info("shared memory between the group's processes is off, TCP carries everything: {}", problem);
+      } else if (rank == 0) {
         LOG.warn("shared memory between the group's processes is off, TCP carries everything: {}", problem);
       }
-    } else if (rank == 0 && hosts.length > 1) {
-      LOG.info("{} hosts of {} ranks each: shared memory within each host, TCP between hosts", hosts.length,
-          hosts[0].length);
+    } else if (rank == 0 && world) {
+      if (hosts.length > 1) {
+        LOG.info("{} hosts of {} ranks each: shared memory within each host, TCP between hosts", hosts.length,
+            hosts[0].length);
+      } else {
+        LOG.info("{} ranks on one host: shared memory between them, TCP for the ring algorithms and point-to-point",
+            size);
+      }
+      String shortage = roomShortage(entries, hosts);
+      if (shortage != null) {
+        LOG.warn(shortage);
+      }
     }
     return new Verdict(hosts, host, problem);
+  }
+
+  /**
+   * Null, or the one line that says for the whole group which hosts' {@code /dev/shm} had less room than a
+   * segment when the ranks made theirs (a container's default is 64 MB): there, tensors that do not fit come
+   * from malloc and their collectives go over TCP, which the ranks then do not say each ({@link ShmArena}).
+   */
+  static String roomShortage(List<ShmEntry> entries, int[][] hosts) {
+    StringBuilder where = new StringBuilder();
+    for (int[] h : hosts) {
+      long room = Long.MAX_VALUE;
+      long bytes = 0;
+      boolean isShort = false;
+      for (int q : h) {
+        ShmEntry e = entries.get(q);
+        isShort |= e.roomShort();
+        if (e.room() >= 0) {
+          room = Math.min(room, e.room());
+        }
+        bytes = Math.max(bytes, e.bytes());
+      }
+      if (isShort) {
+        ShmEntry first = entries.get(h[0]);
+        where.append(where.length() == 0 ? "" : "; ").append(hosts.length > 1 ? "on host " + name(first.host()) + ", "
+            : "").append(first.path().getParent()).append(" had ").append(mib(room)).append(" free for ")
+            .append(h.length).append(" segments of ").append(mib(bytes));
+      }
+    }
+    if (where.length() == 0) {
+      return null;
+    }
+    return "shared memory between the group's processes is on, but " + where + ": tensors that do not fit are"
+        + " allocated outside it, and collectives on them go over TCP; give it more room (a container's --shm-size)"
+        + " or set NCCL4J_SHM_BYTES to what fits";
+  }
+
+  private static String name(String hostIdentity) {
+    int slash = hostIdentity.indexOf('/');
+    return slash < 0 ? hostIdentity : hostIdentity.substring(0, slash);
+  }
+
+  private static String mib(long bytes) {
+    return String.format(java.util.Locale.ROOT, "%.1f MiB", bytes / 1048576.0);
   }
 
   /** The ranks grouped by host identity: hosts in the order of their lowest rank, ranks increasing. */

@@ -245,7 +245,7 @@ class ShmSubgroupsTest {
     Path link = dir.resolve("nccl4j-g1-2");
     Files.createSymbolicLink(link, peer.path);
     try {
-      HostSegments segments = new HostSegments(store, 0, 3, "g1", "h", own, new ShmArena(own));
+      HostSegments segments = new HostSegments(store, 0, 3, "g1", "h", own, new ShmArena(own, 0, false));
       long deadline = System.nanoTime() + 1_000_000_000L;
       org.assertj.core.api.Assertions.assertThatThrownBy(() -> segments.map(1, elsewhere, peer.size, deadline))
           .isInstanceOf(IOException.class).hasMessageContaining("is not world rank 1's segment");
