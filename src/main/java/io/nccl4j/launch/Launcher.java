@@ -134,7 +134,15 @@ public final class Launcher {
     List<Process> procs = new ArrayList<>();
     List<Thread> pumps = new ArrayList<>();
     RankFailureReport report = new RankFailureReport();
-    Thread hook = new Thread(() -> stopAll(procs), "nccl4j-launcher-shutdown");
+    // Set before the ranks are stopped: a rank that then exits by the signal was stopped, not failed.
+    java.util.concurrent.atomic.AtomicBoolean stopping = new java.util.concurrent.atomic.AtomicBoolean();
+    Thread hook = new Thread(() -> {
+      stopping.set(true);
+      // Said here: once the hook returns the JVM halts, whatever the main thread was about to print.
+      err.println("nccl4j run: stopped from outside (SIGTERM, SIGINT or SIGHUP to the launcher); stopping every rank");
+      err.flush();
+      stopAll(procs);
+    }, "nccl4j-launcher-shutdown");
     Runtime.getRuntime().addShutdownHook(hook);
     try {
       for (int local = 0; local < nprocPerNode; local++) {
@@ -181,8 +189,10 @@ public final class Launcher {
             }
             if (status != 0 && firstRank < 0) {
               firstRank = nodeRank * nprocPerNode + i;
-              err.println("nccl4j run: rank " + firstRank + " " + describe(status) + "; stopping the other ranks");
-              stopAll(procs);
+              if (!stoppedFromOutside(stopping, status)) {
+                err.println("nccl4j run: rank " + firstRank + " " + describe(status) + "; stopping the other ranks");
+                stopAll(procs);
+              }
             }
           }
         }
@@ -192,6 +202,9 @@ public final class Launcher {
       }
       for (Thread t : pumps) {
         join(t);
+      }
+      if (firstRank >= 0 && stopping.get()) {
+        return 128 + 15; // the hook said why
       }
       if (firstRank >= 0) {
         // Blamed once every rank's output is in: the rank that exited first may only report another.
@@ -209,6 +222,25 @@ public final class Launcher {
         // already shutting down: the hook runs
       }
     }
+  }
+
+  /**
+   * Whether a rank that exited with {@code status} was stopped with the launcher: the launcher's own stop
+   * has begun, or the rank died of SIGINT, SIGTERM or SIGHUP and the launcher's stop begins within a moment
+   * (Ctrl-C and a terminal's hang-up reach every process of the foreground group at once, the ranks too).
+   */
+  private static boolean stoppedFromOutside(java.util.concurrent.atomic.AtomicBoolean stopping, int status) {
+    if (stopping.get()) {
+      return true;
+    }
+    if (status != 128 + 1 && status != 128 + 2 && status != 128 + 15) {
+      return false;
+    }
+    long until = System.nanoTime() + 300_000_000L;
+    while (System.nanoTime() < until && !stopping.get()) {
+      sleep(10);
+    }
+    return stopping.get();
   }
 
   /** "exited with status 3" or "was killed by signal 9 (SIGKILL)". */

@@ -90,6 +90,43 @@ class LauncherDeathTest {
   }
 
   /**
+   * A launcher asked to stop (SIGTERM, as a scheduler or {@code kill} does) stops every rank and says so once;
+   * it blames no rank for dying of the signal it passed on, and exits 143 as a process ended by SIGTERM.
+   */
+  @Test
+  void aLauncherStoppedFromOutsideSaysSoAndBlamesNoRank() throws Exception {
+    List<String> launcherCmd = ChildJvms.javaCommand(LauncherDeathMains.RunLauncher.class, "2");
+    launcherCmd.addAll(ChildJvms.javaCommand(LauncherDeathMains.LongRank.class));
+    Process launcher = jvms.start(ChildJvms.rank(launcherCmd, Map.of()));
+    BlockingQueue<String> out = ChildJvms.lines(launcher);
+    List<String> seen = new ArrayList<>();
+    long until = System.nanoTime() + START_WITHIN.toNanos();
+    int ready = 0;
+    while (ready < 2) {
+      String line = out.poll(Math.max(1, until - System.nanoTime()), TimeUnit.NANOSECONDS);
+      assertThat(line).as("both ranks report READY within %s; output so far: %s", START_WITHIN, seen).isNotNull();
+      seen.add(line);
+      ready += line.contains("READY ") ? 1 : 0;
+    }
+    List<ProcessHandle> ranks = launcher.descendants().toList();
+
+    new ProcessBuilder("kill", "-TERM", Long.toString(launcher.pid())).start().waitFor(); // as a scheduler does
+
+    assertThat(launcher.waitFor(GONE_WITHIN.toSeconds(), TimeUnit.SECONDS)).as("the launcher exits").isTrue();
+    for (String line; (line = out.poll(2, TimeUnit.SECONDS)) != null; ) {
+      seen.add(line);
+    }
+    assertThat(launcher.exitValue()).as(String.join("\n", seen)).isEqualTo(143);
+    assertThat(seen).as(String.join("\n", seen))
+        .containsOnlyOnce("nccl4j run: stopped from outside (SIGTERM, SIGINT or SIGHUP to the launcher); stopping every"
+            + " rank")
+        .noneMatch(l -> l.startsWith("nccl4j run: rank ") || l.startsWith("nccl4j run: failed"));
+    for (ProcessHandle r : ranks) {
+      assertThat(r.isAlive()).as("rank process %d after its launcher stopped", r.pid()).isFalse();
+    }
+  }
+
+  /**
    * No socket listens on {@code port} any more (the kernel's own table, /proc/net/tcp and tcp6), and
    * a new ServerSocket binds to it. The bind is retried for a while and then only reported: on a
    * shared machine another process's connection may hold the same number as its local port, which
