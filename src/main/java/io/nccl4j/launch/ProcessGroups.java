@@ -104,15 +104,65 @@ public final class ProcessGroups {
     claimRank(s, s, env, job);
   }
 
-  /** Claims this process's rank in the job's store; closes the store and throws when it was taken. */
+  /**
+   * Claims this process's rank in the job's store; closes the store and throws when the job's world has another
+   * size (the first process to join sets it) or the rank was taken. The size first: a process started for another
+   * world must not take a rank that one of this world's needs.
+   */
   private static void claimRank(Store root, TcpStore s, DistEnv env, JobIdentity job) {
+    byte[] mine = Integer.toString(env.worldSize()).getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+    byte[] held = root.compareSet("nccl4j/world-size", new byte[0], mine);
+    if (!java.util.Arrays.equals(held, mine)) {
+      String nodes = "every node must be given the same --nnodes and --nproc-per-node";
+      int size = worldSize(held);
+      if (size > 0) {
+        // Its ranks wait for peers that will never come: they fail now, with this, rather than at their timeout.
+        try {
+          TcpTransport.markWorldConflict(new PrefixStore(groupPrefix(1), root), size, "a process started for a"
+              + " world of " + env.worldSize() + " ranks (as rank " + env.rank() + ") joined the job's store at "
+              + env.masterAddr() + ":" + env.masterPort() + ", whose world has " + size + " ranks: " + nodes);
+        } catch (RuntimeException e) {
+          // the store is going: its ranks learn that themselves
+        }
+      }
+      s.close();
+      throw new IllegalStateException("rank " + env.rank() + ": this process was started for a world of "
+          + env.worldSize() + " ranks (WORLD_SIZE), but the job's store at " + env.masterAddr() + ":"
+          + env.masterPort() + " (" + job + ") holds a world of " + printable(held) + " ranks, set by the first"
+          + " process to join: " + nodes);
+    }
     long claims = root.add("nccl4j/rank/" + env.rank(), 1);
     if (claims != 1) {
       s.close();
       throw new IllegalStateException("rank " + env.rank() + ": another process already joined the store at "
-          + env.masterAddr() + ":" + env.masterPort() + " as rank " + env.rank() + " (" + job + "): another job"
-          + " holds port " + env.masterPort() + "; give each job its own MASTER_PORT");
+          + env.masterAddr() + ":" + env.masterPort() + " as rank " + env.rank() + " (" + job + "): two processes"
+          + " were given the same rank (two nodes with the same --node-rank?), or another job holds port "
+          + env.masterPort() + " (give each job its own MASTER_PORT)");
     }
+  }
+
+  /** The world size the store holds, or -1 when it is not one (a store is no place to trust). */
+  private static int worldSize(byte[] held) {
+    try {
+      int n = Integer.parseInt(new String(held, java.nio.charset.StandardCharsets.US_ASCII));
+      return n >= 1 && n <= MAX_NOTED_WORLD ? n : -1;
+    } catch (NumberFormatException e) {
+      return -1;
+    }
+  }
+
+  /** The largest world whose waiting ranks a process of another world tells (three store keys a rank). */
+  private static final int MAX_NOTED_WORLD = 4096;
+
+  /** The store namespace of each process's {@code n}-th group. */
+  private static String groupPrefix(int n) {
+    return "pg" + n;
+  }
+
+  /** A value from the store as text, cut short and stripped of what is not printable (a store is no place to trust). */
+  private static String printable(byte[] v) {
+    String t = new String(v, 0, Math.min(v.length, 32), java.nio.charset.StandardCharsets.US_ASCII);
+    return "'" + t.replaceAll("[^\\x20-\\x7e]", "?") + (v.length > 32 ? "…" : "") + "'";
   }
 
   /**
@@ -175,7 +225,7 @@ public final class ProcessGroups {
    */
   static Store groupStore(DistEnv env, JobIdentity job, InetAddress bind, AgentStore agent, Duration timeout) {
     Store root = sharedStore(env, job, bind, agent, timeout).root();
-    return new PrefixStore("pg" + nextGroup(root), root);
+    return new PrefixStore(groupPrefix(nextGroup(root)), root);
   }
 
   /** Makes the group's backend and the group, rendezvousing in {@code store}, the group's namespace. */

@@ -120,7 +120,74 @@ class JobIdentityTest {
       assertThat(claim).isInstanceOf(IllegalStateException.class)
           .hasMessageStartingWith("rank 1: another process already joined the store at 127.0.0.1:" + port
               + " as rank 1")
-          .hasMessageContaining("another job holds port " + port);
+          .hasMessageContaining("two processes were given the same rank (two nodes with the same --node-rank?), or"
+              + " another job holds port " + port);
+      assertAllReduce(first);
+    } finally {
+      close(first);
+    }
+  }
+
+  /**
+   * The ranks of the job's world that wait for peers that will never come (the other node was launched for another
+   * world) fail at once, saying why, instead of at their timeout.
+   */
+  @Test
+  void ranksWaitingForTheirWorldFailAtOnceWhenAProcessOfAnotherWorldJoins() throws Exception {
+    int port = Launcher.freePort();
+    JobIdentity job = ProcessGroups.identity(rank(port, 0, 2), Map.of());
+    ProcessGroups.Joined zero = ProcessGroups.init(rank(port, 0, 2), job, LOOPBACK, "cpu", TIMEOUT, Validation.OFF);
+    try {
+      CompletableFuture<Throwable> waiting = CompletableFuture.supplyAsync(() -> catchThrowable(() -> {
+        try (Tensor t = Tensor.fromArray(new long[] {1}, DType.INT64, zero.group().allocator())) {
+          zero.group().allReduce(t, ReduceOp.SUM); // waits for rank 1
+        }
+      }));
+      TcpStore s = TcpStore.connect("127.0.0.1", port, TIMEOUT, job);
+      long start = System.nanoTime();
+      Throwable claim = catchThrowable(() -> ProcessGroups.claimRank(s, rank(port, 1, 3), job));
+      assertThat(claim).hasMessageStartingWith("rank 1: this process was started for a world of 3 ranks");
+      Throwable failed = waiting.get(TIMEOUT.toSeconds(), TimeUnit.SECONDS);
+      assertThat(Duration.ofNanos(System.nanoTime() - start)).as("rank 0 failed within seconds").isLessThan(FAST);
+      assertThat(failed).as("rank 0's allReduce").isNotNull();
+      StringBuilder chain = new StringBuilder();
+      for (Throwable t = failed; t != null; t = t.getCause()) {
+        chain.append(t.getMessage()).append('\n');
+      }
+      assertThat(chain.toString()).contains("but the job cannot run: a process started for a world of 3 ranks (as"
+          + " rank 1) joined the job's store at 127.0.0.1:" + port + ", whose world has 2 ranks: every node must be"
+          + " given the same --nnodes and --nproc-per-node");
+    } finally {
+      zero.close();
+    }
+  }
+
+  /**
+   * Nodes launched with different --nproc-per-node (or --nnodes) make processes of different worlds: the first to
+   * join sets the job's, and one of another world fails at once, naming both sizes, without taking a rank.
+   */
+  @Test
+  void aProcessStartedForAnotherWorldSizeFailsAtItsClaimNamingBothAndTakesNoRank() throws Exception {
+    int port = Launcher.freePort();
+    DistEnv env = rank(port, 1, 2);
+    JobIdentity job = ProcessGroups.identity(env, Map.of());
+    List<ProcessGroups.Joined> first = joinAndAllReduce(port, job);
+    try {
+      DistEnv other = rank(port, 2, 3);
+      long start = System.nanoTime();
+      TcpStore s = TcpStore.connect("127.0.0.1", port, TIMEOUT, job);
+      Throwable claim = catchThrowable(() -> ProcessGroups.claimRank(s, other, job));
+      assertThat(Duration.ofNanos(System.nanoTime() - start)).isLessThan(FAST);
+      assertThat(claim).isInstanceOf(IllegalStateException.class)
+          .hasMessage("rank 2: this process was started for a world of 3 ranks (WORLD_SIZE), but the job's store at"
+              + " 127.0.0.1:" + port + " (" + job + ") holds a world of '2' ranks, set by the first process to join:"
+              + " every node must be given the same --nnodes and --nproc-per-node");
+      TcpStore look = TcpStore.connect("127.0.0.1", port, TIMEOUT, job);
+      try {
+        assertThat(look.check(List.of("nccl4j/rank/2"))).as("rank 2 claimed").isFalse();
+      } finally {
+        look.close();
+      }
       assertAllReduce(first);
     } finally {
       close(first);

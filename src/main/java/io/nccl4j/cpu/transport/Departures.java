@@ -96,8 +96,41 @@ final class Departures {
         + " while joining the group");
   }
 
+  /**
+   * How a note starts that a process of another world left where this world's ranks publish what they wait for
+   * ({@link #markConflict}).
+   */
+  static final String CONFLICT = "nccl4j job conflict: ";
+
+  /**
+   * Leaves {@code why} where the first group of a world of {@code size} ranks publishes what its ranks wait for
+   * while it forms — every rank's transport address, segment entry and mapping report, rank 0's group id — unless
+   * it is published already; so that ranks waiting for peers that will never come fail at once with {@code why}
+   * instead of at their timeout. For a process that finds the job's world has another size than its own: the
+   * nodes were launched differently, and the job cannot run.
+   */
+  static void markConflict(Store firstGroup, int size, String why) {
+    byte[] note = (CONFLICT + why).getBytes(StandardCharsets.UTF_8);
+    List<String> keys = new ArrayList<>(List.of(GROUP_ID_KEY));
+    for (int q = 0; q < size; q++) {
+      keys.addAll(List.of(ADDRESS_KEY + q, ShmAgreement.SEGMENT_KEY + q, ShmAgreement.MAPPED_KEY + q));
+    }
+    for (String key : keys) {
+      firstGroup.compareSet(key, new byte[0], note); // set only where nothing is
+    }
+  }
+
+  /** Throws when {@code value}, which rank {@code self} was {@code waiting} for, is a {@link #CONFLICT} note. */
+  private static void checkConflict(String value, int self, String waiting) {
+    if (value.startsWith(CONFLICT)) {
+      throw new BackendException("rank " + self + " was " + waiting + ", but the job cannot run: "
+          + value.substring(CONFLICT.length()));
+    }
+  }
+
   /** Throws {@link #failure} when {@code value}, which rank {@code self} was {@code waiting} for, is a notice. */
   static void check(String value, int self, int peer, String waiting) {
+    checkConflict(value, self, waiting);
     String notice = notice(value);
     if (notice != null) {
       throw failure(self, peer, waiting, notice);
@@ -124,13 +157,13 @@ final class Departures {
       return null;
     }
     try {
-      String notice = peer < rank ? addressNotice(peer) : null;
+      String notice = peer < rank ? addressNotice(peer, waiting) : null;
       if (notice != null) {
         return failure(rank, peer, waiting, notice);
       }
       Failure f = StoredFailure.find(store);
       if (f != null && !f.timeout && !f.mismatch && f.rank >= 0 && f.rank < size && f.rank != rank
-          && addressNotice(f.rank) != null) {
+          && addressNotice(f.rank, waiting) != null) {
         return new PeerFailureException(f.rank, f.message);
       }
     } catch (RuntimeException storeUnavailable) {
@@ -139,8 +172,11 @@ final class Departures {
     return null;
   }
 
-  /** The words of rank {@code q}'s notice when one stands where its address would; else null. */
-  private String addressNotice(int q) {
+  /**
+   * The words of rank {@code q}'s notice when one stands where its address would; else null. Throws when a
+   * {@link #CONFLICT} note stands there.
+   */
+  private String addressNotice(int q, String waiting) {
     if (published.contains(q)) {
       return null;
     }
@@ -148,7 +184,9 @@ final class Departures {
     if (!store.check(List.of(key))) {
       return null;
     }
-    String notice = notice(new String(store.get(key, Duration.ofSeconds(1)), StandardCharsets.UTF_8));
+    String value = new String(store.get(key, Duration.ofSeconds(1)), StandardCharsets.UTF_8);
+    checkConflict(value, rank, waiting);
+    String notice = notice(value);
     if (notice == null) {
       published.add(q);
     }

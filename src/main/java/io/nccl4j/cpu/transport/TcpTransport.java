@@ -164,6 +164,15 @@ public final class TcpTransport implements Transport {
     return child;
   }
 
+  /**
+   * For a process that finds its job's world ({@code size} ranks) is not the one it was started for: leaves
+   * {@code why} in that world's first group ({@code firstGroup}, the job's store under the first group's
+   * namespace) where its ranks wait for their peers, so that they fail at once with it.
+   */
+  public static void markWorldConflict(Store firstGroup, int size, String why) {
+    Departures.markConflict(firstGroup, size, why);
+  }
+
   @Override
   public PendingSend post(Tag tag, long deadline, int to, long src, long bytes) {
     ensureOpen();
