@@ -255,7 +255,7 @@ final class ProcessWindows implements SharedMemory {
       backoff.pause(round++, deadline);
     }
     long[][] all = verify(parity, use, tag, algorithm, bytes, addresses.length);
-    Window w = new ProcessWindow(parity, target, exitBarrier, all);
+    Window w = new ProcessWindow(tag, parity, target, exitBarrier, all);
     if (all == null) {
       w.close(); // every rank sees a buffer outside the segments and leaves at once
       return null;
@@ -396,13 +396,16 @@ final class ProcessWindows implements SharedMemory {
   }
 
   private final class ProcessWindow implements Window {
+    /** The collective the window serves, for the errors that name it. */
+    private final Tag tag;
     private final int parity;
     private final long target;
     private final boolean exitBarrier;
     private final long[][] all;
     private boolean closed;
 
-    ProcessWindow(int parity, long target, boolean exitBarrier, long[][] all) {
+    ProcessWindow(Tag tag, int parity, long target, boolean exitBarrier, long[][] all) {
+      this.tag = tag;
       this.parity = parity;
       this.target = target;
       this.exitBarrier = exitBarrier;
@@ -440,7 +443,7 @@ final class ProcessWindows implements SharedMemory {
           for (int q = 0; q < n; q++) {
             if (q != me) {
               // A peer leaves its group only after every rank left the window: then the count is complete.
-              liveness.check(members[q], "leaving a window",
+              liveness.check(members[q], "leaving its window of " + tag,
                   () -> ShmCounters.count(NativeMemory.getLongVolatile(left)) < target);
             }
           }
