@@ -20,6 +20,7 @@ import picocli.CommandLine.Option;
 
 /** {@code ./nccl4j memory}: the four buffer lifetimes of docs/SEMANTICS.md §6.4, measured per rank. */
 @Command(name = "memory", mixinStandardHelpOptions = true,
+    header = "Measures allocated memory per rank for four buffer lifetimes and checks the figures.",
     description = {"Measures allocated memory per rank for four buffer lifetimes, relative to a clean baseline:",
         "allreduce-full, reduce-scatter-shard, rs-ag-naive-lifetime, rs-ag-optimized-lifetime.",
         "steady = allocated after the sequence; peak = maximum during it (the device allocator's accounting).",

@@ -28,6 +28,7 @@ import picocli.CommandLine.Option;
  * loaded), with every collective launch recorded per rank and counted per range.
  */
 @Command(name = "probe", mixinStandardHelpOptions = true,
+    header = "Counts collective launches inside NVTX ranges (direct AllReduce, decomposed RS + AG).",
     description = {"Counts collective launches inside the ranges 'direct' (AllReduce) and 'decomposed'",
         "(ReduceScatter + AllGather): warm-ups outside the ranges, then measured iterations inside them.",
         "Expected per range: iterations x world size AllReduce; the same number of ReduceScatter and of",

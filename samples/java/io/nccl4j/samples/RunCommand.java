@@ -13,10 +13,18 @@ import picocli.CommandLine.Parameters;
 /** {@code ./nccl4j run}: starts the ranks of this node as processes, like torchrun. */
 @Command(name = "run", mixinStandardHelpOptions = true,
     description = {"Starts N ranks of this node as processes (like torchrun) and runs a command in each.",
-        "The command is an nccl4j subcommand (run -- contracts --backend cpu) or, with --class, a",
-        "Java main class on --classpath. Each output line is prefixed with its rank; if a rank fails,",
-        "the others are stopped and the exit status is the failed rank's: 1 a wrong result, 2 usage,",
-        "3 a failed collective (and any other failure of a rank: a signal, another program's code)."})
+        "The command is an nccl4j subcommand (run -- contracts --backend cpu) or, with --class, a Java main"
+            + " class on --classpath.",
+        "Each output line is prefixed with its rank. If a rank fails, the others are stopped and the exit"
+            + " status is the failed rank's: 1 a wrong result, 2 usage, 3 a failed collective (and any other"
+            + " failure of a rank: a signal, another program's code).",
+        "Several nodes: start it on each with the same --nnodes, --nproc-per-node, --master-addr and"
+            + " --master-port, and its own --node-rank."},
+    footerHeading = "%nEnvironment (docs/RENDEZVOUS.md):%n",
+    footer = {"  NCCL4J_SHM=0          processes of one host talk TCP only (default: /dev/shm)",
+        "  NCCL4J_SHM_BYTES=N    bytes of a rank's segment there (1 GiB, sparse)",
+        "  NCCL4J_JAVA_OPTS=...  options for every rank's JVM",
+        "  NCCL4J_JOB_ID, NCCL4J_JOB_TOKEN  the job's identity (the same on every node)"})
 final class RunCommand implements Callable<Integer> {
   @Option(names = "--nproc-per-node", required = true, paramLabel = "N", description = "Ranks on this node.")
   int nprocPerNode;

@@ -22,6 +22,7 @@ import picocli.CommandLine.Option;
  * themselves (PyTorch's {@code shrink_group}, NCCL's {@code ncclCommShrink}) and carry on exactly.
  */
 @Command(name = "shrink", mixinStandardHelpOptions = true,
+    header = "Shrinks a group after a rank dies mid-run and goes on with exact collectives.",
     description = {"Shrink and continue: rank K dies in the middle of a run of exact all-reduces; the",
         "survivors detect it, shrink the group to themselves (re-ranked in their order), run exact",
         "collectives on it and count wrong elements. Ranks are threads; the failing rank closes its",

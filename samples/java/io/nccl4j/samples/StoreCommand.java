@@ -16,6 +16,7 @@ import picocli.CommandLine.Option;
  * address it listens on (docs/RENDEZVOUS.md).
  */
 @Command(name = "store", mixinStandardHelpOptions = true,
+    header = "Serves a TCP store on PyTorch's wire, for PyTorch and nccl4j processes alike.",
     description = {"Serves a TCP store on PyTorch's wire until stopped, for PyTorch and nccl4j processes alike",
         "(torch.distributed.TCPStore(host, port, n, False) joins it). It admits every client: listen on an",
         "address only the job reaches (the default is the loopback)."})

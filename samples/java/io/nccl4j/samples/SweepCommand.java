@@ -23,6 +23,7 @@ import picocli.CommandLine.Option;
  * ranks and prints the tables and files.
  */
 @Command(name = "sweep", mixinStandardHelpOptions = true,
+    header = "nccl-tests-style sweep over sizes and collectives, with exact checks and bounds.",
     description = {"nccl-tests-style sweep over sizes: time per call, algbw, busbw and #wrong, out of place",
         "and in place. algbw = S / time; busbw = algbw x factor (AllReduce 2(p-1)/p; ReduceScatter,",
         "AllGather, AllToAll (p-1)/p; Broadcast, Reduce, SendRecv 1). Data is built so results are exact",

@@ -20,6 +20,7 @@ import picocli.CommandLine.Option;
  * {@code (r + 1)} times it, so every sum is exact in float32 up to 2^19 elements) and count every wrong element.
  */
 @Command(name = "weights", mixinStandardHelpOptions = true,
+    header = "Receives weights from PyTorch ranks over a shared NCCL group and all-reduces them back.",
     description = {"Joins an NCCL group shared with PyTorch ranks through a TCP store (key nccl_unique_id), receives",
         "rank 0's weights by broadcast and all-reduces them back; exact checks on every element.",
         "Pair: python3 samples/python/weights_from_pytorch.py --port P --world-size 2 (rank 0, hosts the store)."})
