@@ -51,7 +51,8 @@ public final class NcclInfo {
     lines.add(new Line("Java", true, System.getProperty("java.version") + " (" + System.getProperty("java.vm.name")
         + ", " + System.getProperty("java.vendor") + "), " + rt.availableProcessors() + " cores, max heap "
         + rt.maxMemory() / (1 << 20) + " MiB"));
-    lines.add(new Line("CPU backend", true, "available (ranks as threads of one JVM)"));
+    lines.add(new Line("CPU backend", true, "available (ranks as threads of one JVM; "
+        + io.nccl4j.cpu.transport.HostSharedMemory.describe() + ")"));
     NativeRuntime nr;
     try {
       nr = NativeRuntime.get();

@@ -46,6 +46,32 @@ public final class HostSharedMemory {
     return attach(transport, Paths.get("/dev/shm"), sizeFromEnvironment(), timeout);
   }
 
+  /**
+   * What processes of one host would share here, in words, for reports ({@code nccl4j info}): whether
+   * {@code NCCL4J_SHM} leaves it on, and {@code /dev/shm}'s room against a segment's size.
+   */
+  public static String describe() {
+    boolean on;
+    long bytes;
+    try {
+      on = enabled();
+      bytes = sizeFromEnvironment();
+    } catch (IllegalArgumentException e) {
+      return "processes: " + e.getMessage();
+    }
+    if (!on) {
+      return "processes: TCP only (NCCL4J_SHM)";
+    }
+    Path dir = Paths.get("/dev/shm");
+    if (!Files.isDirectory(dir)) {
+      return "processes: TCP only (" + dir + " does not exist)";
+    }
+    long room = room(dir);
+    String mib = room < 0 ? "unknown room" : (room >> 20) + " MiB free";
+    return "processes of one host: shared memory in " + dir + " (" + mib + ", " + (bytes >> 20) + " MiB segments"
+        + (room >= 0 && room < bytes ? ": tensors that do not fit go over TCP" : "") + "), TCP across hosts";
+  }
+
   /** Whether {@code NCCL4J_SHM} leaves shared memory on. */
   static boolean enabled() {
     return enabled(System.getenv("NCCL4J_SHM"));

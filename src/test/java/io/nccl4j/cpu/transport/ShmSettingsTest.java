@@ -50,6 +50,14 @@ class ShmSettingsTest {
         + " got '64M'");
   }
 
+  /** What {@code nccl4j info} says of processes, from this machine's /dev/shm and the test's environment. */
+  @Test
+  void theReportSaysWhereProcessesOfAHostMeetAndHowMuchRoomThereIs() {
+    assertThat(HostSharedMemory.describe()).matches("processes of one host: shared memory in /dev/shm \\((\\d+ MiB"
+        + " free|unknown room), \\d+ MiB segments(: tensors that do not fit go over TCP)?\\), TCP across hosts"
+        + "|processes: TCP only \\((NCCL4J_SHM|/dev/shm does not exist)\\)");
+  }
+
   @Test
   void anEntryCarriesItsFileSystemsRoomAndSaysWhenTheSegmentIsLarger() throws Exception {
     ShmSegment s = ShmSegment.create(dir.resolve("nccl4j-room-3"), HostSharedMemory.MIN_BYTES);
