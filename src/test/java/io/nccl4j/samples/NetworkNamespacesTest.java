@@ -125,6 +125,55 @@ class NetworkNamespacesTest {
     return new String[] {a.get(200, TimeUnit.SECONDS), b.get(200, TimeUnit.SECONDS)};
   }
 
+  /** One rank started by {@code ip netns exec} in namespace {@code ns}, without the launcher (as torchrun or a script would). */
+  private static CompletableFuture<String> rankByHand(String ns, int rank, int port, String... command) {
+    List<String> cmd = new ArrayList<>(List.of("ip", "netns", "exec", ns,
+        Paths.get(System.getProperty("java.home"), "bin", "java").toString(), "-Xmx256m", "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true", "-cp", System.getProperty("java.class.path"),
+        Cli.class.getName()));
+    cmd.addAll(List.of(command));
+    return CompletableFuture.supplyAsync(() -> {
+      try {
+        ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
+        pb.environment().keySet().removeIf(k -> k.startsWith("NCCL4J_JOB_"));
+        pb.environment().putAll(java.util.Map.of("MASTER_ADDR", ADDR_A, "MASTER_PORT", Integer.toString(port), "RANK",
+            Integer.toString(rank), "WORLD_SIZE", "2", "LOCAL_RANK", Integer.toString(rank), "LOCAL_WORLD_SIZE", "2",
+            "NCCL4J_JOB_ID", "netns-" + ID + "-" + port, "NCCL4J_JOB_TOKEN", TOKEN));
+        Process p = pb.start();
+        p.getOutputStream().close();
+        String out = new String(p.getInputStream().readAllBytes(), UTF_8);
+        if (!p.waitFor(180, TimeUnit.SECONDS)) {
+          p.destroyForcibly();
+          return "TIMED OUT\n" + out;
+        }
+        return "exit " + p.exitValue() + "\n" + out;
+      } catch (Exception e) {
+        return "FAILED TO START: " + e;
+      }
+    });
+  }
+
+  /**
+   * Each {@code ip netns exec} runs its command in a mount namespace of its own, over the same {@code /dev/shm}:
+   * two ranks started one by one in one network namespace are one host, and share memory.
+   */
+  @Test
+  void ranksStartedOneByOneInOneNamespaceShareMemory() throws Exception {
+    int port = 30100 + NET;
+    String[] sweep = {"sweep", "--backend", "cpu", "--op", "allreduce", "-b", "1K", "-e", "1M", "-f", "1024", "-n",
+        "2", "-w", "1", "--timeout", "60"};
+    CompletableFuture<String> zero = rankByHand(A, 0, port, sweep);
+    CompletableFuture<String> one = rankByHand(A, 1, port, sweep);
+    String out0 = zero.get(200, TimeUnit.SECONDS);
+    String out1 = one.get(200, TimeUnit.SECONDS);
+    String shown = out0 + "\n--- rank 1 ---\n" + out1;
+    assertThat(out0).as(shown).startsWith("exit 0")
+        .contains("2 ranks on one host: shared memory between them")
+        .contains("# algorithms (out-of-place/in-place): one-shot/one-shot 1024, direct/direct 1048576")
+        .contains("# out-of-bounds values: 0 OK");
+    assertThat(out1).as(shown).startsWith("exit 0");
+  }
+
   @Test
   void twoHostsOfTwoRanksPassTheContracts() throws Exception {
     String[] out = both(29500 + NET, "contracts", "--backend", "cpu", "--timeout", "60");

@@ -17,8 +17,8 @@ import org.slf4j.LoggerFactory;
  * threads; TCP stays for the ring algorithms and point-to-point.
  *
  * <p>Each rank creates its segment ({@code /dev/shm/nccl4j-<group id>-<rank>}, owner-only) and
- * publishes, in the job's store, its host identity (host name, boot id, mount and network namespace:
- * two containers on one machine are two hosts) and the segment's name. At the group's first window
+ * publishes, in the job's store, its host identity (host name, boot id, the {@code /dev/shm} it sees and its
+ * network namespace: two containers on one machine are two hosts) and the segment's name. At the group's first window
  * every rank reads every rank's entry and so reaches the same verdict: all created and all on this
  * host, or on several hosts with the same number of ranks (two or more) each; then each maps its
  * host's other segments, and the last to map a segment removes its file, so that a crash leaves
@@ -196,9 +196,12 @@ public final class HostSharedMemory {
   }
 
   /**
-   * What makes two processes share /dev/shm: the kernel (boot id), the host name and the mount and
-   * network namespaces (containers on one machine each have their own). Public for tools that must
-   * tell ranks of one host from ranks of several (the sweep's bound).
+   * What makes two processes one host: the kernel (boot id), the host name, the {@code /dev/shm} they
+   * see (its file system's device and the directory's inode: containers on one machine each have their
+   * own, unless they are given the host's) and the network namespace. Not the mount namespace: {@code ip
+   * netns exec} makes one per call over the same {@code /dev/shm}, and processes started by two such calls
+   * share memory as well as any. Public for tools that must tell ranks of one host from ranks of several
+   * (the sweep's bound).
    */
   public static String hostIdentity() {
     String host;
@@ -207,8 +210,17 @@ public final class HostSharedMemory {
     } catch (IOException e) {
       host = "unknown";
     }
-    return host + "/" + read("/proc/sys/kernel/random/boot_id") + "/" + link("/proc/self/ns/mnt") + "/"
+    return host + "/" + read("/proc/sys/kernel/random/boot_id") + "/" + shm(Paths.get("/dev/shm")) + "/"
         + link("/proc/self/ns/net");
+  }
+
+  /** {@code shm:<device>:<inode>} of {@code dir}, or {@code shm:?} when it cannot be told. */
+  private static String shm(Path dir) {
+    try {
+      return "shm:" + Files.getAttribute(dir, "unix:dev") + ":" + Files.getAttribute(dir, "unix:ino");
+    } catch (IOException | RuntimeException e) {
+      return "shm:?";
+    }
   }
 
   private static String read(String path) {
