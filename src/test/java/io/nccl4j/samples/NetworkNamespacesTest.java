@@ -99,12 +99,21 @@ class NetworkNamespacesTest {
         Cli.class.getName(), "run", "--nnodes", "2", "--node-rank", Integer.toString(nodeRank), "--nproc-per-node",
         "2", "--master-addr", ADDR_A, "--master-port", Integer.toString(port), "--"));
     cmd.addAll(List.of(command));
+    return start(cmd, port, java.util.Map.of());
+  }
+
+  /**
+   * Runs {@code cmd} as a process of the job of {@code port} (every process the same job id and token), with
+   * {@code vars} set; its exit status and output.
+   */
+  private static CompletableFuture<String> start(List<String> cmd, int port, java.util.Map<String, String> vars) {
     return CompletableFuture.supplyAsync(() -> {
       try {
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
         pb.environment().keySet().removeIf(k -> k.startsWith("NCCL4J_JOB_"));
         pb.environment().put("NCCL4J_JOB_ID", "netns-" + ID + "-" + port);
         pb.environment().put("NCCL4J_JOB_TOKEN", TOKEN); // both launchers are one job
+        pb.environment().putAll(vars);
         Process p = pb.start();
         p.getOutputStream().close();
         String out = new String(p.getInputStream().readAllBytes(), UTF_8);
@@ -132,25 +141,8 @@ class NetworkNamespacesTest {
         "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true", "-cp", System.getProperty("java.class.path"),
         Cli.class.getName()));
     cmd.addAll(List.of(command));
-    return CompletableFuture.supplyAsync(() -> {
-      try {
-        ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
-        pb.environment().keySet().removeIf(k -> k.startsWith("NCCL4J_JOB_"));
-        pb.environment().putAll(java.util.Map.of("MASTER_ADDR", ADDR_A, "MASTER_PORT", Integer.toString(port), "RANK",
-            Integer.toString(rank), "WORLD_SIZE", "2", "LOCAL_RANK", Integer.toString(rank), "LOCAL_WORLD_SIZE", "2",
-            "NCCL4J_JOB_ID", "netns-" + ID + "-" + port, "NCCL4J_JOB_TOKEN", TOKEN));
-        Process p = pb.start();
-        p.getOutputStream().close();
-        String out = new String(p.getInputStream().readAllBytes(), UTF_8);
-        if (!p.waitFor(180, TimeUnit.SECONDS)) {
-          p.destroyForcibly();
-          return "TIMED OUT\n" + out;
-        }
-        return "exit " + p.exitValue() + "\n" + out;
-      } catch (Exception e) {
-        return "FAILED TO START: " + e;
-      }
-    });
+    return start(cmd, port, java.util.Map.of("MASTER_ADDR", ADDR_A, "MASTER_PORT", Integer.toString(port), "RANK",
+        Integer.toString(rank), "WORLD_SIZE", "2", "LOCAL_RANK", Integer.toString(rank), "LOCAL_WORLD_SIZE", "2"));
   }
 
   /**
