@@ -15,13 +15,13 @@ import org.junit.jupiter.api.Test;
 
 /**
  * A container's small {@code /dev/shm} (Docker gives 64 MB): the launcher and its ranks run in a mount
- * namespace of their own over a 4 MiB tmpfs, as in such a container. Tensors that fit go through shared
+ * namespace of their own over a 16 MiB tmpfs, as in such a container. Tensors that fit go through shared
  * memory; the rest come from malloc and their collectives go over TCP — exact, and said once, by rank 0,
  * not once per rank. Needs root (a mount namespace); skipped with the reason elsewhere.
  */
 @Tag("multiprocess")
 class SmallDevShmTest {
-  private static final String IN_SMALL_SHM = "mount -t tmpfs -o size=4m tmpfs /dev/shm && exec \"$@\"";
+  private static final String IN_SMALL_SHM = "mount -t tmpfs -o size=16m tmpfs /dev/shm && exec \"$@\"";
 
   private static String run(List<String> cmd, int seconds) throws Exception {
     Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
@@ -67,22 +67,22 @@ class SmallDevShmTest {
         Paths.get(System.getProperty("java.home"), "bin", "java").toString(), "-Xmx256m", "-XX:+UseSerialGC",
         "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true", "-cp", System.getProperty("java.class.path"),
         Cli.class.getName(), "run", "--nproc-per-node", "2", "--", "sweep", "--backend", "cpu", "--op", "allreduce",
-        "-b", "1K", "-e", "4M", "-f", "4096", "-n", "2", "-w", "1", "--bound", "--timeout", "60"));
+        "-b", "1K", "-e", "16M", "-f", "16384", "-n", "2", "-w", "1", "--bound", "--timeout", "60"));
     String out = run(cmd, 200);
     List<String> lines = out.lines().toList();
     assertThat(lines).as(out)
         .startsWith("exit 0")
-        // 1 KiB fits in the 2 MiB each rank's segment commits first; 4 MiB does not.
-        .contains("[rank 0] # algorithms (out-of-place/in-place): one-shot/one-shot 1024, ring/ring 4194304")
+        // 1 KiB fits in the 2 MiB each rank's segment commits first; 16 MiB (twice, in and out) does not.
+        .contains("[rank 0] # algorithms (out-of-place/in-place): one-shot/one-shot 1024, ring/ring 16777216")
         .contains("[rank 0] # out-of-bounds values: 0 OK");
     assertThat(lines.stream().filter(l -> l.matches("\\[rank 0\\] \\d+ .*")).toList()).as(out).hasSize(2)
         .allMatch(l -> l.split("\\|")[8].trim().equals("0") && l.split("\\|")[12].trim().equals("0"), "#wrong 0");
-    // Each row against the bound of the way it went: memory for 1 KiB, loopback TCP for 4 MiB.
+    // Each row against the bound of the way it went: memory for 1 KiB, loopback TCP for 16 MiB.
     double memory = gbps(lines, "[rank 0] # bound: B = ", "copying");
     double tcp = gbps(lines, "[rank 0] # bound of the rows over TCP (the ring: their tensors are outside shared"
         + " memory): B = ", "TCP");
     assertThat(boundMicros(lines, 1024)).as(out).isCloseTo(2 * 2 * 1024 / (memory * 1e3), within(0.006)); // printed to 0.01 us
-    assertThat(boundMicros(lines, 4194304)).as(out).isCloseTo(2 * 4194304 / (tcp * 1e3), withinPercentage(1));
+    assertThat(boundMicros(lines, 16777216)).as(out).isCloseTo(2 * 16777216 / (tcp * 1e3), withinPercentage(1));
     assertThat(lines.stream().filter(l -> l.contains("WARN")).toList()).as(out).singleElement().asString()
         .startsWith("[rank 0] ")
         .contains("shared memory between the group's processes is on, but /dev/shm had ")
