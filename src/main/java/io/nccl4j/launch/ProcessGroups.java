@@ -110,6 +110,22 @@ public final class ProcessGroups {
    * world must not take a rank that one of this world's needs.
    */
   private static void claimRank(Store root, TcpStore s, DistEnv env, JobIdentity job) {
+    agreeWorldSize(root, s, env, job);
+    long claims = root.add("nccl4j/rank/" + env.rank(), 1);
+    if (claims != 1) {
+      s.close();
+      throw new IllegalStateException("rank " + env.rank() + ": another process already joined the store at "
+          + env.masterAddr() + ":" + env.masterPort() + " as rank " + env.rank() + " (" + job + "): two processes"
+          + " were given the same rank (two nodes with the same --node-rank?), or another job holds port "
+          + env.masterPort() + " (give each job its own MASTER_PORT)");
+    }
+  }
+
+  /**
+   * Sets the job's world size in the store unless a process set it first; when that one differs, tells the ranks
+   * of the store's world why they wait in vain, closes the store and throws.
+   */
+  private static void agreeWorldSize(Store root, TcpStore s, DistEnv env, JobIdentity job) {
     byte[] mine = Integer.toString(env.worldSize()).getBytes(java.nio.charset.StandardCharsets.US_ASCII);
     byte[] held = root.compareSet("nccl4j/world-size", new byte[0], mine);
     if (!java.util.Arrays.equals(held, mine)) {
@@ -130,14 +146,6 @@ public final class ProcessGroups {
           + env.worldSize() + " ranks (WORLD_SIZE), but the job's store at " + env.masterAddr() + ":"
           + env.masterPort() + " (" + job + ") holds a world of " + printable(held) + " ranks, set by the first"
           + " process to join: " + nodes);
-    }
-    long claims = root.add("nccl4j/rank/" + env.rank(), 1);
-    if (claims != 1) {
-      s.close();
-      throw new IllegalStateException("rank " + env.rank() + ": another process already joined the store at "
-          + env.masterAddr() + ":" + env.masterPort() + " as rank " + env.rank() + " (" + job + "): two processes"
-          + " were given the same rank (two nodes with the same --node-rank?), or another job holds port "
-          + env.masterPort() + " (give each job its own MASTER_PORT)");
     }
   }
 

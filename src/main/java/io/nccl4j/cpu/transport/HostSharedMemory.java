@@ -69,7 +69,7 @@ public final class HostSharedMemory {
     long room = room(dir);
     String mib = room < 0 ? "unknown room" : (room >> 20) + " MiB free";
     return "processes of one host: shared memory in " + dir + " (" + mib + ", " + (bytes >> 20) + " MiB segments"
-        + (room >= 0 && room < bytes ? ": tensors that do not fit go over TCP" : "") + "), TCP across hosts";
+        + (ShmEntry.roomShort(room, bytes) ? ": tensors that do not fit go over TCP" : "") + "), TCP across hosts";
   }
 
   /** Whether {@code NCCL4J_SHM} leaves shared memory on. */

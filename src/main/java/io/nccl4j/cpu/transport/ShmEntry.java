@@ -33,7 +33,12 @@ record ShmEntry(String host, Path path, long bytes, int worldRank, long words, l
 
   /** Whether the segment's file system had less room than the segment when it was made. */
   boolean roomShort() {
-    return none == null && room >= 0 && room < bytes;
+    return none == null && roomShort(room, bytes);
+  }
+
+  /** Whether a file system with {@code room} bytes free (-1: unknown) holds less than a segment of {@code bytes}. */
+  static boolean roomShort(long room, long bytes) {
+    return room >= 0 && room < bytes;
   }
 
   byte[] bytesToPublish() {
