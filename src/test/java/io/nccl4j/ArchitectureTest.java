@@ -22,7 +22,7 @@ import org.junit.jupiter.api.Test;
  * samples knows the samples or picocli, no package depends on itself through another, and the
  * packages below the API use only the root's vocabulary (types, operators, devices, exceptions).
  */
-@Tag("unit")
+@Tag("meta")
 class ArchitectureTest {
   /**
    * The root package's vocabulary: what backends, stores, traces and memory may name. They depend

@@ -23,7 +23,7 @@ import org.junit.jupiter.api.io.TempDir;
  * demand an {@code @param} for every parameter); this test asks javadoc itself for the missing
  * comments, over the packages the build publishes (all but {@code nccl4j.javadoc.internal}).
  */
-@Tag("unit")
+@Tag("meta")
 class PublicApiDocumentedTest {
   @Test
   void everyPublishedPublicMemberHasAComment(@TempDir Path out) throws Exception {

@@ -17,10 +17,10 @@ import org.junit.jupiter.api.Test;
  * Every test class carries at least one tier tag, and only the tags docs/ARCHITECTURE.md defines,
  * so that {@code -Pquick} and tag filters select what they say.
  */
-@Tag("unit")
+@Tag("meta")
 class TestTagsTest {
   static final Set<String> TIERS = Set.of("unit", "multirank", "conformance", "multiprocess", "native", "gpu",
-      "large");
+      "large", "meta", "nightly");
 
   @Test
   void everyTestClassHasAKnownTierTag() {

@@ -4,6 +4,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.nccl4j.CollectiveTimeoutException;
 import io.nccl4j.PeerFailureException;
+import io.nccl4j.testing.TestJob;
+import io.nccl4j.testing.TestTime;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
@@ -42,12 +44,16 @@ import org.junit.jupiter.api.io.TempDir;
  */
 @Tag("multiprocess")
 class RankFailureProcessTest {
-  private static final Duration TIMEOUT = Duration.ofSeconds(4);
+  /**
+   * The groups' timeout. The assertions below are about behaviour in terms of it (a timeout error within twice it,
+   * not before half of it), so it scales with the machine's load ({@link TestTime}) together with those bounds.
+   */
+  private static final Duration TIMEOUT = TestTime.seconds(4);
   /** For a failure that must not wait for the timeout: the survivors must learn of it within {@link #PROMPT}. */
-  private static final Duration LONG_TIMEOUT = Duration.ofSeconds(20);
-  private static final Duration PROMPT = Duration.ofSeconds(2);
+  private static final Duration LONG_TIMEOUT = TestTime.seconds(20);
+  private static final Duration PROMPT = TestTime.seconds(2);
   /** How long the test waits for a line or an exit: only a guard against a hang, measures nothing. */
-  private static final Duration GUARD = Duration.ofSeconds(60);
+  private static final Duration GUARD = TestTime.seconds(60);
   private static final Pattern FAILED = Pattern.compile(
       "rank (\\d+) op (\\w+) failed after (\\d+) ms: ([\\w.$]+) failedRank=(-?\\d+): (.*)");
 
@@ -79,6 +85,8 @@ class RankFailureProcessTest {
     final List<List<String>> out = new ArrayList<>();
     /** Counted down when a rank's output ends (it exited). */
     final List<CountDownLatch> ended = new ArrayList<>();
+    /** The job's identity: the /dev/shm segments it counts are its own. */
+    final TestJob identity = TestJob.create("rank-failure");
 
     /** Over TCP only: the scenarios below are about what the sockets tell (the shared-memory ones further down). */
     Job(String scenario, int size, int victim, String... extra) throws IOException {
@@ -99,6 +107,7 @@ class RankFailureProcessTest {
         Map<String, String> env = new java.util.HashMap<>(Map.of("MASTER_ADDR", "127.0.0.1", "MASTER_PORT",
             Integer.toString(port), "RANK", Integer.toString(r), "WORLD_SIZE", Integer.toString(size)));
         env.put("NCCL4J_SHM", sharedMemory ? "1" : "0");
+        env.putAll(identity.environment());
         Process p = children.start(ChildJvms.rank(
             ChildJvms.javaCommand(RankFailureMains.Scenario.class, args(scenario, timeout, victim, extra)), env));
         ps.add(p);
@@ -531,22 +540,11 @@ class RankFailureProcessTest {
     }
   }
 
-  /** Segments in /dev/shm (none are left by a job whose ranks exited, even without closing their groups). */
-  private static long segmentsInDevShm() throws IOException {
-    Path shm = Path.of("/dev/shm");
-    if (!Files.isDirectory(shm)) {
-      return 0;
-    }
-    try (java.util.stream.Stream<Path> s = Files.list(shm)) {
-      return s.filter(p -> p.getFileName().toString().startsWith("nccl4j-")).count();
-    }
-  }
 
   @Test
   void sharedMemoryRankThrowingBeforeJoiningTimesTheOthersOutNamingIt() throws Exception {
     int size = 3;
     int victim = 1;
-    long segmentsBefore = segmentsInDevShm();
     Job job = new Job(true, "throw-before-joining", size, victim);
     assertThat(job.exit(victim)).as("output: %s", job.all()).isEqualTo(1);
     for (int r : survivors(size, victim)) {
@@ -560,7 +558,7 @@ class RankFailureProcessTest {
       }
     }
     // No window ever opened, so no peer removed the survivors' files: each removed its own at exit.
-    assertThat(segmentsInDevShm()).as("segments in /dev/shm").isEqualTo(segmentsBefore);
+    assertThat(job.identity.segments()).as("the job's segments left in /dev/shm").isEmpty();
   }
 
   @Test

@@ -88,11 +88,40 @@ public final class TestData {
     }
   }
 
-  /** A new host tensor with rank {@code rank}'s input values. */
+  /** A new host tensor with rank {@code rank}'s input values (the caller owns it). */
   public static Tensor input(DType t, long count, ReduceOp op, int p, int rank) {
-    Tensor x = Tensor.empty(count, t);
-    fill(x, op, p, rank, 0);
-    return x;
+    return OracleCache.get(new OracleCache.Key("input", t, valueFamily(op), p, rank, count), () -> {
+      Tensor x = Tensor.empty(count, t);
+      fill(x, op, p, rank, 0);
+      return x;
+    });
+  }
+
+  /**
+   * What an input's values depend on besides dtype, rank and index: {@link #floatValue} gives one
+   * set of values to SUM, AVG and PREMUL_SUM, one to PRODUCT, one to MIN and MAX, and one to
+   * collectives that do not reduce; integers ignore the operator.
+   */
+  private static String valueFamily(ReduceOp op) {
+    if (op == null) {
+      return "none";
+    }
+    switch (op.kind()) {
+      case SUM: case AVG: case PREMUL_SUM: return "sum";
+      case MIN: case MAX: return "minmax";
+      default: return op.kind().name();
+    }
+  }
+
+  /** Every rank's input values of {@code n} elements, rank after rank: what an all-gather of them holds (caller owns it). */
+  public static Tensor gathered(DType t, int p, long n) {
+    return OracleCache.get(new OracleCache.Key("gathered", t, "none", p, -1, n), () -> {
+      Tensor x = Tensor.empty(p * n, t);
+      for (int r = 0; r < p; r++) {
+        fill(x.slice(r * n, n), null, p, r, 0);
+      }
+      return x;
+    });
   }
 
   /** op over every rank's element {@code index}, computed naively, written into {@code out[pos]}. */
@@ -104,8 +133,13 @@ public final class TestData {
     }
   }
 
-  /** A new host tensor whose element i is op over every rank's element i, for i in [0, n). */
+  /** A new host tensor whose element i is op over every rank's element i, for i in [0, n) (the caller owns it). */
   public static Tensor reduced(DType t, ReduceOp op, int p, long n) {
+    String opKey = op.kind() == ReduceOp.Kind.PREMUL_SUM ? "premul:" + op.scalar() : op.kind().name();
+    return OracleCache.get(new OracleCache.Key("reduced", t, opKey, p, -1, n), () -> computeReduced(t, op, p, n));
+  }
+
+  private static Tensor computeReduced(DType t, ReduceOp op, int p, long n) {
     Tensor out = Tensor.empty(n, t);
     long a = out.address();
     int size = t.size();

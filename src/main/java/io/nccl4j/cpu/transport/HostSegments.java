@@ -24,8 +24,8 @@ final class HostSegments {
   private final Store worldStore;
   private final int worldRank;
   private final int worldSize;
-  /** The world group's id, which its segments' file names carry. */
-  private final String groupId;
+  /** What names the world group's segments (ShmSegment#key): the job's id and the group's. */
+  private final String segmentKey;
   private final String host;
   private final ShmArena arena;
   private final ShmSegment[] mapped;
@@ -34,12 +34,12 @@ final class HostSegments {
   /** How many world ranks share each world rank's host; read from the world's entries when first needed. */
   private volatile int[] hostSizes;
 
-  HostSegments(Store worldStore, int worldRank, int worldSize, String groupId, String host, ShmSegment own,
+  HostSegments(Store worldStore, int worldRank, int worldSize, String segmentKey, String host, ShmSegment own,
       ShmArena arena) {
     this.worldStore = worldStore;
     this.worldRank = worldRank;
     this.worldSize = worldSize;
-    this.groupId = groupId;
+    this.segmentKey = segmentKey;
     this.host = host;
     this.arena = arena;
     this.mapped = new ShmSegment[worldSize];
@@ -82,10 +82,10 @@ final class HostSegments {
       throw new IOException("world rank " + q + " is not one of the " + worldSize + " ranks");
     }
     Path dir = own().path.getParent();
-    if (!path.getFileName().toString().equals("nccl4j-" + groupId + "-" + q) || dir == null
+    if (!path.getFileName().toString().equals(ShmSegment.fileName(segmentKey, q)) || dir == null
         || !dir.equals(path.getParent())) {
-      throw new IOException(path + " is not world rank " + q + "'s segment of this group (" + dir + "/nccl4j-" + groupId
-          + "-" + q + ")");
+      throw new IOException(path + " is not world rank " + q + "'s segment of this group (" + dir + "/"
+          + ShmSegment.fileName(segmentKey, q) + ")");
     }
     int mates = hostSize(q, deadline); // outside the lock: a store round trip must not hold up other groups
     synchronized (this) {

@@ -137,7 +137,7 @@ public final class HostSharedMemory {
       return null;
     }
     Store store = transport.store();
-    Path mine = dir.resolve("nccl4j-" + transport.groupId() + "-" + rank);
+    Path mine = dir.resolve(ShmSegment.fileName(transport.segmentKey(), rank));
     ShmSegment.removeOrphans(dir); // what killed processes of earlier jobs left
     ShmSegment own;
     long room;
@@ -158,7 +158,7 @@ public final class HostSharedMemory {
     ShmEntry entry = ShmEntry.of(host, own, rank, 0, room);
     store.set(ProcessWindows.SEGMENT_KEY + rank, entry.bytesToPublish());
     ShmArena arena = new ShmArena(own, rank, entry.roomShort());
-    HostSegments segments = new HostSegments(store, rank, transport.size(), transport.groupId(), host, own, arena);
+    HostSegments segments = new HostSegments(store, rank, transport.size(), transport.segmentKey(), host, own, arena);
     transport.attach(new ProcessWindows(rank, transport.size(), segments, true, store, transport));
     return arena;
   }

@@ -131,6 +131,25 @@ final class ShmSegment {
     }
   }
 
+  /**
+   * What names a group's segments: the job's id, as far as it is safe in a file name (at most 32 of its
+   * letters, digits, dots, dashes and underscores), then the group's random id. The job's id tells an
+   * operator listing {@code /dev/shm} whose files these are; the random id makes the name one no other
+   * user can guess ahead of the group.
+   */
+  static String key(String jobId, String groupId) {
+    String job = jobId == null ? "" : jobId.replaceAll("[^A-Za-z0-9._-]", "_");
+    if (job.length() > 32) {
+      job = job.substring(0, 32);
+    }
+    return job.isEmpty() ? groupId : job + "-" + groupId;
+  }
+
+  /** The file of rank {@code rank}'s segment of the group {@code key} ({@link #key}). */
+  static String fileName(String key, int rank) {
+    return "nccl4j-" + key + "-" + rank;
+  }
+
   /** Creates this rank's segment of {@code size} bytes (owner-only permissions) with its header committed. */
   static ShmSegment create(Path path, long size) throws IOException {
     if (size < ARENA || size > MAX_BYTES) {

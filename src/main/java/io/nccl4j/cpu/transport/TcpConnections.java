@@ -109,6 +109,11 @@ final class TcpConnections {
     return groupId;
   }
 
+  /** The job's id ("" for none). */
+  String jobId() {
+    return job.id();
+  }
+
   private static int key(int peer, Tag.Channel channel) {
     return peer * 2 + channel.ordinal();
   }

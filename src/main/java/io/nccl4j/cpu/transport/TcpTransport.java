@@ -141,6 +141,11 @@ public final class TcpTransport implements Transport {
     return connections.groupId();
   }
 
+  /** What names this group's segments in {@code /dev/shm} ({@link ShmSegment#key}). */
+  String segmentKey() {
+    return ShmSegment.key(connections.jobId(), connections.groupId());
+  }
+
   /**
    * A new transport among {@code members}, with its own listener and connections, rendezvousing in
    * this group's store under {@code group/<id>/}: the members' frames then never share a socket with
