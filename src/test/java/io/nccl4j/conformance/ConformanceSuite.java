@@ -18,6 +18,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.TreeSet;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.DynamicContainer;
 import org.junit.jupiter.api.DynamicNode;
@@ -43,6 +44,9 @@ public abstract class ConformanceSuite {
   }
 
   protected abstract Runner runner();
+
+  /** The tier whose cases the factories make: this run's, or another for {@link ConformanceInventoryTest}. */
+  Tier tier = Tier.current();
 
   protected abstract int[] worldSizes();
 
@@ -80,21 +84,40 @@ public abstract class ConformanceSuite {
   }
 
   /**
-   * Whether this run includes the case at count {@code n} for {@code t} and {@code op} (null for
-   * collectives that do not reduce): every count but {@link #LARGE} always; LARGE never in the quick
-   * tier, for {@link #largeDTypes} × {@link #LARGE_OPS} in CI, always in the nightly tier.
+   * The world sizes a CI run takes to {@link #LARGE}: among {@link #worldSizes()}, the smallest of
+   * two or more ranks, the first odd one and the largest. Blocks of a million elements split
+   * differently for even and odd world sizes and into the most pieces at the largest; the sizes
+   * between add no chunk layout these do not, and every world size runs at every other count.
    */
-  boolean runs(long n, DType t, ReduceOp op) {
+  Set<Integer> largeWorldSizes() {
+    Set<Integer> sizes = new TreeSet<>();
+    int[] all = Arrays.stream(worldSizes()).filter(p -> p >= 2).sorted().toArray();
+    if (all.length > 0) {
+      sizes.add(all[0]);
+      sizes.add(all[all.length - 1]);
+      Arrays.stream(all).filter(p -> p % 2 == 1).findFirst().ifPresent(sizes::add);
+    }
+    return sizes;
+  }
+
+  /**
+   * Whether this run includes the case at count {@code n} for {@code t} and {@code op} (null for
+   * collectives that do not reduce) at world size {@code p}: every count but {@link #LARGE} always;
+   * LARGE never in the quick tier, for {@link #largeWorldSizes} × {@link #largeDTypes} ×
+   * {@link #LARGE_OPS} in CI, always in the nightly tier.
+   */
+  boolean runs(int p, long n, DType t, ReduceOp op) {
     if (n != LARGE) {
       return true;
     }
-    switch (Tier.current()) {
+    switch (tier) {
       case QUICK:
         return false;
       case NIGHTLY:
         return true;
       default:
-        return largeDTypes().contains(t) && (op == null || LARGE_OPS.contains(op.kind()));
+        return largeWorldSizes().contains(p) && largeDTypes().contains(t)
+            && (op == null || LARGE_OPS.contains(op.kind()));
     }
   }
 
@@ -155,7 +178,7 @@ public abstract class ConformanceSuite {
         List<DynamicNode> tests = new ArrayList<>();
         for (long n : counts) {
           for (ReduceOp op : reduces ? ops(t) : Collections.<ReduceOp>singletonList(null)) {
-            if (!runs(n, t, op)) {
+            if (!runs(p, n, t, op)) {
               continue;
             }
             String label = "count " + n + (op == null ? "" : ", " + op);

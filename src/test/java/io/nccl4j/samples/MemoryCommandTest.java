@@ -137,8 +137,13 @@ class MemoryCommandTest {
     assertThat(o.lines()).contains("every rank matches the expected figures; every result element verified");
   }
 
-  /** The chapter's full size: 256 MiB per rank on 4 ranks (about 30 s on two cores). */
+  /**
+   * The chapter's full size: 256 MiB per rank on 4 ranks (about 30 s on two cores, minutes under load): nightly,
+   * since the figures are the same arithmetic as {@link #oneMebibyteOnFourRanksGivesTheChapterFigures}'s at 1 MiB
+   * (README, "Tests").
+   */
   @Test
+  @Tag("nightly")
   void fullDefaultSizeOnFourRanks() {
     SampleRunner.Output o = SampleRunner.run(new MemoryCommand(), MemoryCommand::run, "--backend", "cpu",
         "--size", "256M", "--world-size", "4", "--timeout", "600");
