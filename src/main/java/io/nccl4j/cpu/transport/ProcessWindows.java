@@ -9,27 +9,14 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 
-// Over 400 lines because the window protocol and its two waits (arriving, leaving) act on the same
-// shared words; what sits beside it is apart: the agreement (ShmAgreement), the store entry (ShmEntry),
-// the publication layout (ShmPublication), the counters and sleeping on them (ShmCounters), the peers'
-// liveness (ShmLiveness), the failure area's layout (ShmFailureArea), the segments (ShmSegment) and
-// their mappings (HostSegments).
-
 /**
  * {@link SharedMemory} windows between the processes of one host, over their {@link ShmSegment}s:
- * the same protocol as the threads' {@link Windows} — publish, arrive, read and write each other's
- * buffers, leave — with every shared word in the mappings instead of Java objects.
- *
- * <p>Memory ordering: a rank writes its publication (plain stores), then its {@code use} word with a
- * volatile store, then increments the slot's arrival counter with an atomic add; a reader that sees
- * the counter complete (volatile load) sees every publication written before each increment, as the
- * x86 and Java memory models give for threads — the processes share physical pages, and the atomic
- * instructions and fences the JIT emits act on them the same way. Data in the windows is ordered by
- * the same counters: written before a rank's increment of {@code left}, read after another's load
- * of the completed count. Waits spin briefly, yield, then sleep in slices of at most 200 µs: another
- * process cannot be unparked, and ranks that outnumber cores must leave them to the peers they wait
- * for. While waiting, a rank checks the group's failure word, its deadline, and whether a peer that
- * has not arrived has left or died (its pid), so that no wait outlives a dead peer.
+ * the {@link WindowProtocol} the threads' {@link Windows} run too, over words in the mappings
+ * ({@link ShmWindowWords}) instead of Java objects. What is the processes' own is here: the agreement
+ * at the first window on whether and over which ranks windows run ({@link ShmAgreement}), the
+ * publications in the segments and their verdict, and failures left where every process sees them.
+ * While waiting, a rank checks the group's failure word, its deadline, and whether a peer it waits
+ * for has left or died (its pid), so that no wait outlives a dead or frozen peer.
  *
  * <p>A window whose buffers are not all in the segments (a tensor allocated elsewhere) is not opened:
  * every rank sees the same publications, so every rank gets null and the collective goes over TCP.
@@ -74,6 +61,8 @@ final class ProcessWindows implements SharedMemory {
   private final ShmLiveness liveness;
   private final ShmPublication.Decoder decoder = new ShmPublication.Decoder();
   private final ShmPublication.Encoder encoder = new ShmPublication.Encoder();
+  /** The window protocol over these words, once the agreement said over which ranks. */
+  private WindowProtocol protocol;
 
   /**
    * The windows of rank {@code rank} of a group of {@code size}, over the segments of {@code host}: the world
@@ -106,8 +95,47 @@ final class ProcessWindows implements SharedMemory {
     return host;
   }
 
-  private long counter(int base, int parity) {
-    return ws[0] + base + parity * 64L;
+  /** The windows' ranks as this process sees them, for the protocol. */
+  private final class Members implements WindowProtocol.Members {
+    @Override
+    public int size() {
+      return n;
+    }
+
+    @Override
+    public int me() {
+      return me;
+    }
+
+    @Override
+    public int rank(int q) {
+      return members[q];
+    }
+
+    @Override
+    public void checkFailed() {
+      checkGroupFailure();
+    }
+
+    @Override
+    public void checkPresent(int q, String what, java.util.function.BooleanSupplier stillAwaited) {
+      liveness.check(members[q], what, stillAwaited);
+    }
+
+    @Override
+    public RuntimeException failureBehindAbort(String fallback) {
+      return peersFailure(fallback);
+    }
+
+    @Override
+    public String state(int q) {
+      return ShmLiveness.describe(segs[q].pid());
+    }
+
+    @Override
+    public String wordsName() {
+      return "shared memory segment " + segs[0].path;
+    }
   }
 
   /** Whether windows run, agreed on at the first window ({@link ShmAgreement}); an unusable verdict: TCP only. */
@@ -127,6 +155,7 @@ final class ProcessWindows implements SharedMemory {
           segs[q] = segments[members[q]];
           ws[q] = words[members[q]];
         }
+        protocol = new WindowProtocol(new ShmWindowWords(ws, backoff, LIVENESS_NANOS), new Members());
         if (v.hosts().length > 1) {
           ShmArena arena = host.arena();
           layout = new HostLayout(v.hosts(), v.host(), me, new HostWindows(), arena, arena::contains);
@@ -218,44 +247,15 @@ final class ProcessWindows implements SharedMemory {
     transport.checkFailed();
     long use = entered++;
     int parity = (int) (use & 1);
-    long target = ((use >> 1) + 1) * n;
     long[] offsets = new long[addresses.length];
     for (int i = 0; i < addresses.length; i++) {
       offsets[i] = host.arena().contains(addresses[i]) ? addresses[i] - segs[me].base : -1;
     }
     ShmPublication.write(ShmSegment.publication(ws[me], parity), use, tag, encoder.algorithm(algorithm), bytes, offsets,
         encoder.fingerprint(tag.fingerprint()));
-    long arrived = counter(ShmSegment.ARRIVED, parity);
-    long sleeping = counter(ShmSegment.SLEEPING_ARRIVED, parity);
-    ShmCounters.increment(arrived, sleeping, target);
-    int round = 0;
-    long v;
-    long nextCheck = System.nanoTime() + LIVENESS_NANOS; // a pid lookup per peer costs more than a small collective
-    while (ShmCounters.count(v = NativeMemory.getLongVolatile(arrived)) < target) {
-      if (ShmCounters.aborted(v)) {
-        throw peersFailure("a rank gave up waiting in " + tag + "; the group failed");
-      }
-      long now = System.nanoTime();
-      if (now - nextCheck >= 0) {
-        nextCheck = now + LIVENESS_NANOS;
-        try {
-          waitable(parity, use, tag, deadline);
-        } catch (RuntimeException e) {
-          if (ShmCounters.withdraw(arrived, target)) {
-            throw e;
-          }
-          break; // every rank arrived meanwhile: the window is open after all
-        }
-      }
-      if (round >= backoff.firstParkRound() && Futex.available()) {
-        ShmCounters.sleep(arrived, sleeping, target, Math.min(deadline, nextCheck));
-        round++;
-        continue;
-      }
-      backoff.pause(round++, deadline);
-    }
+    protocol.arrive(use, tag, deadline);
     long[][] all = verify(parity, use, tag, algorithm, bytes, addresses.length);
-    Window w = new ProcessWindow(tag, parity, target, exitBarrier, all);
+    Window w = new ProcessWindow(tag, use, deadline, exitBarrier, all);
     if (all == null) {
       w.close(); // every rank sees a buffer outside the segments and leaves at once
       return null;
@@ -308,26 +308,6 @@ final class ProcessWindows implements SharedMemory {
       }
     }
     return resident ? all : null;
-  }
-
-  /** Throws if waiting is hopeless: the group failed, the deadline passed, a peer not yet here is gone. */
-  private void waitable(int parity, long use, Tag tag, long deadline) {
-    checkGroupFailure();
-    List<Integer> absent = new ArrayList<>();
-    for (int q = 0; q < n; q++) {
-      long publication = ShmSegment.publication(ws[q], parity);
-      if (q == me || ShmPublication.use(publication) == use + 1) {
-        continue;
-      }
-      // A peer may arrive, leave a staged window and close its group between the look above and this check.
-      liveness.check(members[q], "waiting in " + tag + " for rank " + members[q],
-          () -> ShmPublication.use(publication) != use + 1);
-      absent.add(members[q]);
-    }
-    if (System.nanoTime() - deadline > 0) {
-      throw new TransportTimeoutException("waiting for rank" + (absent.size() == 1 ? " " + absent.get(0)
-          : "s " + absent) + " to reach " + tag);
-    }
   }
 
   // ------------------------------------------------------------------ failures between processes
@@ -398,16 +378,16 @@ final class ProcessWindows implements SharedMemory {
   private final class ProcessWindow implements Window {
     /** The collective the window serves, for the errors that name it. */
     private final Tag tag;
-    private final int parity;
-    private final long target;
+    private final long use;
+    private final long deadline;
     private final boolean exitBarrier;
     private final long[][] all;
     private boolean closed;
 
-    ProcessWindow(Tag tag, int parity, long target, boolean exitBarrier, long[][] all) {
+    ProcessWindow(Tag tag, long use, long deadline, boolean exitBarrier, long[][] all) {
       this.tag = tag;
-      this.parity = parity;
-      this.target = target;
+      this.use = use;
+      this.deadline = deadline;
       this.exitBarrier = exitBarrier;
       this.all = all;
     }
@@ -419,51 +399,18 @@ final class ProcessWindows implements SharedMemory {
 
     @Override
     public void close() {
-      if (closed) {
-        return;
-      }
-      closed = true;
-      long left = counter(ShmSegment.LEFT, parity);
-      long sleeping = counter(ShmSegment.SLEEPING_LEFT, parity);
-      ShmCounters.increment(left, sleeping, target); // counted for every window, so targets stay aligned
-      if (!exitBarrier) {
-        return;
-      }
-      int round = 0;
-      long nextCheck = System.nanoTime() + LIVENESS_NANOS;
-      long v;
-      while (ShmCounters.count(v = NativeMemory.getLongVolatile(left)) < target) {
-        if (ShmCounters.aborted(v)) {
-          throw peersFailure("a rank failed inside a window of the group; the group failed");
-        }
-        long now = System.nanoTime();
-        if (now - nextCheck >= 0) {
-          nextCheck = now + LIVENESS_NANOS;
-          // A process can die inside a window: then nobody must wait.
-          for (int q = 0; q < n; q++) {
-            if (q != me) {
-              // A peer leaves its group only after every rank left the window: then the count is complete.
-              liveness.check(members[q], "leaving its window of " + tag,
-                  () -> ShmCounters.count(NativeMemory.getLongVolatile(left)) < target);
-            }
-          }
-        }
-        if (round >= backoff.firstParkRound() && Futex.available()) {
-          ShmCounters.sleep(left, sleeping, target, nextCheck);
-          round++;
-          continue;
-        }
-        backoff.pause(round++);
+      if (!closed) {
+        closed = true;
+        protocol.leave(use, tag, deadline, exitBarrier);
       }
     }
 
     @Override
     public void abandon() {
-      if (closed) {
-        return;
+      if (!closed) {
+        closed = true;
+        protocol.abandon(use);
       }
-      closed = true;
-      ShmCounters.abort(counter(ShmSegment.LEFT, parity));
     }
   }
 }

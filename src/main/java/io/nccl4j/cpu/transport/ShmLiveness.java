@@ -45,17 +45,31 @@ final class ShmLiveness {
     }
   }
 
+  /**
+   * What a peer that is late looks like from here, as words to append to its rank: {@code " (pid 12, stopped)"}
+   * when the kernel says it is stopped (SIGSTOP, a debugger), {@code " (pid 12)"} otherwise.
+   */
+  static String describe(long pid) {
+    char state = state(pid);
+    return " (pid " + pid + (state == 'T' || state == 't' ? ", stopped: SIGSTOP or a debugger" : "") + ")";
+  }
+
+  /** The process's state letter in {@code /proc/<pid>/stat} (R, S, D, T, t, Z, ...), or '?' when it cannot be read. */
+  static char state(long pid) {
+    try {
+      String stat = java.nio.file.Files.readString(java.nio.file.Paths.get("/proc/" + pid + "/stat"));
+      int close = stat.lastIndexOf(')'); // after the command name, which may hold spaces
+      return close < 0 || close + 2 >= stat.length() ? '?' : stat.charAt(close + 2);
+    } catch (java.io.IOException | RuntimeException e) {
+      return '?';
+    }
+  }
+
   /** Running, or stopped: a zombie (killed, not yet reaped by its parent) is dead for its peers. */
   static boolean alive(long pid) {
     if (!ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false)) {
       return false;
     }
-    try {
-      String stat = java.nio.file.Files.readString(java.nio.file.Paths.get("/proc/" + pid + "/stat"));
-      int close = stat.lastIndexOf(')'); // after the command name, which may hold spaces
-      return close < 0 || close + 2 >= stat.length() || stat.charAt(close + 2) != 'Z';
-    } catch (java.io.IOException | RuntimeException e) {
-      return true; // no /proc: as the JDK says
-    }
+    return state(pid) != 'Z'; // '?' (no /proc): as the JDK says
   }
 }

@@ -48,6 +48,7 @@ final class ShmSegment {
   static final int FAILURE_TEXT_MAX = 2048;
   static final int SLEEPING_ARRIVED = 2624; // first's: processes asleep on ARRIVED, two counters 64 bytes apart
   static final int SLEEPING_LEFT = 2752; // first's: processes asleep on LEFT, two counters 64 bytes apart
+  static final int LEFT_USE = 2880; // one more than the last window use this rank left (its departure mark)
   static final int PUBLICATIONS = 4608; // two publications
   static final int PUBLICATION_BYTES = 2048;
   static final int STAGING = 16384; // two staging buffers
@@ -256,6 +257,15 @@ final class ShmSegment {
 
   static void markLeft(long words) {
     NativeMemory.putLongVolatile(words + STATE, 1);
+  }
+
+  /** The departure mark of the rank whose window words start at {@code words}: one more than the last use it left. */
+  static long leftUse(long words) {
+    return NativeMemory.getLongVolatile(words + LEFT_USE);
+  }
+
+  static void markLeftUse(long words, long usePlusOne) {
+    NativeMemory.putLongVolatile(words + LEFT_USE, usePlusOne);
   }
 
   static long publication(long words, int parity) {

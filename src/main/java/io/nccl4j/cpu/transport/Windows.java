@@ -2,22 +2,26 @@ package io.nccl4j.cpu.transport;
 
 import io.nccl4j.CollectiveMismatchException;
 import io.nccl4j.PeerFailureException;
+import io.nccl4j.concurrent.Backoff;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.memory.ScratchBuffer;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.atomic.AtomicReferenceArray;
+import java.util.function.BooleanSupplier;
 import java.util.concurrent.locks.LockSupport;
 
 /**
- * The {@link SharedMemory} windows of a {@link LocalFabric}: every rank publishes addresses, all
- * wait for each other, then read and write each other's buffers, then (for {@link SharedMemory#open})
- * wait for each other again before leaving.
+ * The {@link SharedMemory} windows of a {@link LocalFabric}: the {@link WindowProtocol} over Java
+ * atomics. Every rank publishes addresses, all wait for each other, then read and write each other's
+ * buffers, then (for {@link SharedMemory#open}) wait for each other again before leaving.
  */
-final class Windows {
-  private static final long ABORTED = 1L << 62;
+final class Windows implements WindowWords {
   /** The smallest staging buffer: one-shot AllReduces of up to 64 KiB never grow it. */
   private static final long STAGING_MIN_BYTES = 64 * 1024;
+  /** The longest a sleeping rank sleeps before it looks again (failures, deadlines, peers). */
+  private static final long MAX_SLEEP_NANOS = 1_000_000;
 
   private final LocalFabric fabric;
   private final int size;
@@ -25,6 +29,10 @@ final class Windows {
   private final WindowSlot[] slots;
   /** Per rank: windows it entered so far (written only by that rank's thread). */
   private final long[] entered;
+  /** Per rank: one more than the last window use it left (its departure mark). */
+  private final AtomicLongArray leftUse;
+  /** Per rank: the protocol as that rank runs it (its member index, its checks). */
+  private final WindowProtocol[] protocols;
   /** Staging buffers of {@link SharedMemory#openStaged}: [parity][rank]. */
   private final ScratchBuffer[][] staging = new ScratchBuffer[2][];
 
@@ -33,6 +41,11 @@ final class Windows {
     this.size = size;
     this.slots = new WindowSlot[] {new WindowSlot(size), new WindowSlot(size)};
     this.entered = new long[size];
+    this.leftUse = new AtomicLongArray(size);
+    this.protocols = new WindowProtocol[size];
+    for (int r = 0; r < size; r++) {
+      protocols[r] = new WindowProtocol(this, new Member(r));
+    }
     for (int k = 0; k < 2; k++) {
       staging[k] = new ScratchBuffer[size];
       for (int r = 0; r < size; r++) {
@@ -41,53 +54,152 @@ final class Windows {
     }
   }
 
-  /** What a rank published for one window. */
-  record Publication(Tag tag, String algorithm, long bytes, long[] addresses) {
+  /** What a rank published for one window: its use number is its arrival mark. */
+  record Publication(long use, Tag tag, String algorithm, long bytes, long[] addresses) {
     String describe() {
       return tag + " (" + algorithm + ", " + bytes + " bytes)";
     }
   }
 
-  /**
-   * One of the two window slots. Counters only grow: use u of a slot is complete when
-   * {@code arrived} reaches (u+1)·size. A rank giving up sets {@link #ABORTED} in {@code arrived}
-   * with a compare-and-set that fails once the last rank has arrived, so either every rank enters
-   * the window or none does.
-   */
+  /** One of the two window slots: its counters, its publications, and the threads asleep on it. */
   private static final class WindowSlot {
     final AtomicReferenceArray<Publication> published;
-    final AtomicReferenceArray<Thread> waiters;
+    final AtomicReferenceArray<Thread> sleepers;
     final AtomicLong arrived = new AtomicLong();
     final AtomicLong left = new AtomicLong();
 
     WindowSlot(int size) {
       published = new AtomicReferenceArray<>(size);
-      waiters = new AtomicReferenceArray<>(size);
+      sleepers = new AtomicReferenceArray<>(size);
     }
 
-    void wakeAll() {
-      for (int i = 0; i < waiters.length(); i++) {
-        Thread t = waiters.get(i);
-        if (t != null) {
-          LockSupport.unpark(t);
-        }
-      }
+    AtomicLong counter(Counter c) {
+      return c == Counter.ARRIVED ? arrived : left;
     }
+  }
 
-    /** True if this rank withdrew (nobody will enter); false if the window completed meanwhile. */
-    boolean withdraw(long target) {
-      while (true) {
-        long v = arrived.get();
-        if ((v & ~ABORTED) >= target) {
-          return false;
-        }
-        if ((v & ABORTED) != 0 || arrived.compareAndSet(v, v | ABORTED)) {
-          wakeAll();
-          return true;
-        }
+  // ------------------------------------------------------------------ WindowWords
+
+  @Override
+  public long get(Counter c, int parity) {
+    return slots[parity].counter(c).get();
+  }
+
+  @Override
+  public long increment(Counter c, int parity) {
+    return slots[parity].counter(c).incrementAndGet();
+  }
+
+  @Override
+  public boolean compareAndSet(Counter c, int parity, long expected, long update) {
+    return slots[parity].counter(c).compareAndSet(expected, update);
+  }
+
+  @Override
+  public void wakeAll(Counter c, int parity) {
+    AtomicReferenceArray<Thread> sleepers = slots[parity].sleepers;
+    for (int i = 0; i < sleepers.length(); i++) {
+      Thread t = sleepers.get(i);
+      if (t != null) {
+        LockSupport.unpark(t);
       }
     }
   }
+
+  @Override
+  public void sleep(Counter c, int parity, int me, long seen, long untilNanos) {
+    WindowSlot slot = slots[parity];
+    // Registered before the last look: a rank that completes the counter after it unparks this one.
+    slot.sleepers.set(me, Thread.currentThread());
+    try {
+      if (slot.counter(c).get() == seen) {
+        LockSupport.parkNanos(Math.max(1, Math.min(MAX_SLEEP_NANOS, untilNanos - System.nanoTime())));
+      }
+    } finally {
+      slot.sleepers.set(me, null);
+    }
+  }
+
+  @Override
+  public boolean marked(Counter c, int q, long use) {
+    if (c == Counter.LEFT) {
+      return leftUse.get(q) == use + 1;
+    }
+    Publication p = slots[(int) (use & 1)].published.get(q);
+    return p != null && p.use() == use;
+  }
+
+  @Override
+  public void markLeft(int me, long use) {
+    leftUse.set(me, use + 1);
+  }
+
+  @Override
+  public Backoff backoff() {
+    return fabric.backoff();
+  }
+
+  @Override
+  public long checkIntervalNanos() {
+    return 0; // a look at the fabric's failure and the peers is a few loads
+  }
+
+  /** The ranks of the fabric, as rank {@code me} sees them. */
+  private final class Member implements WindowProtocol.Members {
+    private final int me;
+
+    Member(int me) {
+      this.me = me;
+    }
+
+    @Override
+    public int size() {
+      return size;
+    }
+
+    @Override
+    public int me() {
+      return me;
+    }
+
+    @Override
+    public int rank(int q) {
+      return q;
+    }
+
+    @Override
+    public void checkFailed() {
+      fabric.checkFailed();
+    }
+
+    @Override
+    public void checkPresent(int q, String what, BooleanSupplier stillAwaited) {
+      if (fabric.departed(q) && stillAwaited.getAsBoolean()) {
+        throw fabric.departedError(me, q, what);
+      }
+    }
+
+    @Override
+    public void checkNotElsewhere(int q, Tag tag) {
+      Publication mine = slots[(int) (entered[me] - 1 & 1)].published.get(me);
+      fabric.checkPeerNotInMessage(me, q, mine);
+    }
+
+    @Override
+    public RuntimeException failureBehindAbort(String fallback) {
+      // The rank that aborted makes its error the group's failure a moment later: report that cause.
+      TcpTransport.awaitFor(fabric::isFailed);
+      fabric.checkFailed();
+      return new PeerFailureException(-1, fallback);
+    }
+
+    @Override
+    public String wordsName() {
+      return "the window words of the group's threads";
+    }
+  }
+
+  // ------------------------------------------------------------------ windows
 
   /** {@link SharedMemory#openStaged} for {@code rank}. */
   SharedMemory.Window openStaged(int rank, Tag tag, String algorithm, long src, long bytes, long deadline) {
@@ -125,39 +237,12 @@ final class Windows {
     fabric.checkFailed();
     long use = entered[rank]++;
     WindowSlot slot = slots[(int) (use & 1)];
-    long target = ((use >> 1) + 1) * size;
-    Publication mine = new Publication(tag, algorithm, bytes, addresses.clone());
+    Publication mine = new Publication(use, tag, algorithm, bytes, addresses.clone());
     slot.published.set(rank, mine);
     fabric.waitingInWindow(rank, mine);
-    int firstPark = fabric.backoff().firstParkRound();
     try {
-      long v = slot.arrived.incrementAndGet();
-      if ((v & ~ABORTED) == target) {
-        slot.wakeAll();
-      }
-      int round = 0;
-      while (((v = slot.arrived.get()) & ~ABORTED) < target) {
-        if ((v & ABORTED) != 0) {
-          throw groupFailure("a rank gave up waiting in " + tag + "; the group failed");
-        }
-        try {
-          waitable(rank, slot, mine, deadline);
-        } catch (RuntimeException e) {
-          if (slot.withdraw(target)) {
-            throw e;
-          }
-          break; // every rank arrived meanwhile: the window is open after all
-        }
-        if (round == firstPark) {
-          // Registered before parking; the condition is checked once more before the first park.
-          slot.waiters.set(rank, Thread.currentThread());
-          round++;
-          continue;
-        }
-        fabric.backoff().pause(round++, deadline);
-      }
+      protocols[rank].arrive(use, tag, deadline);
     } finally {
-      slot.waiters.set(rank, null);
       fabric.waitingInWindow(rank, null);
     }
     // Every rank compares everyone against rank 0 and so reaches the same verdict.
@@ -178,6 +263,7 @@ final class Windows {
     for (int q = 0; q < size; q++) {
       all[q] = slot.published.get(q).addresses();
     }
+    WindowProtocol protocol = protocols[rank];
     return new SharedMemory.Window() {
       private boolean closed;
 
@@ -188,77 +274,19 @@ final class Windows {
 
       @Override
       public void close() {
-        if (closed) {
-          return;
-        }
-        closed = true;
-        long left = slot.left.incrementAndGet(); // counted for every window, so targets stay aligned
-        if (!exitBarrier) {
-          return;
-        }
-        if (left == target) {
-          slot.wakeAll();
-        }
-        int round = 0;
-        long v;
-        try {
-          while (((v = slot.left.get()) & ~ABORTED) < target) {
-            if ((v & ABORTED) != 0) {
-              throw groupFailure("a rank failed inside the window of " + tag + "; the group failed");
-            }
-            if (round == firstPark) {
-              slot.waiters.set(rank, Thread.currentThread());
-              round++;
-              continue;
-            }
-            // No deadline: a peer inside the window leaves it, or abandons it on failure (SharedMemory.Window).
-            fabric.backoff().pause(round++);
-          }
-        } finally {
-          slot.waiters.set(rank, null);
+        if (!closed) {
+          closed = true;
+          protocol.leave(use, tag, deadline, exitBarrier);
         }
       }
 
       @Override
       public void abandon() {
-        if (closed) {
-          return;
+        if (!closed) {
+          closed = true;
+          protocol.abandon(use);
         }
-        closed = true;
-        long v;
-        do {
-          v = slot.left.get();
-        } while ((v & ABORTED) == 0 && !slot.left.compareAndSet(v, v | ABORTED));
-        slot.wakeAll();
       }
     };
-  }
-
-  /**
-   * A peer withdrew from a window or abandoned it: its backend makes its error the group's failure a
-   * moment later. Waits for that, so that this rank reports the cause, else {@code fallback}.
-   */
-  private RuntimeException groupFailure(String fallback) {
-    TcpTransport.awaitFor(fabric::isFailed);
-    fabric.checkFailed();
-    return new PeerFailureException(-1, fallback);
-  }
-
-  /** Throws if waiting for the window is hopeless: failure, deadline, a peer gone or elsewhere. */
-  private void waitable(int rank, WindowSlot slot, Publication mine, long deadline) {
-    fabric.checkFailed();
-    for (int q = 0; q < size; q++) {
-      Publication theirs = slot.published.get(q);
-      if (theirs != null && theirs.tag().sameOperation(mine.tag())) {
-        continue; // arrived
-      }
-      if (fabric.departed(q)) {
-        throw fabric.departedError(rank, q, "waiting in " + mine.tag() + " for rank " + q);
-      }
-      fabric.checkPeerNotInMessage(rank, q, mine);
-    }
-    if (System.nanoTime() - deadline > 0) {
-      throw new TransportTimeoutException("waiting for every rank to reach " + mine.tag());
-    }
   }
 }
