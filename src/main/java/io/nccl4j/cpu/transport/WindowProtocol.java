@@ -193,6 +193,12 @@ final class WindowProtocol {
         backoff.pause(round, deadline);
       }
     }
+    if (WindowWords.aborted(v)) {
+      // Completed by later members after one gave up (arrival) or failed inside (departure): failed all the same.
+      throw members.failureBehindAbort(c == Counter.ARRIVED
+          ? "a rank gave up waiting for " + tag + "; the group failed"
+          : "a rank failed inside the window of " + tag + "; the group failed");
+    }
     if (WindowWords.count(v) > target) {
       throw corrupt(c, use, "reads " + WindowWords.count(v) + ", more than the " + target + " members' counts"
           + " it can have reached");

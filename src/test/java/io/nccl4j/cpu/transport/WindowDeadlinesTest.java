@@ -1,0 +1,107 @@
+package io.nccl4j.cpu.transport;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.nccl4j.memory.MemoryResource;
+import io.nccl4j.memory.NativeMemory;
+import io.nccl4j.store.HashStore;
+import io.nccl4j.testing.TestTime;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.function.IntFunction;
+import org.assertj.core.api.Assertions;
+
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * Every wait of a window has the collective's deadline, leaving included: a rank that stays inside a
+ * window (frozen by SIGSTOP or a debugger, descheduled, paused) makes the others fail when the deadline
+ * passes, naming it, instead of waiting for as long as it stays — over the threads' windows and over
+ * the processes' (here ranks as threads, each with its own mappings of every segment).
+ */
+@org.junit.jupiter.api.Tag("multirank")
+class WindowDeadlinesTest {
+  private static final int SIZE = 3;
+  private static final int INSIDE = 1;
+  /** The window's deadline, from when the ranks open it: room to open it (the processes agree on their segments). */
+  private static final Duration DEADLINE = TestTime.seconds(3);
+
+  @TempDir
+  Path dir;
+
+  /** A rank's windows and the buffer it publishes in them (for processes, in its segment). */
+  private record Rank(SharedMemory windows, long buffer) {}
+
+  /** Each rank's windows: the threads' fabric, or its own transport and mappings of the segments. */
+  private IntFunction<Rank> ranks(String kind, long heapBuffer) {
+    if (kind.equals("threads")) {
+      LocalFabric fabric = new LocalFabric(SIZE);
+      return rank -> new Rank(fabric.endpoint(rank).sharedMemory(), heapBuffer);
+    }
+    HashStore store = new HashStore(Duration.ofSeconds(60));
+    return rank -> {
+      TcpTransport t = new TcpTransport(rank, SIZE, store, "127.0.0.1", Duration.ofSeconds(60));
+      MemoryResource arena = HostSharedMemory.attach(t, dir, 64L << 20, Duration.ofSeconds(60), "one-host");
+      return new Rank(t.sharedMemory(), arena.allocate(64));
+    };
+  }
+
+  @ParameterizedTest(name = "{0}")
+  @ValueSource(strings = {"threads", "processes"})
+  void aRankThatStaysInsideAWindowTimesTheOthersOutWhenTheyLeaveNamingIt(String kind) throws Exception {
+    Tag tag = new Tag(Tag.Channel.COLLECTIVE, io.nccl4j.OpType.ALLREDUCE, 7);
+    long buf = NativeMemory.allocate(64);
+    IntFunction<Rank> make = ranks(kind, buf);
+    ExecutorService pool = Executors.newFixedThreadPool(SIZE);
+    CountDownLatch othersDone = new CountDownLatch(SIZE - 1);
+    try {
+      List<Rank> ranks = new ArrayList<>();
+      for (int r = 0; r < SIZE; r++) {
+        ranks.add(make.apply(r));
+      }
+      long deadline = System.nanoTime() + DEADLINE.toNanos();
+      List<Future<Object[]>> outcome = new ArrayList<>();
+      for (int rank = 0; rank < SIZE; rank++) {
+        int r = rank;
+        outcome.add(pool.submit(() -> {
+          SharedMemory.Window w = ranks.get(r).windows().open(tag, "test", 64, deadline,
+              ranks.get(r).buffer());
+          if (r == INSIDE) {
+            // Stays inside until the others have given up: what a frozen process does.
+            othersDone.await();
+            return new Object[] {Assertions.catchThrowable(w::close), 0L};
+          }
+          Throwable e = Assertions.catchThrowable(w::close);
+          long late = System.nanoTime() - deadline;
+          othersDone.countDown();
+          return new Object[] {e, late};
+        }));
+      }
+      for (int r = 0; r < SIZE; r++) {
+        // A guard against a wait without a deadline: it must fail here, not hang the build.
+        Object[] o = outcome.get(r).get(TestTime.scaledSeconds(60), TimeUnit.SECONDS);
+        Throwable e = (Throwable) o[0];
+        if (r == INSIDE) {
+          assertThat(e).as("rank %d, which left last: the window was given up on", r).isNotNull();
+          continue;
+        }
+        assertThat(e).as("rank %d", r).isInstanceOf(TransportTimeoutException.class)
+            .hasMessageContaining("waiting for rank " + INSIDE)
+            .hasMessageContaining("to leave its window of " + tag);
+        assertThat((long) o[1]).as("rank %d failed after its deadline (ns past it)", r).isNotNegative();
+      }
+    } finally {
+      pool.shutdownNow();
+      NativeMemory.free(buf);
+    }
+  }
+}
