@@ -57,6 +57,8 @@ public final class CpuBackend implements Backend {
   private volatile boolean inBand = true;
   /** Used by the execution thread only. */
   private final TransferFingerprints transferFingerprints = new TransferFingerprints();
+  /** The operations the execution thread runs now (one, or a group's); used by that thread only. */
+  private java.util.List<Collective> current;
 
   /**
    * What the shared-memory algorithms (ranks as threads) reduce with in this process, in words:
@@ -195,11 +197,10 @@ public final class CpuBackend implements Backend {
     CompletableFuture<CollectiveStats> f = new CompletableFuture<>();
     CompletableFuture<Long> started = new CompletableFuture<>();
     long enqueued = System.nanoTime();
-    Collective first = ops.get(0);
     try {
       stream.execute(() -> {
         started.complete(System.nanoTime());
-        runGuarded(first, enqueued, f, deadline -> executeGroup(ops, deadline));
+        runGuarded(ops, enqueued, f, deadline -> executeGroup(ops, deadline));
       });
     } catch (RejectedExecutionException e) {
       throw new IllegalStateException("CPU backend of rank " + rank() + " is closed", e);
@@ -258,11 +259,18 @@ public final class CpuBackend implements Backend {
   }
 
   private void runGuarded(Collective c, long enqueued, CompletableFuture<CollectiveStats> f, Body body) {
+    runGuarded(java.util.List.of(c), enqueued, f, body);
+  }
+
+  private void runGuarded(java.util.List<Collective> ops, long enqueued, CompletableFuture<CollectiveStats> f,
+      Body body) {
+    Collective c = ops.get(0);
     BackendException b = broken;
     if (b != null) {
       f.completeExceptionally(stillBroken(b));
       return;
     }
+    current = ops;
     Duration limit = c.timeoutOr(timeout);
     long deadline = Durations.deadline(enqueued, limit);
     try {
@@ -281,14 +289,40 @@ public final class CpuBackend implements Backend {
     } catch (RuntimeException | Error e) {
       fail(f, new BackendException("Rank " + rank() + ": internal error in the CPU backend during " + c.label()
           + ": " + e, e));
+    } finally {
+      current = null;
     }
   }
 
   private void fail(CompletableFuture<CollectiveStats> f, BackendException e) {
     broken = e;
+    if (transport.sharedMemory() != null && transport.sharedMemory().peersMayStillWrite() && current != null) {
+      keepMemory(current, e);
+    }
     transport.fail(rank(), e);
     LOG.debug("rank {}: operation failed: {}", rank(), e.getMessage());
     f.completeExceptionally(e);
+  }
+
+  /**
+   * Keeps the memory of {@code ops}' buffers allocated for good: this rank left a window of the failed operation
+   * while peers were still inside (frozen, or working when the group failed), and what they write afterwards must
+   * land in memory nobody else has been given. A leak on a failure path, said once, instead of a peer's writes
+   * into a tensor allocated later.
+   */
+  private void keepMemory(java.util.List<Collective> ops, BackendException cause) {
+    long bytes = 0;
+    for (Collective c : ops) {
+      for (Collective.Buffer b : new Collective.Buffer[] {c.input(), c.output()}) {
+        if (b != null && b.memory() != null) {
+          b.memory().acquireForOperation(); // never released
+          bytes += b.memory().bytes();
+        }
+      }
+    }
+    LOG.warn("rank {}: keeps the {} bytes of {}'s buffers allocated for good: it left the collective's shared-memory"
+        + " window while peers were still inside, and they may still write them ({})", rank(), bytes,
+        ops.get(0).label(), cause.getMessage());
   }
 
   private static BackendException stillBroken(BackendException cause) {

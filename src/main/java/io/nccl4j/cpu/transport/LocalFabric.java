@@ -248,6 +248,11 @@ public final class LocalFabric {
     }
 
     @Override
+    public boolean peersMayStillWrite() {
+      return windows.peersMayStillWrite(rank);
+    }
+
+    @Override
     public Window open(Tag tag, String algorithm, long bytes, long deadline, long... addresses) {
       ensureOpen();
       return windows.open(rank, tag, algorithm, bytes, deadline, addresses);

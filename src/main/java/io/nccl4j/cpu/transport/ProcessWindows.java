@@ -210,6 +210,11 @@ final class ProcessWindows implements SharedMemory {
   /** The windows over this host's ranks of a group that spans hosts ({@link HostLayout#windows}). */
   private final class HostWindows implements SharedMemory {
     @Override
+    public boolean peersMayStillWrite() {
+      return ProcessWindows.this.peersMayStillWrite();
+    }
+
+    @Override
     public Window open(Tag tag, String algorithm, long bytes, long deadline, long... addresses) {
       return enter(tag, algorithm, bytes, deadline, true, addresses);
     }
@@ -233,6 +238,12 @@ final class ProcessWindows implements SharedMemory {
     long staging = ShmSegment.staging(ws[me], (int) (entered & 1));
     NativeMemory.copy(src, staging, bytes);
     return enter(tag, algorithm, bytes, deadline, false, staging);
+  }
+
+  @Override
+  public boolean peersMayStillWrite() {
+    WindowProtocol p = protocol;
+    return p != null && p.leftWithMembersInside();
   }
 
   @Override

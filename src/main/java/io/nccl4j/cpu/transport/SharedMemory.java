@@ -34,6 +34,15 @@ public interface SharedMemory {
    */
   Window openStaged(Tag tag, String algorithm, long src, long bytes, long deadlineNanos);
 
+  /**
+   * Whether this rank left a window while peers were still inside it (it timed out, or the group failed,
+   * while they worked): they may still write the buffers of the collective that failed, so the backend
+   * keeps that memory allocated rather than let it be freed and handed out again under them.
+   */
+  default boolean peersMayStillWrite() {
+    return false;
+  }
+
   /** An open window. */
   interface Window extends AutoCloseable {
     /** The {@code index}-th address rank {@code rank} published. */

@@ -72,10 +72,23 @@ final class WindowProtocol {
 
   private final WindowWords words;
   private final Members members;
+  /**
+   * Set when this member stopped waiting to leave a window while others were still inside it (they timed out,
+   * froze, or the group failed): they may still write this member's buffers.
+   */
+  private volatile boolean leftWithMembersInside;
 
   WindowProtocol(WindowWords words, Members members) {
     this.words = words;
     this.members = members;
+  }
+
+  /**
+   * Whether this member left a window while others were still inside it: what they write into its buffers
+   * afterwards must not land in memory that was freed and handed out again.
+   */
+  boolean leftWithMembersInside() {
+    return leftWithMembersInside;
   }
 
   /** What use {@code use}'s counters reach once every member has counted itself. */
@@ -161,6 +174,9 @@ final class WindowProtocol {
     long v;
     for (int round = 0; WindowWords.count(v = words.get(c, parity)) < target; round++) {
       if (WindowWords.aborted(v)) {
+        if (c == Counter.LEFT) {
+          leftWithMembersInside = true; // a peer failed inside; others may still be working
+        }
         throw members.failureBehindAbort(c == Counter.ARRIVED
             ? "a rank gave up waiting for " + tag + "; the group failed"
             : "a rank failed inside the window of " + tag + "; the group failed");
@@ -181,6 +197,7 @@ final class WindowProtocol {
               throw e;
             }
           } else if (WindowWords.count(words.get(c, parity)) < target) {
+            leftWithMembersInside = true;
             abort(Counter.LEFT, parity);
             throw e;
           }

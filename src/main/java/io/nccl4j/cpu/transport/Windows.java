@@ -213,6 +213,11 @@ final class Windows implements WindowWords {
     return enter(rank, tag, algorithm, bytes, deadline, false, buffer);
   }
 
+  /** {@link SharedMemory#peersMayStillWrite} for {@code rank}. */
+  boolean peersMayStillWrite(int rank) {
+    return protocols[rank].leftWithMembersInside();
+  }
+
   /** {@link SharedMemory#open} for {@code rank}. */
   SharedMemory.Window open(int rank, Tag tag, String algorithm, long bytes, long deadline, long... addresses) {
     return enter(rank, tag, algorithm, bytes, deadline, true, addresses);

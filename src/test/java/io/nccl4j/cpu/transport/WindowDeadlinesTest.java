@@ -80,10 +80,11 @@ class WindowDeadlinesTest {
             othersDone.await();
             return new Object[] {Assertions.catchThrowable(w::close), 0L};
           }
+          boolean before = ranks.get(r).windows().peersMayStillWrite();
           Throwable e = Assertions.catchThrowable(w::close);
           long late = System.nanoTime() - deadline;
           othersDone.countDown();
-          return new Object[] {e, late};
+          return new Object[] {e, late, before, ranks.get(r).windows().peersMayStillWrite()};
         }));
       }
       for (int r = 0; r < SIZE; r++) {
@@ -98,6 +99,9 @@ class WindowDeadlinesTest {
             .hasMessageContaining("waiting for rank " + INSIDE)
             .hasMessageContaining("to leave its window of " + tag);
         assertThat((long) o[1]).as("rank %d failed after its deadline (ns past it)", r).isNotNegative();
+        // The backend keeps such a collective's memory: rank 1 may still write it.
+        assertThat(o[2]).as("rank %d: peers may still write its buffers, before it left", r).isEqualTo(false);
+        assertThat(o[3]).as("rank %d: peers may still write its buffers, after it left early", r).isEqualTo(true);
       }
     } finally {
       pool.shutdownNow();
