@@ -256,6 +256,11 @@ public final class RankFailureMains {
           stopLoop(pg, rank);
           leave(j.store(), rank, survivors, timeout);
           break;
+        case "stop-in-window":
+          // The victim's JVM has -Dnccl4j.fault.stopInWindow: it stops itself inside one of these windows.
+          bigLoop(pg, rank);
+          leave(j.store(), rank, survivors, timeout);
+          break;
         case "stop-staggered": {
           warmUp(pg);
           say("rank " + rank + " ready");
@@ -328,6 +333,39 @@ public final class RankFailureMains {
         after = e.getClass().getName();
       }
       say("rank " + pg.rank() + " aborted twice, closed=" + pg.isClosed() + ", next collective: " + after);
+    }
+
+    /**
+     * Every rank all-reduces 2 MiB in a loop (the direct algorithm: a window every rank waits to leave), checking
+     * each result; a survivor reports the all-reduce that failed as op A and the one after as op C.
+     */
+    private static void bigLoop(ProcessGroup pg, int rank) {
+      int n = 1 << 18;
+      try (Tensor t = pg.empty(n, DType.INT64); Tensor out = pg.empty(n, DType.INT64)) {
+        for (int it = 0; it < 100; it++) {
+          for (int i = 0; i < n; i++) {
+            t.setLong(i, 1_000_000L * it + 1000L * rank + i);
+          }
+          long issued = System.nanoTime();
+          try {
+            pg.allReduce(out, t, ReduceOp.SUM);
+          } catch (RuntimeException e) {
+            say("rank " + rank + " op A failed after " + (System.nanoTime() - issued) / 1_000_000 + " ms: "
+                + oneLine(e));
+            break;
+          }
+          int size = pg.size();
+          for (int i = 0; i < n; i++) {
+            long want = size * (1_000_000L * it + i) + 1000L * size * (size - 1) / 2;
+            if (out.getLong(i) != want) {
+              say("rank " + rank + " iteration " + it + " wrong at " + i + ": " + out.getLong(i) + " != " + want);
+              break;
+            }
+          }
+        }
+        long later = System.nanoTime();
+        report(rank, "C", later, () -> pg.allReduce(out, t, ReduceOp.SUM), out);
+      }
     }
 
     /**

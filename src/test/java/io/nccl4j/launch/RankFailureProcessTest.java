@@ -101,6 +101,12 @@ class RankFailureProcessTest {
     /** With the group timeout {@code timeout}. */
     Job(boolean sharedMemory, String scenario, int size, int victim, Duration timeout, String... extra)
         throws IOException {
+      this(sharedMemory, scenario, size, victim, timeout, Map.of(), extra);
+    }
+
+    /** With {@code victimEnv} in the victim's environment only. */
+    Job(boolean sharedMemory, String scenario, int size, int victim, Duration timeout, Map<String, String> victimEnv,
+        String... extra) throws IOException {
       this.size = size;
       int port = Launcher.freePort();
       for (int r = 0; r < size; r++) {
@@ -108,6 +114,9 @@ class RankFailureProcessTest {
             Integer.toString(port), "RANK", Integer.toString(r), "WORLD_SIZE", Integer.toString(size)));
         env.put("NCCL4J_SHM", sharedMemory ? "1" : "0");
         env.putAll(identity.environment());
+        if (r == victim) {
+          env.putAll(victimEnv);
+        }
         Process p = children.start(ChildJvms.rank(
             ChildJvms.javaCommand(RankFailureMains.Scenario.class, args(scenario, timeout, victim, extra)), env));
         ps.add(p);
@@ -559,6 +568,32 @@ class RankFailureProcessTest {
     }
     // No window ever opened, so no peer removed the survivors' files: each removed its own at exit.
     assertThat(job.identity.segments()).as("the job's segments left in /dev/shm").isEmpty();
+  }
+
+  /**
+   * A host-mate frozen inside a window (SIGSTOP after every rank arrived, by the fault-injection property): the
+   * others, done with their part, wait to leave it — and time out within twice the timeout, naming the stopped
+   * rank and what it is, instead of waiting for as long as it stays stopped.
+   */
+  @Test
+  void sharedMemoryRankStoppedInsideAWindowTimesTheOthersOutAsTheyLeaveNamingIt() throws Exception {
+    int size = 3;
+    int victim = 1;
+    Job job = new Job(true, "stop-in-window", size, victim, TIMEOUT,
+        Map.of("JAVA_TOOL_OPTIONS", "-Dnccl4j.fault.stopInWindow=4"));
+    try {
+      for (int r : survivors(size, victim)) {
+        assertThat(job.exit(r)).as("rank %d; output: %s", r, job.all()).isZero();
+        Failure f = job.failure(r, "A");
+        assertThat(f.type()).as("rank %d: %s", r, f).isEqualTo(CollectiveTimeoutException.class.getName());
+        assertThat(f.message()).as("rank %d", r).contains("Watchdog caught collective operation timeout")
+            .containsPattern("waiting for rank 1 \\(pid \\d+, stopped: SIGSTOP or a debugger\\) to leave its window of"
+                + " ALLREDUCE #\\d+");
+        assertThat(f.millis()).as("rank %d: %s", r, f).isLessThan(TIMEOUT.multipliedBy(2).toMillis());
+      }
+    } finally {
+      resumeAndKill(job.ps.get(victim));
+    }
   }
 
   @Test

@@ -265,6 +265,7 @@ final class ProcessWindows implements SharedMemory {
     ShmPublication.write(ShmSegment.publication(ws[me], parity), use, tag, encoder.algorithm(algorithm), bytes, offsets,
         encoder.fingerprint(tag.fingerprint()));
     protocol.arrive(use, tag, deadline);
+    WindowFaults.arrived(use);
     long[][] all = verify(parity, use, tag, algorithm, bytes, addresses.length);
     Window w = new ProcessWindow(tag, use, deadline, exitBarrier, all);
     if (all == null) {
