@@ -102,8 +102,9 @@ final class HostSegments {
       }
       return s;
     }
-    if (!Files.isRegularFile(path, LinkOption.NOFOLLOW_LINKS) || (owner != null && !owner.equals(uid(path)))) {
-      throw new IOException(path + " is not a regular file of this rank's owner");
+    if (!ShmSegment.isOwnRegularFile(path) || (owner != null && !owner.equals(uid(path)))) {
+      throw new IOException(path + " is not a regular file of this rank's owner with owner-only permissions (a"
+          + " segment is one; something else took its name)");
     }
     s = ShmSegment.open(path, bytes);
     mapped[q] = s;

@@ -295,16 +295,18 @@ final class ProcessWindows implements SharedMemory {
       }
       Tag theirs = q == 0 ? first : decoder.tag(p);
       int na = ShmPublication.addressCount(p);
-      if (first == null || theirs == null) {
-        throw new CollectiveMismatchException("rank " + members[first == null ? 0 : q] + " published a window that"
-            + " is not one nccl4j writes, while rank " + rank + " is running " + mine);
+      if (first == null || theirs == null || na < 0 || na > ShmPublication.MAX_ADDRESSES) {
+        int bad = first == null ? 0 : q;
+        throw new io.nccl4j.BackendException("shared memory segment " + segs[bad].path + " is corrupt (rank "
+            + members[bad] + "'s publication in window #" + use + " holds an operation, channel or buffer count"
+            + " nccl4j never writes), seen by rank " + rank + " running " + mine);
       }
       String differs = first.mismatch(theirs, members[0], members[q]);
       if (differs != null && first.sameOperation(theirs)) {
         throw new CollectiveMismatchException(differs);
       }
       if (differs != null || !ShmPublication.sameAlgorithm(p, p0) || ShmPublication.bytes(p) != firstBytes
-          || na != firstN || na < 0 || na > ShmPublication.MAX_ADDRESSES) {
+          || na != firstN) {
         throw new CollectiveMismatchException("rank " + members[0] + " is running " + first + " ("
             + ShmPublication.algorithm(p0) + ", " + firstBytes + " bytes) but rank " + members[q] + " is running "
             + theirs + " (" + ShmPublication.algorithm(p) + ", " + ShmPublication.bytes(p) + " bytes)");

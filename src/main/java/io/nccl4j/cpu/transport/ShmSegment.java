@@ -58,6 +58,8 @@ final class ShmSegment {
 
   final Path path;
   final long size;
+  /** The pid its header named when this process created or mapped it: a later read that differs is a stray write. */
+  private final long creatorPid;
   /** Null for a peer's segment: only the owner commits pages. */
   private final FileChannel channel;
   /** Kept so that the mapping lives as long as this segment is reachable. */
@@ -71,6 +73,7 @@ final class ShmSegment {
     this.channel = channel;
     this.mapping = mapping;
     this.base = DirectBuffers.address(mapping);
+    this.creatorPid = channel != null ? ProcessHandle.current().pid() : NativeMemory.getLong(base + PID);
   }
 
   /** This process's pid namespace, as the inode /proc/self/ns/pid names; 0 when unknown. */
@@ -104,6 +107,12 @@ final class ShmSegment {
    * Removes the segments in {@code dir} whose creator has died (a SIGKILL before every peer mapped them
    * leaves the file): a segment's header names its creator's pid. A live process, or a file this user
    * cannot remove, is left alone.
+   *
+   * <p>Any local user can create files named {@code nccl4j-*} in {@code /dev/shm}, so nothing is opened
+   * that is not a regular file of this process's user (looked at without following links): opening a
+   * FIFO for reading blocks until a writer comes, forever. A file that passes the look cannot be swapped
+   * by another user afterwards ({@code /dev/shm} is sticky: only a file's owner may remove or rename it),
+   * and it is opened for reading and writing, which never blocks on a FIFO, without following links.
    */
   static void removeOrphans(Path dir) {
     try (java.util.stream.Stream<Path> files = Files.list(dir)) {
@@ -114,7 +123,11 @@ final class ShmSegment {
   }
 
   private static void removeIfOrphan(Path f) {
-    try (FileChannel ch = FileChannel.open(f, StandardOpenOption.READ)) {
+    if (!isOwnRegularFile(f)) {
+      return; // another user's, a link, a FIFO, a directory: not a segment of this user's to remove
+    }
+    try (FileChannel ch = FileChannel.open(f, StandardOpenOption.READ, StandardOpenOption.WRITE,
+        java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
       ByteBuffer b = ByteBuffer.allocate(24).order(java.nio.ByteOrder.nativeOrder());
       while (b.hasRemaining() && ch.read(b, b.position()) > 0) {
         // read the magic, the pid and its namespace
@@ -149,6 +162,33 @@ final class ShmSegment {
   /** The file of rank {@code rank}'s segment of the group {@code key} ({@link #key}). */
   static String fileName(String key, int rank) {
     return "nccl4j-" + key + "-" + rank;
+  }
+
+  /** This process's user, as the file system names owners; null where it cannot tell. */
+  private static final Object USER = user();
+
+  private static Object user() {
+    try {
+      return Files.getAttribute(java.nio.file.Paths.get("/proc/self"), "unix:uid"); // owned by the effective user
+    } catch (IOException | RuntimeException e) {
+      return null;
+    }
+  }
+
+  /**
+   * Whether {@code f} is a regular file (not a link, a FIFO, a socket or a directory) owned by this process's
+   * user with owner-only permissions, as every segment is made — looked at without following links.
+   */
+  static boolean isOwnRegularFile(Path f) {
+    try {
+      java.nio.file.attribute.PosixFileAttributes a = Files.readAttributes(f,
+          java.nio.file.attribute.PosixFileAttributes.class, java.nio.file.LinkOption.NOFOLLOW_LINKS);
+      Object uid = Files.getAttribute(f, "unix:uid", java.nio.file.LinkOption.NOFOLLOW_LINKS);
+      return a.isRegularFile() && (USER == null || USER.equals(uid))
+          && a.permissions().equals(PosixFilePermissions.fromString("rw-------"));
+    } catch (IOException | RuntimeException e) {
+      return false;
+    }
   }
 
   /** Creates this rank's segment of {@code size} bytes (owner-only permissions) with its header committed. */
@@ -246,8 +286,19 @@ final class ShmSegment {
     }
   }
 
+  /**
+   * The pid of the process that made the segment, as its header says — checked against what it said when this
+   * process mapped it, since a stray write there would make a live peer look dead (or a dead one alive).
+   *
+   * @throws io.nccl4j.BackendException when the header changed
+   */
   long pid() {
-    return NativeMemory.getLong(base + PID);
+    long pid = NativeMemory.getLong(base + PID);
+    if (pid != creatorPid) {
+      throw new io.nccl4j.BackendException("shared memory segment " + path + " is corrupt (its creator's pid reads "
+          + pid + ", but read " + creatorPid + " when it was mapped)");
+    }
+    return pid;
   }
 
   /** Whether the rank whose window words start at {@code words} left their group. */
