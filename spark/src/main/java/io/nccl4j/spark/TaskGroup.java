@@ -22,7 +22,8 @@ import org.slf4j.LoggerFactory;
  * does. A task that fails aborts its group, saying why, so that its peers fail at once naming its partition (not at
  * their collective timeout); a task that Spark kills — the stage failed elsewhere, or was cancelled — aborts it too,
  * seen within {@link #KILL_POLL} even while a collective blocks the task's thread (Spark kills a barrier stage's
- * tasks without interrupting their threads unless the job asked for it); a task that succeeds closes it. Partition
+ * tasks without interrupting their threads unless the job asked for it), after {@link #KILL_GRACE} in which the
+ * group's own failure, which names the task that failed, may come first; a task that succeeds closes it. Partition
  * 0 hosts the store: it closes it last, once every other task's connection has ended (or at once when it failed).
  */
 final class TaskGroup {
@@ -30,6 +31,12 @@ final class TaskGroup {
 
   /** How often a group looks whether Spark killed its task. */
   static final Duration KILL_POLL = Duration.ofMillis(100);
+  /**
+   * How long a killed task's group waits before it aborts: Spark kills the stage's tasks as soon as one fails, often
+   * before the others' groups have seen that task fail; their own error names the failed task (a dead peer is seen
+   * within a second even where a connection to it is still being dialled), Spark's kill does not.
+   */
+  static final Duration KILL_GRACE = Duration.ofSeconds(2);
   /** The store key that a task's connection sets when it ends (departure notice), for partition 0 to wait on. */
   static final String LEFT_PREFIX = "spark/left/";
 
@@ -47,6 +54,8 @@ final class TaskGroup {
   private volatile TcpStore store;
   private volatile ProcessGroup group;
   private volatile ScheduledFuture<?> watch;
+  /** When the watch first saw the task killed (0: not yet); only the watch's thread uses it. */
+  private long killSeen;
   private boolean ended;
 
   private TaskGroup(TaskContext task, int rank, int size, String stage, Duration timeout) {
@@ -90,9 +99,16 @@ final class TaskGroup {
   }
 
   private void lookForKill() {
-    if (task.isInterrupted()) {
-      failed("Spark killed the task of partition " + rank + " in " + stage + ": another task of the stage failed,"
-          + " or the job was cancelled");
+    if (!task.isInterrupted()) {
+      return;
+    }
+    long now = System.nanoTime();
+    if (killSeen == 0) {
+      killSeen = now;
+    } else if (now - killSeen >= KILL_GRACE.toNanos()) {
+      failed("Spark killed the task of partition " + rank + " in " + stage + " (another task of the stage failed, or"
+          + " the job was cancelled), and its group saw no failure of its own within " + KILL_GRACE.toMillis()
+          + " ms");
     }
   }
 

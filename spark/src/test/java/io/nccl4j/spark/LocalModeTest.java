@@ -15,6 +15,7 @@ import java.util.List;
 import java.util.Map;
 import org.apache.spark.BarrierTaskContext;
 import org.apache.spark.SparkConf;
+import org.apache.spark.api.java.JavaFutureAction;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.api.java.function.FlatMapFunction;
@@ -131,6 +132,48 @@ class LocalModeTest {
       System.out.println("partition " + p + " failed " + (at - threwAt) + " ms after partition 1 threw (group"
           + " timeout " + GROUP_TIMEOUT + ")");
     }
+  }
+
+  @Test
+  void aCancelledJobEndsTasksBlockedInACollective(@TempDir Path dir) throws Exception {
+    TaskRecords records = new TaskRecords(dir);
+    // Every task waits to receive from its neighbour, which waits too: nothing fails, nothing completes. Spark kills
+    // the tasks of a cancelled job without interrupting their threads; their groups see the kill and abort.
+    JavaFutureAction<List<String>> job = JavaBarrier.mapPartitions(partitions(), rows -> {
+      BarrierTaskContext ctx = BarrierTaskContext.get();
+      ProcessGroup pg = SparkProcessGroups.init(ctx, "cpu", SparkGroupOptions.defaults().withTimeout(GROUP_TIMEOUT));
+      int p = ctx.partitionId();
+      try (Tensor t = pg.empty(10, DType.FLOAT64)) {
+        records.write(0, p, "waiting");
+        pg.recv(t, (p + 1) % TASKS);
+        records.write(0, p, "received");
+      } catch (RuntimeException e) {
+        records.write(0, p, e.toString());
+        throw e;
+      }
+      return List.<String>of().iterator();
+    }).collectAsync();
+    Map<Integer, String> waiting = records.await(0, TASKS, TestTime.seconds(60));
+    assertThat(waiting.values()).as("tasks waiting").hasSize(TASKS).allMatch(v -> v.equals("waiting"));
+    Thread.sleep(500); // into the receive
+    job.cancel(true);
+    Map<Integer, String> ended = awaitAll(records, v -> !v.equals("waiting"), TestTime.seconds(60));
+    for (int p = 0; p < TASKS; p++) {
+      assertThat(ended.get(p)).as("partition %d", p).contains("Spark killed the task of partition ");
+    }
+    System.out.println("partition 0 of the cancelled job: " + ended.get(0));
+  }
+
+  /** Waits until every task's record of attempt 0 passes {@code done}, up to {@code limit}. */
+  private static Map<Integer, String> awaitAll(TaskRecords records, java.util.function.Predicate<String> done,
+      Duration limit) throws InterruptedException {
+    long end = System.nanoTime() + limit.toNanos();
+    Map<Integer, String> seen = records.of(0);
+    while (!(seen.size() == TASKS && seen.values().stream().allMatch(done)) && System.nanoTime() < end) {
+      Thread.sleep(50);
+      seen = records.of(0);
+    }
+    return seen;
   }
 
   /**

@@ -58,4 +58,37 @@ final class Stages {
           + " " + ProcessHandle.current().pid();
     }
   }
+
+  /**
+   * Attempt 0: both tasks start an all-reduce of 8 Mi float64; partition 1's task then has its own executor JVM
+   * killed (SIGKILL) while the collective is in flight, and partition 0 records how its all-reduce ended
+   * ("time message"). Later attempts: an exact all-reduce, reported.
+   */
+  static FlatMapFunction<Iterator<Integer>, String> killInAttemptZero(TaskRecords records, Duration timeout) {
+    return rows -> {
+      BarrierTaskContext ctx = BarrierTaskContext.get();
+      ProcessGroup pg = SparkProcessGroups.init(ctx, "cpu", SparkGroupOptions.defaults().withTimeout(timeout));
+      int attempt = ctx.stageAttemptNumber();
+      if (attempt > 0) {
+        return List.of(allReduceLine(ctx, pg, 1000)).iterator();
+      }
+      try (Tensor t = pg.empty(8L << 20, DType.FLOAT64)) {
+        Work w = pg.allReduceAsync(t, ReduceOp.SUM);
+        if (ctx.partitionId() == 1) {
+          long pid = ProcessHandle.current().pid();
+          records.write(attempt, 1, "killing executor " + pid + " " + System.currentTimeMillis());
+          new ProcessBuilder("kill", "-KILL", String.valueOf(pid)).inheritIO().start().waitFor();
+          Thread.sleep(Long.MAX_VALUE); // the signal ends this JVM
+        }
+        try {
+          w.waitFor();
+          records.write(attempt, ctx.partitionId(), System.currentTimeMillis() + " no failure");
+        } catch (RuntimeException e) {
+          records.write(attempt, ctx.partitionId(), System.currentTimeMillis() + " " + e);
+          throw e;
+        }
+      }
+      return List.<String>of().iterator();
+    };
+  }
 }
