@@ -833,12 +833,23 @@ public final class ProcessGroup implements AutoCloseable {
    * (or closes) its group, then the ranks create a new one.
    */
   public void abort() {
+    abort("the process group was aborted by the application");
+  }
+
+  /**
+   * Local. As {@link #abort()}, saying why: pending and later operations of this rank fail with
+   * {@code "rank <r>: " + reason}, and on the CPU backend peers waiting for this rank hear the same
+   * reason (what an engine that runs the ranks as its tasks says when a task fails or is killed).
+   *
+   * @param reason why the group ends, for every rank's error
+   */
+  public void abort(String reason) {
     // No monitor: a blocking collective may be running on another thread while holding it, and
     // aborting is what makes it return.
     if (closed) {
       return;
     }
-    backend.abort(new BackendException("rank " + rank() + ": the process group was aborted by the application"));
+    backend.abort(new BackendException("rank " + rank() + ": " + reason));
     close();
   }
 

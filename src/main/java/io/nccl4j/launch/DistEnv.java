@@ -9,11 +9,14 @@ import java.util.stream.Stream;
  * Where this process sits in a multi-process job, read from the environment as the ecosystem names
  * it: torchrun's {@code MASTER_ADDR}, {@code MASTER_PORT}, {@code RANK}, {@code WORLD_SIZE},
  * {@code LOCAL_RANK}, {@code LOCAL_WORLD_SIZE}; when those are absent, Open MPI's
- * {@code OMPI_COMM_WORLD_RANK}/{@code _SIZE}/{@code _LOCAL_RANK}/{@code _LOCAL_SIZE} or Slurm's
- * {@code SLURM_PROCID}/{@code SLURM_NTASKS}/{@code SLURM_LOCALID} (MASTER_ADDR and MASTER_PORT are
- * still required).
+ * {@code OMPI_COMM_WORLD_RANK}/{@code _SIZE}/{@code _LOCAL_RANK}/{@code _LOCAL_SIZE}, MPICH's and Intel MPI's
+ * {@code PMI_RANK}/{@code PMI_SIZE} (local rank {@code MPI_LOCALRANKID}/{@code MPI_LOCALNRANKS}), Slurm's
+ * {@code SLURM_PROCID}/{@code SLURM_NTASKS}/{@code SLURM_LOCALID}, or Kubeflow's (Trainer v2, PyTorchJob)
+ * {@code PET_NNODES}/{@code PET_NPROC_PER_NODE}/{@code PET_NODE_RANK}, in that order (MASTER_ADDR and MASTER_PORT are
+ * still required; under Kubeflow {@code PET_MASTER_ADDR}/{@code PET_MASTER_PORT} stand in for them).
  *
- * @param source which convention supplied rank and size: {@code torchrun}, {@code openmpi}, {@code slurm}
+ * @param source which convention supplied rank and size: {@code torchrun}, {@code openmpi}, {@code pmi},
+ *     {@code slurm}, {@code kubeflow}
  */
 public record DistEnv(String masterAddr, int masterPort, int rank, int worldSize, int localRank,
     int localWorldSize, String source) {
@@ -41,7 +44,7 @@ public record DistEnv(String masterAddr, int masterPort, int rank, int worldSize
    * either one alone is a half-set environment, which {@link #from} reports rather than a local job running.
    */
   private static final List<String> RANK_OR_SIZE = List.of("RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
-      "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID");
+      "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "PET_NODE_RANK", "PET_NNODES");
 
   /**
    * True when the environment names a rank or a world size under any of the supported conventions: then the
@@ -64,9 +67,23 @@ public record DistEnv(String masterAddr, int masterPort, int rank, int worldSize
   public static DistEnv from(Map<String, String> env) {
     halfSet(env, "RANK", "WORLD_SIZE");
     halfSet(env, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE");
+    halfSet(env, "PMI_RANK", "PMI_SIZE");
     halfSet(env, "MASTER_ADDR", "MASTER_PORT");
-    String addr = required(env, "MASTER_ADDR");
-    int port = integer(env, "MASTER_PORT", 1, 65535);
+    if (!isSet(env, "MASTER_ADDR") && (isSet(env, "PET_MASTER_ADDR") || isSet(env, "PET_MASTER_PORT"))) {
+      // Kubeflow's names, read as torchrun reads them (PET_ is torchrun's prefix for its options).
+      halfSet(env, "PET_MASTER_ADDR", "PET_MASTER_PORT");
+      return from(env, required(env, "PET_MASTER_ADDR"), integer(env, "PET_MASTER_PORT", 1, 65535));
+    }
+    if (!isSet(env, "MASTER_ADDR")) {
+      String how = launchersRendezvous(env);
+      if (how != null) {
+        throw new IllegalArgumentException("MASTER_ADDR is not set: " + how);
+      }
+    }
+    return from(env, required(env, "MASTER_ADDR"), integer(env, "MASTER_PORT", 1, 65535));
+  }
+
+  private static DistEnv from(Map<String, String> env, String addr, int port) {
     if (env.containsKey("RANK") || env.containsKey("WORLD_SIZE")) {
       int size = integer(env, "WORLD_SIZE", 1, Integer.MAX_VALUE);
       int rank = integer(env, "RANK", 0, size - 1);
@@ -82,6 +99,16 @@ public record DistEnv(String masterAddr, int masterPort, int rank, int worldSize
       int localRank = integer(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0, localSize - 1);
       return new DistEnv(addr, port, rank, size, localRank, localSize, "openmpi");
     }
+    if (env.containsKey("PMI_RANK")) {
+      // MPICH's and Intel MPI's Hydra; the local rank where they give one.
+      int size = integer(env, "PMI_SIZE", 1, Integer.MAX_VALUE);
+      int rank = integer(env, "PMI_RANK", 0, size - 1);
+      halfSet(env, "MPI_LOCALRANKID", "MPI_LOCALNRANKS");
+      int localSize = env.containsKey("MPI_LOCALNRANKS") ? integer(env, "MPI_LOCALNRANKS", 1, size) : size;
+      int localRank = env.containsKey("MPI_LOCALRANKID") ? integer(env, "MPI_LOCALRANKID", 0, localSize - 1)
+          : rank % localSize;
+      return new DistEnv(addr, port, rank, size, localRank, localSize, "pmi");
+    }
     if (env.containsKey("SLURM_PROCID")) {
       int size = integer(env, "SLURM_NTASKS", 1, Integer.MAX_VALUE);
       int rank = integer(env, "SLURM_PROCID", 0, size - 1);
@@ -91,8 +118,64 @@ public record DistEnv(String masterAddr, int masterPort, int rank, int worldSize
       int localRank = integer(env, "SLURM_LOCALID", 0, localSize - 1);
       return new DistEnv(addr, port, rank, size, localRank, localSize, "slurm");
     }
-    throw new IllegalArgumentException("RANK is not set (nor OMPI_COMM_WORLD_RANK, nor SLURM_PROCID): this"
-        + " process was not started by a launcher such as ./nccl4j run, torchrun, mpirun or srun");
+    if (env.containsKey("PET_NODE_RANK") || env.containsKey("PET_NNODES")) {
+      return kubeflow(env, addr, port);
+    }
+    throw new IllegalArgumentException("RANK is not set (nor OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID or"
+        + " PET_NODE_RANK): this process was not started by a launcher such as ./nccl4j run, torchrun, mpirun,"
+        + " mpiexec, srun or Kubeflow's");
+  }
+
+  /**
+   * Kubeflow (Trainer v2, PyTorchJob) starts one process per node and gives it torchrun's options as PET_*: a process
+   * started directly is a rank when it is its node's only one; more ranks per node need a launcher to start them.
+   */
+  private static DistEnv kubeflow(Map<String, String> env, String addr, int port) {
+    int nodes = integer(env, "PET_NNODES", 1, Integer.MAX_VALUE);
+    int node = integer(env, "PET_NODE_RANK", 0, nodes - 1);
+    String perNode = env.getOrDefault("PET_NPROC_PER_NODE", "1").trim();
+    if (!perNode.equals("1")) {
+      throw new IllegalArgumentException("PET_NPROC_PER_NODE=" + perNode + ": Kubeflow starts one process on each of"
+          + " the " + nodes + " nodes, and " + perNode + " ranks a node need a launcher to start them; run ./nccl4j run"
+          + " --nnodes \"$PET_NNODES\" --node-rank \"$PET_NODE_RANK\" --nproc-per-node \"$PET_NPROC_PER_NODE\""
+          + " --master-addr \"$PET_MASTER_ADDR\" --master-port \"$PET_MASTER_PORT\" -- … (or torchrun, which reads"
+          + " PET_* itself), or set PET_NPROC_PER_NODE=1");
+    }
+    return new DistEnv(addr, port, node, nodes, 0, 1, "kubeflow");
+  }
+
+  /**
+   * How to give the ranks a rendezvous address under the launcher that set this environment, when it sets none
+   * (MPI and Slurm, as PyTorch requires too); null when no such launcher set it.
+   */
+  private static String launchersRendezvous(Map<String, String> env) {
+    if (isSet(env, "RANK")) {
+      return null;
+    }
+    if (isSet(env, "OMPI_COMM_WORLD_SIZE")) {
+      String size = env.get("OMPI_COMM_WORLD_SIZE").trim();
+      return "Open MPI's mpirun gives each rank OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE=" + size + " but no"
+          + " rendezvous address; pass rank 0's host and a free port to every rank: mpirun -np " + size + " -x"
+          + " MASTER_ADDR=" + rankZeroHost(env, "OMPI_COMM_WORLD_LOCAL_SIZE", size) + " -x MASTER_PORT=29500 …";
+    }
+    if (isSet(env, "PMI_SIZE")) {
+      String size = env.get("PMI_SIZE").trim();
+      return "mpiexec (MPICH, Intel MPI) gives each rank PMI_RANK and PMI_SIZE=" + size + " but no rendezvous"
+          + " address; pass rank 0's host and a free port to every rank: mpiexec -n " + size + " -genv MASTER_ADDR "
+          + rankZeroHost(env, "MPI_LOCALNRANKS", size) + " -genv MASTER_PORT 29500 …";
+    }
+    if (isSet(env, "SLURM_PROCID")) {
+      return "srun gives each task SLURM_PROCID but no rendezvous address; set it before srun, which passes the"
+          + " environment on: export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)"
+          + " MASTER_PORT=29500";
+    }
+    return null;
+  }
+
+  /** 127.0.0.1 when every rank is on this host (the launcher says so), else a placeholder for rank 0's host. */
+  private static String rankZeroHost(Map<String, String> env, String localSizeVariable, String size) {
+    String local = env.get(localSizeVariable);
+    return local != null && local.trim().equals(size) ? "127.0.0.1" : "<rank 0's host>";
   }
 
   /**
@@ -120,7 +203,9 @@ public record DistEnv(String masterAddr, int masterPort, int rank, int worldSize
   /** The rendezvous variables that are set, for error messages. */
   private static String setVariables(Map<String, String> env) {
     return Stream.of("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-            "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS")
+            "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID",
+            "MPI_LOCALNRANKS", "SLURM_PROCID", "SLURM_NTASKS", "PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_NODE_RANK",
+            "PET_NNODES")
         .filter(n -> isSet(env, n)).collect(Collectors.joining(", ", "[", "]"));
   }
 

@@ -239,6 +239,51 @@ public final class ProcessGroups {
   /** Makes the group's backend and the group, rendezvousing in {@code store}, the group's namespace. */
   static Joined join(DistEnv env, Store store, JobIdentity job, InetAddress bind, String backend, Duration timeout,
       io.nccl4j.Validation mode) {
+    return join(env, store, job, bind, backend, -1, null, timeout, mode);
+  }
+
+  /**
+   * Where this process's listeners (the store it hosts, its transport) listen, chosen as {@link #init(DistEnv, String,
+   * Duration)} chooses it: {@code NCCL4J_BIND_ADDR} when set, else the loopback when {@code env}'s MASTER_ADDR is the
+   * loopback, else the interface that routes to MASTER_ADDR (null: every interface). Local.
+   *
+   * @param env this process's rank and MASTER_ADDR (the port plays no part)
+   * @return the address, or null for every interface
+   * @throws IllegalArgumentException naming the variable or MASTER_ADDR when it does not resolve or nothing routes
+   *     there
+   */
+  public static InetAddress bindAddress(DistEnv env) {
+    return BindAddress.choose(env, System.getenv());
+  }
+
+  /**
+   * Makes this process's group over a store that an engine placing the ranks itself has rendezvoused through —
+   * PyTorch's {@code init_process_group(store=…, rank=…, world_size=…)}; nccl4j-spark's barrier stage, whose
+   * partition 0 hosts the store. Collective on the NCCL backend (the unique id goes through {@code store}, then
+   * every rank creates its communicator); local on the CPU backend, whose connections are made at the first
+   * collective. The caller owns {@code store}: closing the group leaves it open.
+   *
+   * @param env rank, world size, and where the store is ({@code masterAddr}: the host the listeners bind towards,
+   *     as {@link #bindAddress} chooses; {@code masterPort} is not used)
+   * @param store the group's namespace in a store every rank reaches; each group needs a namespace of its own
+   * @param job the job's identity: its token, when it has one, guards every transport connection
+   * @param backend {@code cpu} or {@code nccl}
+   * @param device NCCL: the GPU ordinal of this rank (below 0: {@code LOCAL_RANK} mod the GPUs, as {@link #init});
+   *     the CPU backend ignores it
+   * @param nccl NCCL: the loaded library to use (null: {@link Nccl#load()}); the CPU backend ignores it
+   * @param timeout every wait of the group and of its operations
+   * @param mode cross-rank validation (DETAIL exchanges fingerprints through {@code store})
+   * @return the group, with {@code store} and {@code env}
+   * @throws IllegalArgumentException when {@code backend} is neither, or {@code device} is not one of this
+   *     process's GPUs
+   */
+  public static Joined join(DistEnv env, Store store, JobIdentity job, String backend, int device, Nccl nccl,
+      Duration timeout, io.nccl4j.Validation mode) {
+    return join(env, store, job, bindAddress(env), backend, device, nccl, timeout, mode);
+  }
+
+  private static Joined join(DistEnv env, Store store, JobIdentity job, InetAddress bind, String backend,
+      int explicitDevice, Nccl loaded, Duration timeout, io.nccl4j.Validation mode) {
     {
       Backend b;
       switch (backend.toLowerCase(Locale.ROOT)) {
@@ -251,13 +296,24 @@ public final class ProcessGroups {
               : Allocator.host().child("rank" + env.rank(), shm), timeout);
           break;
         case "nccl": {
-          Nccl nccl = Nccl.load();
+          Nccl nccl = loaded != null ? loaded : Nccl.load();
           int gpus = nccl.deviceCount();
-          String problem = NcclCluster.placementProblem(nccl, env.localWorldSize(), gpus);
-          if (problem != null) {
-            throw new IllegalStateException("rank " + env.rank() + ": " + problem);
+          int device;
+          if (explicitDevice >= 0) {
+            // The engine chose the GPU (a Spark task's resource): it must be one of this process's.
+            if (explicitDevice >= gpus) {
+              throw new IllegalArgumentException("rank " + env.rank() + ": GPU " + explicitDevice + " is not one of"
+                  + " this process's " + gpus + " GPU" + (gpus == 1 ? "" : "s")
+                  + (gpus == 0 ? " (" + nccl.deviceCountProblem() + ")" : " (0.." + (gpus - 1) + ")"));
+            }
+            device = explicitDevice;
+          } else {
+            String problem = NcclCluster.placementProblem(nccl, env.localWorldSize(), gpus);
+            if (problem != null) {
+              throw new IllegalStateException("rank " + env.rank() + ": " + problem);
+            }
+            device = env.localRank() % gpus;
           }
-          int device = env.localRank() % gpus;
           CommOptions options = CommOptions.fromEnvironment();
           Communicator comm = NcclRendezvous.join(nccl, store, device, env.worldSize(), env.rank(), options, timeout);
           b = new NcclBackend(comm, NcclCluster.groupAllocator(comm, "rank" + env.rank(), options.allocation()), timeout);

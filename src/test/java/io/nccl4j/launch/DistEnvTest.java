@@ -8,7 +8,10 @@ import java.util.Map;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
-/** {@link DistEnv}: torchrun's, Open MPI's and Slurm's variables, their precedence and their errors. */
+/**
+ * {@link DistEnv}: torchrun's, Open MPI's, MPICH's and Intel MPI's (PMI), Slurm's and Kubeflow's variables, their
+ * precedence and their errors.
+ */
 @Tag("unit")
 class DistEnvTest {
   private static Map<String, String> master() {
@@ -131,6 +134,113 @@ class DistEnvTest {
     assertThat(DistEnv.from(env)).isEqualTo(new DistEnv("10.1.2.3", 29500, 3, 4, 3, 4, "openmpi"));
   }
 
+  @Test
+  void mpichAndIntelMpiVariables() {
+    Map<String, String> env = master();
+    env.put("PMI_RANK", "3");
+    env.put("PMI_SIZE", "8");
+    env.put("MPI_LOCALRANKID", "1");
+    env.put("MPI_LOCALNRANKS", "4");
+    assertThat(DistEnv.from(env)).isEqualTo(new DistEnv("10.1.2.3", 29500, 3, 8, 1, 4, "pmi"));
+    env.remove("MPI_LOCALRANKID");
+    env.remove("MPI_LOCALNRANKS");
+    // Without the local rank (a PMI launcher that gives none): one node, as torchrun's without LOCAL_*.
+    assertThat(DistEnv.from(env)).isEqualTo(new DistEnv("10.1.2.3", 29500, 3, 8, 3, 8, "pmi"));
+    env.put("MPI_LOCALRANKID", "1");
+    assertThat(error(env)).startsWith("MPI_LOCALNRANKS is not set, but MPI_LOCALRANKID=1 is");
+    env.put("MPI_LOCALNRANKS", "1");
+    assertThat(error(env)).isEqualTo("MPI_LOCALRANKID must be in 0..0, got 1");
+  }
+
+  @Test
+  void pmiWinsOverSlurmAndOpenMpiOverPmi() {
+    // mpiexec (Hydra) inside an sbatch script: every rank inherits the batch step's SLURM_PROCID=0.
+    Map<String, String> env = master();
+    env.put("SLURM_PROCID", "0");
+    env.put("SLURM_NTASKS", "1");
+    env.put("SLURM_LOCALID", "0");
+    env.put("PMI_RANK", "5");
+    env.put("PMI_SIZE", "6");
+    assertThat(DistEnv.from(env)).isEqualTo(new DistEnv("10.1.2.3", 29500, 5, 6, 5, 6, "pmi"));
+    env.put("OMPI_COMM_WORLD_RANK", "1");
+    env.put("OMPI_COMM_WORLD_SIZE", "2");
+    env.put("OMPI_COMM_WORLD_LOCAL_RANK", "1");
+    assertThat(DistEnv.from(env).source()).isEqualTo("openmpi");
+  }
+
+  @Test
+  void kubeflowVariables() {
+    // Kubeflow Trainer v2 gives each node's process torchrun's options as PET_*, the rendezvous included.
+    Map<String, String> env = new HashMap<>();
+    env.put("PET_NNODES", "4");
+    env.put("PET_NPROC_PER_NODE", "1");
+    env.put("PET_NODE_RANK", "2");
+    env.put("PET_MASTER_ADDR", "trainjob-node-0-0.trainjob");
+    env.put("PET_MASTER_PORT", "29400");
+    assertThat(DistEnv.from(env)).isEqualTo(new DistEnv("trainjob-node-0-0.trainjob", 29400, 2, 4, 0, 1,
+        "kubeflow"));
+    env.remove("PET_NPROC_PER_NODE");
+    assertThat(DistEnv.from(env).rank()).isEqualTo(2);
+    // PyTorchJob also sets torchrun's own variables: they win, and agree.
+    env.putAll(torchrun(2, 4, 0, 1));
+    assertThat(DistEnv.from(env)).isEqualTo(new DistEnv("10.1.2.3", 29500, 2, 4, 0, 1, "torchrun"));
+  }
+
+  @Test
+  void kubeflowWithSeveralRanksPerNodeSaysWhichLauncherCommandStartsThem() {
+    Map<String, String> env = new HashMap<>();
+    env.put("PET_NNODES", "2");
+    env.put("PET_NPROC_PER_NODE", "4");
+    env.put("PET_NODE_RANK", "1");
+    env.put("PET_MASTER_ADDR", "node-0");
+    env.put("PET_MASTER_PORT", "29400");
+    assertThat(error(env)).isEqualTo("PET_NPROC_PER_NODE=4: Kubeflow starts one process on each of the 2 nodes, and 4"
+        + " ranks a node need a launcher to start them; run ./nccl4j run --nnodes \"$PET_NNODES\" --node-rank"
+        + " \"$PET_NODE_RANK\" --nproc-per-node \"$PET_NPROC_PER_NODE\" --master-addr \"$PET_MASTER_ADDR\""
+        + " --master-port \"$PET_MASTER_PORT\" -- … (or torchrun, which reads PET_* itself), or set"
+        + " PET_NPROC_PER_NODE=1");
+    env.put("PET_NPROC_PER_NODE", "1");
+    env.put("PET_NODE_RANK", "2");
+    assertThat(error(env)).isEqualTo("PET_NODE_RANK must be in 0..1, got 2");
+    env.put("PET_NODE_RANK", "1");
+    env.remove("PET_MASTER_PORT");
+    assertThat(error(env)).startsWith("PET_MASTER_PORT is not set, but PET_MASTER_ADDR=node-0 is");
+  }
+
+  @Test
+  void openMpiWithoutMasterAddrSaysTheExactMpirunOptions() {
+    Map<String, String> mpi = new HashMap<>();
+    mpi.put("OMPI_COMM_WORLD_RANK", "1");
+    mpi.put("OMPI_COMM_WORLD_SIZE", "4");
+    mpi.put("OMPI_COMM_WORLD_LOCAL_RANK", "1");
+    mpi.put("OMPI_COMM_WORLD_LOCAL_SIZE", "4");
+    // Every rank on this host: the loopback is rank 0's host.
+    assertThat(error(mpi)).isEqualTo("MASTER_ADDR is not set: Open MPI's mpirun gives each rank OMPI_COMM_WORLD_RANK"
+        + " and OMPI_COMM_WORLD_SIZE=4 but no rendezvous address; pass rank 0's host and a free port to every rank:"
+        + " mpirun -np 4 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 …");
+    mpi.put("OMPI_COMM_WORLD_LOCAL_SIZE", "2");
+    assertThat(error(mpi)).endsWith("mpirun -np 4 -x MASTER_ADDR=<rank 0's host> -x MASTER_PORT=29500 …");
+  }
+
+  @Test
+  void mpiexecAndSrunWithoutMasterAddrSayHowToPassIt() {
+    Map<String, String> pmi = new HashMap<>();
+    pmi.put("PMI_RANK", "0");
+    pmi.put("PMI_SIZE", "2");
+    pmi.put("MPI_LOCALRANKID", "0");
+    pmi.put("MPI_LOCALNRANKS", "2");
+    assertThat(error(pmi)).isEqualTo("MASTER_ADDR is not set: mpiexec (MPICH, Intel MPI) gives each rank PMI_RANK and"
+        + " PMI_SIZE=2 but no rendezvous address; pass rank 0's host and a free port to every rank: mpiexec -n 2"
+        + " -genv MASTER_ADDR 127.0.0.1 -genv MASTER_PORT 29500 …");
+    Map<String, String> slurm = new HashMap<>();
+    slurm.put("SLURM_PROCID", "3");
+    slurm.put("SLURM_NTASKS", "4");
+    slurm.put("SLURM_LOCALID", "1");
+    assertThat(error(slurm)).isEqualTo("MASTER_ADDR is not set: srun gives each task SLURM_PROCID but no rendezvous"
+        + " address; set it before srun, which passes the environment on: export MASTER_ADDR=$(scontrol show"
+        + " hostnames \"$SLURM_JOB_NODELIST\" | head -n 1) MASTER_PORT=29500");
+  }
+
   // ------------------------------------------------------------------ errors name the variable
 
   @Test
@@ -239,7 +349,8 @@ class DistEnvTest {
   @Test
   void noRankVariableAtAll() {
     String m = error(master());
-    assertThat(m).startsWith("RANK is not set").contains("OMPI_COMM_WORLD_RANK").contains("SLURM_PROCID");
+    assertThat(m).startsWith("RANK is not set").contains("OMPI_COMM_WORLD_RANK").contains("SLURM_PROCID")
+        .contains("PMI_RANK").contains("PET_NODE_RANK");
   }
 
   // ------------------------------------------------------------------ half-set environments (issue 15)
@@ -285,6 +396,8 @@ class DistEnvTest {
     assertThat(DistEnv.present(Map.of("RANK", "0"))).isTrue();
     assertThat(DistEnv.present(Map.of("OMPI_COMM_WORLD_RANK", "0"))).isTrue();
     assertThat(DistEnv.present(Map.of("SLURM_PROCID", "0"))).isTrue();
+    assertThat(DistEnv.present(Map.of("PMI_RANK", "0"))).isTrue();
+    assertThat(DistEnv.present(Map.of("PET_NODE_RANK", "0"))).isTrue();
   }
 
   @Test
