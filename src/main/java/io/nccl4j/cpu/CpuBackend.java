@@ -332,6 +332,9 @@ public final class CpuBackend implements Backend {
   private CollectiveStats execute(Collective c, long deadline) {
     Tag tag = inBand ? Tag.collective(c.op(), c.seq(), transferFingerprints.of(c))
         : new Tag(Tag.Channel.COLLECTIVE, c.op(), c.seq());
+    if (!c.op().isPointToPoint()) {
+      transport.starting(tag);
+    }
     switch (c.op()) {
       case ALLREDUCE:
         return algorithms.allReduce(tag, deadline, c.input().address(), c.output().address(),

@@ -79,7 +79,9 @@ public final class RankFailureMains {
   private static boolean report(int rank, String name, long issued, Op op, Tensor result) {
     try {
       op.run();
-      say("rank " + rank + " op " + name + " returned " + Arrays.toString(result.toLongArray()));
+      long[] values = result.count() <= 16 ? result.toLongArray() : result.slice(0, 16).toLongArray();
+      say("rank " + rank + " op " + name + " returned " + Arrays.toString(values) + (result.count() <= 16 ? ""
+          : " (the first 16 of " + result.count() + ")"));
       return true;
     } catch (RuntimeException e) {
       say("rank " + rank + " op " + name + " failed after " + (System.nanoTime() - issued) / 1_000_000 + " ms: "
@@ -256,6 +258,45 @@ public final class RankFailureMains {
           stopLoop(pg, rank);
           leave(j.store(), rank, survivors, timeout);
           break;
+        case "kill-before-connecting": {
+          // Warm-up through a window (no TCP connection is made between processes sharing memory), then the victim
+          // waits to be killed; the survivors broadcast from the victim along the chain (which needs TCP): the next
+          // rank waits for the victim to connect, and nobody dials the victim.
+          warmUp(pg);
+          if (isVictim) {
+            say("rank " + rank + " ready");
+            Thread.sleep(120_000);
+            System.exit(0);
+          }
+          java.nio.file.Path killed = java.nio.file.Path.of(args[3]); // the test writes it once the victim is dead
+          while (!java.nio.file.Files.exists(killed)) {
+            Thread.sleep(10);
+          }
+          try (Tensor t = input(pg, 5)) {
+            report(rank, "A", System.nanoTime(), () -> pg.broadcast(t, victim), t);
+          }
+          // Not through the store: when the victim is rank 0, the store went with it.
+          say("rank " + rank + " done");
+          System.exit(0);
+          break;
+        }
+        case "allreduce-against-broadcast": {
+          // After the warm-up, the victim all-reduces 2 MiB (a shared-memory window) while the others broadcast
+          // from rank 0 (a chain over TCP): the same collective number, different collectives.
+          warmUp(pg);
+          try (Tensor t = pg.zeros(1 << 18, DType.INT64); Tensor b = input(pg, 6)) {
+            long issued = System.nanoTime();
+            if (isVictim) {
+              report(rank, "A", issued, () -> pg.allReduce(t, ReduceOp.SUM), t);
+            } else {
+              report(rank, "A", issued, () -> pg.broadcast(t, 0), t);
+            }
+            // The broadcast's root needs nobody to send: it may return before the mismatch is found; not the next.
+            report(rank, "B", System.nanoTime(), () -> pg.allReduce(b, ReduceOp.SUM), b);
+          }
+          leave(j.store(), rank, allBut(env.worldSize(), -1), timeout);
+          break;
+        }
         case "stop-in-window":
           // The victim's JVM has -Dnccl4j.fault.stopInWindow: it stops itself inside one of these windows.
           bigLoop(pg, rank);

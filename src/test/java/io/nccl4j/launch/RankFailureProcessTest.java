@@ -2,6 +2,7 @@ package io.nccl4j.launch;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.nccl4j.CollectiveMismatchException;
 import io.nccl4j.CollectiveTimeoutException;
 import io.nccl4j.PeerFailureException;
 import io.nccl4j.testing.TestJob;
@@ -28,6 +29,8 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * A rank that fails — its main throws, it exits, it is killed, stopped, or aborts its group — in a
@@ -533,6 +536,51 @@ class RankFailureProcessTest {
       assertThat(job.exit(r)).as("rank %d; output: %s", r, job.all()).isZero();
       assertThat(job.out(r)).contains("rank " + r + " op warmup returned " + sum(0, size));
       failedNaming(job, r, victim, "A", "B", "C");
+    }
+  }
+
+  /**
+   * Ranks sharing memory make no TCP connection until a collective needs one: a rank killed before its first makes
+   * every peer fail naming it within {@link #PROMPT} — the one that dials it (refused), and the one that waits for
+   * it to connect (its pid, which the segments give, is gone) — even with a long timeout.
+   */
+  @ParameterizedTest(name = "victim {0}")
+  @ValueSource(ints = {0, 1})
+  void sharedMemoryRankKilledBeforeItsFirstConnectionIsNamedPromptlyByEveryPeer(int victim) throws Exception {
+    int size = 3;
+    Path killed = tmp.resolve("killed");
+    Job job = new Job(true, "kill-before-connecting", size, victim, LONG_TIMEOUT, killed.toString());
+    job.await(victim, s -> s.equals("rank " + victim + " ready"));
+    kill("KILL", job.pid(victim));
+    assertThat(job.exit(victim)).isEqualTo(137);
+    Files.writeString(killed, "killed");
+    for (int r : survivors(size, victim)) {
+      assertThat(job.exit(r)).as("rank %d; output: %s", r, job.all()).isZero();
+      Failure f = job.failure(r, "A");
+      assertThat(f.type()).as("rank %d: %s", r, f).isEqualTo(PeerFailureException.class.getName());
+      assertThat(f.failedRank()).as("rank %d: %s", r, f).isEqualTo(victim);
+      assertThat(f.millis()).as("rank %d: %s", r, f).isLessThan(PROMPT.toMillis());
+    }
+  }
+
+  /**
+   * One rank all-reduces (a shared-memory window) while the others broadcast (a chain over TCP) as the same
+   * collective: with the default validation every rank fails with a mismatch within {@link #PROMPT}, naming both
+   * collectives — none waits for its timeout, and none returns.
+   */
+  @Test
+  void sharedMemoryAllReduceAgainstBroadcastIsAMismatchOnEveryRankPromptly() throws Exception {
+    int size = 3;
+    int victim = 1;
+    Job job = new Job(true, "allreduce-against-broadcast", size, victim, LONG_TIMEOUT);
+    for (int r = 0; r < size; r++) {
+      assertThat(job.exit(r)).as("rank %d; output: %s", r, job.all()).isZero();
+      // The root's broadcast needs nobody to send to it, so it may return first; then its next collective fails.
+      Failure f = r == 0 && job.out(r).stream().anyMatch(s -> s.startsWith("rank 0 op A returned"))
+          ? job.failure(r, "B") : job.failure(r, "A");
+      assertThat(f.type()).as("rank %d: %s", r, f).isEqualTo(CollectiveMismatchException.class.getName());
+      assertThat(f.message()).as("rank %d", r).contains("ALLREDUCE").contains("BROADCAST");
+      assertThat(f.millis()).as("rank %d: %s", r, f).isLessThan(PROMPT.toMillis());
     }
   }
 

@@ -123,6 +123,17 @@ final class ProcessWindows implements SharedMemory {
     }
 
     @Override
+    public void checkNotElsewhere(int q, Tag tag) {
+      String conflict = ShmCurrent.conflict(tag, ShmCurrent.WINDOW, rank, ShmCurrent.read(ShmSegment.current(ws[q])),
+          members[q]);
+      if (conflict != null) {
+        CollectiveMismatchException e = new CollectiveMismatchException(conflict);
+        transport.fail(rank, e);
+        throw transport.failureOr(e);
+      }
+    }
+
+    @Override
     public RuntimeException failureBehindAbort(String fallback) {
       return peersFailure(fallback);
     }
@@ -240,6 +251,37 @@ final class ProcessWindows implements SharedMemory {
     return enter(tag, algorithm, bytes, deadline, false, staging);
   }
 
+  /** This rank starts {@code tag}, over messages until a window says otherwise ({@link ShmCurrent}). */
+  void starting(Tag tag) {
+    long mine = words[rank];
+    if (mine != 0) {
+      ShmCurrent.write(ShmSegment.current(mine), tag, ShmCurrent.MESSAGES, encoder.fingerprint(tag.fingerprint()));
+    }
+  }
+
+  /**
+   * While this rank waits over TCP for {@code peer} (a group rank) in {@code tag}: throws when the peer's process,
+   * whose segment this process mapped, is gone, or when it runs another collective, or this one in a window.
+   */
+  void checkPeer(int peer, Tag tag, String what) {
+    if (usable()) {
+      checkGroupFailure(); // a host-mate that failed left it here, whether or not it is connected to this rank
+    }
+    if (peer < 0 || peer >= size || peer == rank || segments[peer] == null) {
+      return; // another host's, or not mapped yet: the sockets and the store tell
+    }
+    liveness.check(peer, what, () -> true);
+    if (words[peer] != 0) {
+      String conflict = ShmCurrent.conflict(tag, ShmCurrent.MESSAGES, rank,
+          ShmCurrent.read(ShmSegment.current(words[peer])), peer);
+      if (conflict != null) {
+        CollectiveMismatchException e = new CollectiveMismatchException(conflict);
+        transport.fail(rank, e);
+        throw transport.failureOr(e);
+      }
+    }
+  }
+
   @Override
   public boolean peersMayStillWrite() {
     WindowProtocol p = protocol;
@@ -264,12 +306,14 @@ final class ProcessWindows implements SharedMemory {
     }
     ShmPublication.write(ShmSegment.publication(ws[me], parity), use, tag, encoder.algorithm(algorithm), bytes, offsets,
         encoder.fingerprint(tag.fingerprint()));
+    ShmCurrent.way(ShmSegment.current(ws[me]), ShmCurrent.WINDOW);
     protocol.arrive(use, tag, deadline);
     WindowFaults.arrived(use);
     long[][] all = verify(parity, use, tag, algorithm, bytes, addresses.length);
     Window w = new ProcessWindow(tag, use, deadline, exitBarrier, all);
     if (all == null) {
       w.close(); // every rank sees a buffer outside the segments and leaves at once
+      ShmCurrent.way(ShmSegment.current(ws[me]), ShmCurrent.MESSAGES); // and goes on over messages
       return null;
     }
     return w;

@@ -50,6 +50,7 @@ final class ShmSegment {
   static final int SLEEPING_LEFT = 2752; // first's: processes asleep on LEFT, two counters 64 bytes apart
   static final int LEFT_USE = 2880; // one more than the last window use this rank left (its departure mark)
   static final int PUBLICATIONS = 4608; // two publications
+  static final int CURRENT = 8704; // what this rank runs now (ShmCurrent), after the two publications
   static final int PUBLICATION_BYTES = 2048;
   static final int STAGING = 16384; // two staging buffers
   static final long STAGING_BYTES = 64 * 1024;
@@ -321,6 +322,10 @@ final class ShmSegment {
 
   static long publication(long words, int parity) {
     return words + PUBLICATIONS + (long) parity * PUBLICATION_BYTES;
+  }
+
+  static long current(long words) {
+    return words + CURRENT;
   }
 
   static long staging(long words, int parity) {

@@ -98,7 +98,7 @@ final class TcpConnection {
    * address ({@link Departures#departed}), and whether the group's failure was left in the store
    * ({@link StoredFailure}).
    */
-  void awaitAttached(long deadline, String what) {
+  void awaitAttached(long deadline, Tag tag, String what) {
     while (true) {
       synchronized (lock) {
         if (socket != null) {
@@ -125,6 +125,8 @@ final class TcpConnection {
           return;
         }
       }
+      // A peer of this host that died, or runs another collective, says so in shared memory.
+      transport.checkPeer(peer, tag, what);
       // Outside the lock: a round trip to the store must not hold up the acceptor attaching the connection.
       PeerFailureException departed = connections.departures().departed(peer, what);
       if (departed != null) {
@@ -213,7 +215,7 @@ final class TcpConnection {
         continue;
       }
       try {
-        awaitAttached(job.deadline, "waiting for rank " + peer + " to connect (" + job.tag + ")");
+        awaitAttached(job.deadline, job.tag, "waiting for rank " + peer + " to connect (" + job.tag + ")");
       } catch (RuntimeException e) {
         job.finish(Send.FAILED, e.getMessage());
         continue;

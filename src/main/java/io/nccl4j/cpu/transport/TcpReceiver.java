@@ -76,7 +76,7 @@ final class TcpReceiver {
     transport.ensureOpen();
     transport.checkFailed();
     TcpConnection c = connections.get(from, tag, deadline);
-    c.awaitAttached(deadline, "waiting for rank " + from + " to connect (" + tag + ")");
+    c.awaitAttached(deadline, tag, "waiting for rank " + from + " to connect (" + tag + ")");
     InputStream in = c.in;
     byte[] header = new byte[TcpFrames.HEADER_BYTES];
     Tag got;
@@ -238,6 +238,7 @@ final class TcpReceiver {
   /** Between two slices of a read that got nothing: throws the group's failure, or a timeout past the deadline. */
   private void checkStillWaiting(TcpConnection c, long deadline, Tag tag) {
     transport.checkFailed();
+    transport.checkPeer(c.peer, tag, "waiting for " + tag + " data from rank " + c.peer);
     if (System.nanoTime() - deadline > 0) {
       throw new TransportTimeoutException("waiting for " + tag + " data from rank " + c.peer);
     }

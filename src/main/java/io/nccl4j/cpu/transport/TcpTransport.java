@@ -125,6 +125,26 @@ public final class TcpTransport implements Transport {
   }
 
   @Override
+  public void starting(Tag tag) {
+    ProcessWindows w = shared;
+    if (w != null) {
+      w.starting(tag);
+    }
+  }
+
+  /**
+   * While this rank waits for {@code peer} over TCP in {@code tag} ({@code what}): throws when the peer shares this
+   * host's memory and is gone (its pid), or runs another collective or the same by another way — a peer that
+   * never connects or sends would otherwise say nothing until the deadline.
+   */
+  void checkPeer(int peer, Tag tag, String what) {
+    ProcessWindows w = shared;
+    if (w != null) {
+      w.checkPeer(peer, tag, what);
+    }
+  }
+
+  @Override
   public HostLayout hosts(Tag tag, long deadline) {
     return shared == null ? null : shared.layout(tag, deadline);
   }

@@ -83,6 +83,13 @@ public interface Transport extends AutoCloseable {
     throw new IllegalArgumentException("rank " + rank + " is not one of the members " + java.util.Arrays.toString(members));
   }
 
+  /**
+   * This rank starts the collective {@code tag}: a transport whose ranks can see each other's state says so there
+   * (processes sharing memory), so that a peer waiting for this rank in vain — this rank in another collective, or
+   * in the same one by another way — finds the mismatch instead of its timeout. Nothing by default.
+   */
+  default void starting(Tag tag) {}
+
   /** Direct access to every rank's buffers when the ranks share memory; null otherwise. */
   default SharedMemory sharedMemory() {
     return null;
