@@ -297,6 +297,16 @@ public final class RankFailureMains {
           leave(j.store(), rank, allBut(env.worldSize(), -1), timeout);
           break;
         }
+        case "allreduce-both-ways": {
+          // Every rank all-reduces 2 MiB; the victim's environment (NCCL4J_CPU_ALGO=ring) makes it use the ring over
+          // TCP where its host-mates open a shared-memory window.
+          warmUp(pg);
+          try (Tensor t = pg.zeros(1 << 18, DType.INT64)) {
+            report(rank, "A", System.nanoTime(), () -> pg.allReduce(t, ReduceOp.SUM), t);
+          }
+          leave(j.store(), rank, allBut(env.worldSize(), -1), timeout);
+          break;
+        }
         case "stop-in-window":
           // The victim's JVM has -Dnccl4j.fault.stopInWindow: it stops itself inside one of these windows.
           bigLoop(pg, rank);

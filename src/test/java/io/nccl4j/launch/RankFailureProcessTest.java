@@ -584,6 +584,25 @@ class RankFailureProcessTest {
     }
   }
 
+  /**
+   * Host-mates whose settings choose different algorithms for one collective (one forced to the ring over TCP, the
+   * others in a shared-memory window) would each wait for the other in vain: every rank fails within
+   * {@link #PROMPT}, saying the settings differ.
+   */
+  @Test
+  void sharedMemoryRanksWhoseSettingsChooseDifferentAlgorithmsFailPromptlySayingSo() throws Exception {
+    int size = 3;
+    int victim = 2;
+    Job job = new Job(true, "allreduce-both-ways", size, victim, LONG_TIMEOUT, Map.of("NCCL4J_CPU_ALGO", "ring"));
+    for (int r = 0; r < size; r++) {
+      assertThat(job.exit(r)).as("rank %d; output: %s", r, job.all()).isZero();
+      Failure f = job.failure(r, "A");
+      assertThat(f.type()).as("rank %d: %s", r, f).isEqualTo(CollectiveMismatchException.class.getName());
+      assertThat(f.message()).as("rank %d", r).contains("chose different algorithms").contains("ALLREDUCE #");
+      assertThat(f.millis()).as("rank %d: %s", r, f).isLessThan(PROMPT.toMillis());
+    }
+  }
+
   @Test
   void sharedMemoryRankThrowingBetweenCollectivesFailsEveryPeerNamingIt() throws Exception {
     int size = 3;

@@ -124,13 +124,7 @@ final class ProcessWindows implements SharedMemory {
 
     @Override
     public void checkNotElsewhere(int q, Tag tag) {
-      String conflict = ShmCurrent.conflict(tag, ShmCurrent.WINDOW, rank, ShmCurrent.read(ShmSegment.current(ws[q])),
-          members[q]);
-      if (conflict != null) {
-        CollectiveMismatchException e = new CollectiveMismatchException(conflict);
-        transport.fail(rank, e);
-        throw transport.failureOr(e);
-      }
+      checkRunning(members[q], tag, ShmCurrent.WINDOW);
     }
 
     @Override
@@ -154,8 +148,17 @@ final class ProcessWindows implements SharedMemory {
     ShmAgreement.Verdict v = verdict;
     if (v == null) {
       publishEntry(null);
-      v = new ShmAgreement(rank, segments, words, store, host, transport, world, liveness::check)
-          .reach(tag, deadline);
+      v = new ShmAgreement(rank, segments, words, store, host, transport, world, new ShmAgreement.Peers() {
+        @Override
+        public void check(int q, String what, java.util.function.BooleanSupplier stillAwaited) {
+          liveness.check(q, what, stillAwaited);
+        }
+
+        @Override
+        public void checkElsewhere(int q, Tag t) {
+          checkRunning(q, t, ShmCurrent.WINDOW);
+        }
+      }).reach(tag, deadline);
       if (v.problem() == null) {
         members = v.members();
         n = members.length;
@@ -271,14 +274,19 @@ final class ProcessWindows implements SharedMemory {
       return; // another host's, or not mapped yet: the sockets and the store tell
     }
     liveness.check(peer, what, () -> true);
-    if (words[peer] != 0) {
-      String conflict = ShmCurrent.conflict(tag, ShmCurrent.MESSAGES, rank,
-          ShmCurrent.read(ShmSegment.current(words[peer])), peer);
-      if (conflict != null) {
-        CollectiveMismatchException e = new CollectiveMismatchException(conflict);
-        transport.fail(rank, e);
-        throw transport.failureOr(e);
-      }
+    checkRunning(peer, tag, ShmCurrent.MESSAGES);
+  }
+
+  /** Throws when {@code peer} (a group rank whose words are known) runs another collective than {@code tag}, or it another way. */
+  private void checkRunning(int peer, Tag tag, int myWay) {
+    if (words[peer] == 0) {
+      return;
+    }
+    String conflict = ShmCurrent.conflict(tag, myWay, rank, ShmCurrent.read(ShmSegment.current(words[peer])), peer);
+    if (conflict != null) {
+      CollectiveMismatchException e = new CollectiveMismatchException(conflict);
+      transport.fail(rank, e);
+      throw transport.failureOr(e);
     }
   }
 

@@ -21,13 +21,16 @@ final class ShmAgreement {
   /** Under this key plus a rank: {@code ok}, or why that rank cannot use the peers' segments. */
   static final String MAPPED_KEY = "shm/mapped/";
 
-  /**
-   * Throws when rank {@code q}'s process is gone and {@code stillAwaited} then holds; {@code what} says
-   * what this rank was doing.
-   */
-  @FunctionalInterface
-  interface Liveness {
+  /** What the agreement's waits look at besides the store. */
+  interface Peers {
+    /**
+     * Throws when rank {@code q}'s process is gone and {@code stillAwaited} then holds; {@code what} says
+     * what this rank was doing.
+     */
     void check(int q, String what, java.util.function.BooleanSupplier stillAwaited);
+
+    /** Throws when rank {@code q}, whose segment is mapped, runs something else than {@code tag} in a window. */
+    void checkElsewhere(int q, Tag tag);
   }
 
   private final int rank;
@@ -41,10 +44,10 @@ final class ShmAgreement {
   private final TcpTransport transport;
   /** The world group's agreement: its verdict decides whether this rank's segment is still needed. */
   private final boolean world;
-  private final Liveness alive;
+  private final Peers alive;
 
   ShmAgreement(int rank, ShmSegment[] segments, long[] words, Store store, HostSegments host, TcpTransport transport,
-      boolean world, Liveness alive) {
+      boolean world, Peers alive) {
     this.rank = rank;
     this.size = segments.length;
     this.segments = segments;
@@ -75,7 +78,10 @@ final class ShmAgreement {
    * each host's ranks when every host has the same number of ranks, two or more; otherwise not.
    */
   Verdict reach(Tag tag, long deadline) {
-    List<String> texts = everyRank(SEGMENT_KEY, "shared-memory segment entry", tag, deadline);
+    // The world's entries are published when its group is made: one missing is a rank that never joined. A
+    // subgroup's, and every report on mapping, come at this first window: one missing has not reached it.
+    List<String> texts = everyRank(SEGMENT_KEY, "shared-memory segment entry", tag, deadline,
+        world ? "to join the group (" + tag + ")" : "to reach " + tag);
     List<ShmEntry> entries = new ArrayList<>();
     String[] hostOf = new String[size];
     String problem = null;
@@ -100,7 +106,8 @@ final class ShmAgreement {
     if (problem == null) {
       problem = mapPeers(entries, hosts[host], deadline);
       store.set(MAPPED_KEY + rank, (problem == null ? "ok" : problem).getBytes(StandardCharsets.UTF_8));
-      for (String answer : everyRank(MAPPED_KEY, "report on mapping its peers' segments", tag, deadline)) {
+      for (String answer : everyRank(MAPPED_KEY, "report on mapping its peers' segments", tag, deadline,
+          "to reach " + tag)) {
         if (problem == null && !answer.equals("ok")) {
           problem = answer;
         }
@@ -238,7 +245,7 @@ final class ShmAgreement {
    * Every rank's value under {@code prefix} ({@code what} each is), waiting for them until {@code deadline}; a rank
    * that left the store before publishing its value fails the wait naming it ({@link Departures}).
    */
-  private List<String> everyRank(String prefix, String what, Tag tag, long deadline) {
+  private List<String> everyRank(String prefix, String what, Tag tag, long deadline, String awaited) {
     List<String> keys = new ArrayList<>();
     for (int q = 0; q < size; q++) {
       keys.add(prefix + q);
@@ -260,12 +267,16 @@ final class ShmAgreement {
               // It may have published and left since the look above.
               alive.check(q, "waiting for it to map the group's shared memory (" + tag + ")",
                   () -> !store.check(List.of(key)));
+              alive.checkElsewhere(q, tag); // it joined, but runs another collective, or this one another way
             }
           }
         }
+        if (missing.isEmpty()) {
+          continue; // every value arrived since the wait gave up: read them
+        }
         if (System.nanoTime() - deadline > 0) {
           throw new TransportTimeoutException("waiting for rank" + (missing.size() == 1 ? " " + missing.get(0)
-              : "s " + missing) + " to join the group (" + tag + ")");
+              : "s " + missing) + " " + awaited);
         }
       }
     }
