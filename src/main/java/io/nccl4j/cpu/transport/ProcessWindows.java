@@ -63,6 +63,10 @@ final class ProcessWindows implements SharedMemory {
   private final ShmPublication.Encoder encoder = new ShmPublication.Encoder();
   /** The window protocol over these words, once the agreement said over which ranks. */
   private WindowProtocol protocol;
+  /** The way this rank says it waits in its current collective ({@link ShmCurrent}); its execution thread's. */
+  private int currentWay;
+  /** By group rank: the version of its current area when it was last seen waiting the other way (0: not). */
+  private final long[] otherWaySeen;
 
   /**
    * The windows of rank {@code rank} of a group of {@code size}, over the segments of {@code host}: the world
@@ -75,6 +79,7 @@ final class ProcessWindows implements SharedMemory {
     this.segments = new ShmSegment[size];
     this.segments[rank] = host.own();
     this.words = new long[size];
+    this.otherWaySeen = new long[size];
     this.world = world;
     this.words[rank] = world ? host.own().base : 0;
     this.entryPublished = world;
@@ -258,7 +263,8 @@ final class ProcessWindows implements SharedMemory {
   void starting(Tag tag) {
     long mine = words[rank];
     if (mine != 0) {
-      ShmCurrent.write(ShmSegment.current(mine), tag, ShmCurrent.MESSAGES, encoder.fingerprint(tag.fingerprint()));
+      ShmCurrent.write(ShmSegment.current(mine), tag, ShmCurrent.UNDECIDED, encoder.fingerprint(tag.fingerprint()));
+      currentWay = ShmCurrent.UNDECIDED;
     }
   }
 
@@ -270,19 +276,53 @@ final class ProcessWindows implements SharedMemory {
     if (usable()) {
       checkGroupFailure(); // a host-mate that failed left it here, whether or not it is connected to this rank
     }
-    if (peer < 0 || peer >= size || peer == rank || segments[peer] == null) {
+    if (peer < 0 || peer >= size || peer == rank) {
+      return;
+    }
+    if (currentWay != ShmCurrent.MESSAGES && words[rank] != 0 && tag.channel() == Tag.Channel.COLLECTIVE
+        && !onAnotherHost(peer)) {
+      currentWay = ShmCurrent.MESSAGES; // this rank waits over TCP for a host-mate in this collective now
+      ShmCurrent.way(ShmSegment.current(words[rank]), ShmCurrent.MESSAGES);
+    }
+    if (segments[peer] == null) {
       return; // another host's, or not mapped yet: the sockets and the store tell
     }
     liveness.check(peer, what, () -> true);
     checkRunning(peer, tag, ShmCurrent.MESSAGES);
   }
 
-  /** Throws when {@code peer} (a group rank whose words are known) runs another collective than {@code tag}, or it another way. */
+  /**
+   * Whether the agreement put {@code peer} on another host (a hierarchical algorithm's rail): waiting for it over TCP
+   * is then how the collective runs, not another way of running it.
+   */
+  private boolean onAnotherHost(int peer) {
+    if (!usable()) {
+      return false;
+    }
+    for (int m : members) {
+      if (m == peer) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /**
+   * Throws when {@code peer} (a group rank whose words are known) runs another collective than {@code tag}, or waits
+   * for this one the other way at two looks between which it wrote nothing ({@link ShmCurrent}).
+   */
   private void checkRunning(int peer, Tag tag, int myWay) {
     if (words[peer] == 0) {
       return;
     }
-    String conflict = ShmCurrent.conflict(tag, myWay, rank, ShmCurrent.read(ShmSegment.current(words[peer])), peer);
+    ShmCurrent.Running theirs = ShmCurrent.read(ShmSegment.current(words[peer]));
+    String conflict = ShmCurrent.otherCollective(tag, rank, theirs, peer);
+    if (conflict == null) {
+      String way = ShmCurrent.otherWay(tag, myWay, rank, theirs, peer);
+      long seen = otherWaySeen[peer];
+      otherWaySeen[peer] = way == null ? 0 : theirs.version();
+      conflict = way != null && seen == theirs.version() ? way : null;
+    }
     if (conflict != null) {
       CollectiveMismatchException e = new CollectiveMismatchException(conflict);
       transport.fail(rank, e);
@@ -315,13 +355,15 @@ final class ProcessWindows implements SharedMemory {
     ShmPublication.write(ShmSegment.publication(ws[me], parity), use, tag, encoder.algorithm(algorithm), bytes, offsets,
         encoder.fingerprint(tag.fingerprint()));
     ShmCurrent.way(ShmSegment.current(ws[me]), ShmCurrent.WINDOW);
+    currentWay = ShmCurrent.WINDOW;
     protocol.arrive(use, tag, deadline);
     WindowFaults.arrived(use);
     long[][] all = verify(parity, use, tag, algorithm, bytes, addresses.length);
     Window w = new ProcessWindow(tag, use, deadline, exitBarrier, all);
     if (all == null) {
       w.close(); // every rank sees a buffer outside the segments and leaves at once
-      ShmCurrent.way(ShmSegment.current(ws[me]), ShmCurrent.MESSAGES); // and goes on over messages
+      ShmCurrent.way(ShmSegment.current(ws[me]), ShmCurrent.UNDECIDED); // and goes on, over messages
+      currentWay = ShmCurrent.UNDECIDED;
       return null;
     }
     return w;

@@ -12,12 +12,19 @@ import io.nccl4j.spi.Fingerprint;
  * compare; so would ranks whose settings chose different ways (a window and the ring) for the same
  * collective. Either side, looking here while it waits, fails with the mismatch at once.
  *
+ * <p>The way is known only once the rank waits: a rank starts a collective undecided, says {@link #WINDOW}
+ * when it enters a window and {@link #MESSAGES} when it first waits for a peer over TCP. A way can change
+ * within one collective (a window that does not open because a buffer lies outside the segments goes on over
+ * messages), so a peer seen another way is a conflict only when it is still there, unchanged, at a second look.
+ * Another collective under the same number never changes back: it is a conflict at once.
+ *
  * <p>A seqlock: the writer makes the version odd, writes, makes it even again (each a volatile store);
  * a reader that sees an odd version, or a different one after reading, skips this look — the writer is
  * the process itself, between two collectives, and the next look comes a few milliseconds later.
  */
 final class ShmCurrent {
-  /** The collective waits for peers over messages (TCP), or in a shared-memory window. */
+  /** The collective has not waited for a peer yet; it waits over messages (TCP); in a shared-memory window. */
+  static final int UNDECIDED = 0;
   static final int MESSAGES = 1;
   static final int WINDOW = 2;
 
@@ -55,8 +62,8 @@ final class ShmCurrent {
     NativeMemory.putLongVolatile(at + VERSION, (v | 1) + 1);
   }
 
-  /** What a peer runs: its tag (fingerprint decoded) and way. */
-  record Running(Tag tag, int way) {
+  /** What a peer runs: its tag (fingerprint decoded) and way, as of the area's {@code version}. */
+  record Running(Tag tag, int way, long version) {
     String describe() {
       return tag + (way == WINDOW ? " in a shared-memory window" : " over TCP messages");
     }
@@ -85,33 +92,41 @@ final class ShmCurrent {
     }
     OpType[] ops = OpType.values();
     Tag.Channel[] channels = Tag.Channel.values();
-    if (op < 0 || op >= ops.length || channel < 0 || channel >= channels.length || (way != MESSAGES && way != WINDOW)) {
+    if (op < 0 || op >= ops.length || channel < 0 || channel >= channels.length || way < UNDECIDED || way > WINDOW) {
       return null;
     }
     Fingerprint f = fp == null ? null : TcpFrames.decodeFingerprint(fp, ops[op]);
-    return new Running(new Tag(channels[channel], ops[op], seq, f), way);
+    return new Running(new Tag(channels[channel], ops[op], seq, f), way, v);
   }
 
   /**
-   * Why rank {@code self}, running {@code mine} {@code myWay}, and rank {@code peer}, running {@code theirs}, wait
-   * for each other in vain — the same collective number, but another collective, fingerprint or way — or null.
+   * Why rank {@code self}, running {@code mine}, and rank {@code peer}, running {@code theirs}, wait for each other in
+   * vain — the same collective number, but another collective or fingerprint — or null.
    */
-  static String conflict(Tag mine, int myWay, int self, Running theirs, int peer) {
+  static String otherCollective(Tag mine, int self, Running theirs, int peer) {
     if (theirs == null || mine.channel() != Tag.Channel.COLLECTIVE || theirs.tag().channel() != Tag.Channel.COLLECTIVE
         || theirs.tag().seq() != mine.seq()) {
       return null;
     }
     String differs = mine.mismatch(theirs.tag(), self, peer);
-    if (differs != null) {
-      return differs.startsWith("rank " + peer + " sent data for ")
-          ? "rank " + peer + " is running " + theirs.describe() + " but rank " + self + " is running " + mine
-          : differs;
+    if (differs == null) {
+      return null;
     }
-    if (theirs.way() != myWay) {
-      return "rank " + peer + " runs " + theirs.describe() + " while rank " + self + " runs it "
-          + (myWay == WINDOW ? "in a shared-memory window" : "over TCP messages") + ": the ranks chose different"
-          + " algorithms for it (their NCCL4J_CPU_ALGO, NCCL4J_SHM or NCCL4J_SHM_BYTES settings differ)";
+    return differs.startsWith("rank " + peer + " sent data for ")
+        ? "rank " + peer + " is running " + theirs.tag() + " but rank " + self + " is running " + mine : differs;
+  }
+
+  /**
+   * Why rank {@code self}, waiting {@code myWay} in {@code mine}, and rank {@code peer}, waiting the other way in the
+   * same collective, wait for each other in vain; null when they are not (yet) seen to.
+   */
+  static String otherWay(Tag mine, int myWay, int self, Running theirs, int peer) {
+    if (theirs == null || theirs.way() == UNDECIDED || theirs.way() == myWay || !theirs.tag().sameOperation(mine)) {
+      return null;
     }
-    return null;
+    return "rank " + peer + " waits for " + theirs.describe()
+        + " while rank " + self + " waits for it " + (myWay == WINDOW ? "in a shared-memory window" : "over TCP messages")
+        + ": the ranks chose different algorithms for " + mine + " (their NCCL4J_CPU_ALGO, NCCL4J_SHM or"
+        + " NCCL4J_SHM_BYTES settings differ)";
   }
 }
