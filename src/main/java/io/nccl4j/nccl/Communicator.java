@@ -5,6 +5,7 @@ import io.nccl4j.CollectiveTimeoutException;
 import io.nccl4j.Device;
 import io.nccl4j.concurrent.Backoff;
 import io.nccl4j.concurrent.Durations;
+import io.nccl4j.nccl.bind.NativeSlot;
 import io.nccl4j.nccl.bind.NcclApi;
 import java.time.Duration;
 import java.util.concurrent.CountDownLatch;
@@ -173,8 +174,9 @@ public final class Communicator implements AutoCloseable {
    * This rank's part of {@code ncclCommSplit} (NCCL ≥ 2.18): collective over every rank of this
    * communicator. Ranks of one {@code color} (≥ 0) get one new communicator, ranked by {@code key};
    * {@code color} -1 ({@code NCCL_SPLIT_NOCOLOR}) gets null. The child inherits this communicator's
-   * configuration (blocking or not) and device; a nonblocking child is polled until ready, for at most
-   * {@code timeout}. {@code newRank} and {@code newSize} are what the caller computed the child to be.
+   * configuration (blocking or not) and device; on a nonblocking communicator NCCL makes the child on
+   * a thread of its own, and this polls until it has, for at most {@code timeout}. {@code newRank} and
+   * {@code newSize} are what the caller computed the child to be.
    */
   public Communicator split(int color, int key, int newRank, int newSize, Duration timeout) {
     nccl.require(NcclFeature.SPLIT);
@@ -194,45 +196,83 @@ public final class Communicator implements AutoCloseable {
         (h, out) -> api.commShrink(h, excluded.clone(), out, null, flags));
   }
 
-  /** An NCCL call on this communicator that makes another one into {@code out[0]} (0: none). */
+  /** An NCCL call on this communicator that NCCL may finish, writing {@code out}, after it returned. */
   @FunctionalInterface
-  private interface Derivation {
-    int call(long handle, long[] out);
+  public interface LateCall {
+    /** Calls NCCL on communicator {@code handle} with {@code out} as the out-parameter; returns NCCL's result. */
+    int call(long handle, NativeSlot out);
   }
 
-  private Communicator derived(String function, int newRank, int newSize, Duration timeout, Derivation derivation) {
-    long limit = Durations.toNanos(timeout);
-    long[] out = new long[1];
-    int rc;
-    long h = enter(function, limit, System.nanoTime());
-    try {
-      rc = derivation.call(h, out);
-      if (out[0] == 0) {
-        rc = complete(rc, function); // no child to poll: the state is this communicator's
-      }
-    } finally {
-      exit();
-    }
-    NcclCall.check(rc, api, context(), function);
-    if (out[0] == 0) {
+  private Communicator derived(String function, int newRank, int newSize, Duration timeout, LateCall derivation) {
+    long child = callWithLateOut(function, timeout, derivation, orphan -> abortOrphan(function, orphan));
+    if (child == 0) {
       return null;
     }
-    Communicator c = new Communicator(nccl, newRank, newSize, device, mode, options, out[0]);
+    // The child inherits this communicator's configuration, hence its mode.
+    Communicator c = new Communicator(nccl, newRank, newSize, device, mode, options, child);
     LiveCommunicators.add(c);
-    if (rc == NcclResult.IN_PROGRESS.code()) {
-      c.lock.lock();
-      try {
-        c.begin(function, limit, System.nanoTime());
-        NcclCall.check(c.complete(rc, function), api, c.context(), function);
-      } catch (RuntimeException e) {
-        c.exit();
-        c.broken = true;
-        c.abort(Duration.ofSeconds(30));
-        throw e;
-      }
-      c.exit();
-    }
     return c;
+  }
+
+  /**
+   * One NCCL call on this communicator whose out-parameter NCCL may write after the call returned —
+   * a nonblocking communicator's split, shrink or window registration — and what NCCL wrote there.
+   * The native slot holds NULL before the call and is read only once this communicator's job has
+   * ended: polled to its end under the lock (NCCL's job writes it, then the poll answers), or ended by
+   * an abort, which joins NCCL's job thread. When the poll fails (past {@code limit}, interrupted by
+   * an abort) this communicator is aborted before the slot is read; when NCCL reports an error; in
+   * both cases whatever NCCL wrote (a half-made child) goes to {@code orphan}, and the failure is
+   * thrown. A slot whose job an abort could not end within its deadline is left allocated: NCCL may
+   * still write it.
+   */
+  public long callWithLateOut(String function, Duration limit, LateCall call, java.util.function.LongConsumer orphan) {
+    NativeSlot out = api.newSlot();
+    long h = enter(function, Durations.toNanos(limit), System.nanoTime());
+    int rc;
+    try {
+      rc = call.call(h, out);
+    } catch (RuntimeException e) {
+      exit(); // thrown on this side of NCCL: no job was started
+      out.close();
+      throw e;
+    }
+    try {
+      rc = complete(rc, function);
+    } catch (RuntimeException e) {
+      exit();
+      // NCCL's job may still be running and write the slot: the abort ends it and waits for it.
+      if (abort(Duration.ofSeconds(30))) {
+        settle(out, orphan);
+      } else {
+        LOG.warn("rank {}: the abort after {} did not end within 30 s; its out-parameter stays allocated, since NCCL"
+            + " may still write it", rank, function);
+      }
+      throw e;
+    }
+    exit();
+    if (rc != 0) {
+      settle(out, orphan);
+      throw NcclCall.error(rc, api, context(), function);
+    }
+    long value = out.get();
+    out.close();
+    return value;
+  }
+
+  private static void settle(NativeSlot out, java.util.function.LongConsumer orphan) {
+    long v = out.get();
+    out.close();
+    if (v != 0) {
+      orphan.accept(v);
+    }
+  }
+
+  /** Aborts a communicator NCCL wrote into an out-parameter of a call that failed (NCCL writes it even then). */
+  private void abortOrphan(String function, long child) {
+    LOG.warn("rank {}: {} failed after NCCL had made the new communicator; aborting it", rank, function);
+    Communicator c = new Communicator(nccl, rank, size, device, mode, options, child);
+    c.broken = true;
+    c.abort(Duration.ofSeconds(30));
   }
 
   /** True once an abort started: no NCCL call will be made on it any more. */

@@ -5,6 +5,7 @@ import static io.nccl4j.nccl.FakeCuda.stream;
 
 import io.nccl4j.DType;
 import io.nccl4j.memory.NativeMemory;
+import io.nccl4j.nccl.bind.NativeSlot;
 import io.nccl4j.nccl.bind.NcclApi;
 import io.nccl4j.nccl.bind.NcclConfig;
 import java.util.ArrayDeque;
@@ -71,6 +72,8 @@ public final class FakeNccl implements NcclApi {
     final AtomicInteger pending = new AtomicInteger();
     volatile int asyncResult;
     volatile boolean abortRequested;
+    /** NCCL's job thread that ends a split, shrink or window registration and writes its out-parameter (late mode). */
+    volatile Thread job;
 
     Comm(int nranks, int rank, boolean nonBlocking) {
       this.nranks = nranks;
@@ -122,6 +125,10 @@ public final class FakeNccl implements NcclApi {
   private volatile CountDownLatch abortGate;
   private final AtomicInteger aborts = new AtomicInteger();
   private volatile String lastError = "fake last error";
+  /** See {@link #lateOutParameters}. */
+  private volatile boolean lateOutParameters;
+  /** Holds the jobs of late out-parameters until opened or their communicator is aborted; null: they end at once. */
+  private volatile CountDownLatch jobGate;
   private final Map<Integer, Long> memStats = new ConcurrentHashMap<>();
 
   public FakeNccl(CallLog log) {
@@ -163,6 +170,27 @@ public final class FakeNccl implements NcclApi {
    */
   public void blockNext(String function, CountDownLatch entered, CountDownLatch release) {
     blocks.put(function, new CountDownLatch[] {entered, release});
+  }
+
+  /**
+   * On: a nonblocking communicator's {@code ncclCommSplit}, {@code ncclCommShrink} and
+   * {@code ncclCommWindowRegister} behave as NCCL's: the out-parameter is set to NULL at the call,
+   * which returns ncclInProgress, and a job thread of its own writes the new communicator (or window)
+   * into it when the job ends (init.cc: {@code *newcomm = NCCL_COMM_NULL}, then the job's
+   * {@code COMPILER_ATOMIC_STORE(job->newcomm, comm)}; dev_runtime.cc: {@code task->outWinDev = win},
+   * filled at group end); the parent's {@code ncclCommGetAsyncError} answers ncclInProgress until the
+   * job has ended. An abort of the parent ends the job at once — it still writes the half-made child,
+   * as NCCL's job does on failure — and waits for it ({@code ncclGroupJobAbort} joins the thread).
+   * A blocking communicator's job runs inside the call, as NCCL's does.
+   */
+  public FakeNccl lateOutParameters(boolean on) {
+    lateOutParameters = on;
+    return this;
+  }
+
+  /** Late jobs wait for {@code gate} (or their communicator's abort); null: they end at once. */
+  public void holdJobs(CountDownLatch gate) {
+    jobGate = gate;
   }
 
   /** ncclCommAbort blocks until {@code gate} opens (null: it returns at once). */
@@ -260,7 +288,7 @@ public final class FakeNccl implements NcclApi {
       violations.add(function + " on " + comm(h) + " (thread " + me.getName() + ") while " + c.insideCall
           + " runs on thread " + other.getName());
     }
-    if (!anyState && c.nonBlocking && c.pending.get() > 0) {
+    if (!anyState && c.nonBlocking && (c.pending.get() > 0 || jobRunning(c))) {
       violations.add(function + " on nonblocking " + comm(h) + " while its previous call is in progress");
     }
     c.inside = me;
@@ -460,11 +488,21 @@ public final class FakeNccl implements NcclApi {
   }
 
   @Override
-  public int commSplit(long comm, int color, int key, long[] outComm, NcclConfig config) {
+  public int commSplit(long comm, int color, int key, NativeSlot newComm, NcclConfig config) {
     Comm c = enter(comm, "ncclCommSplit", false);
     try {
+      FakeSlot out = slot(newComm, "ncclCommSplit");
       int rc = logged("ncclCommSplit(" + comm(comm) + "," + color + "," + key + ")", "ncclCommSplit");
-      outComm[0] = rc == 0 && c != null && color >= 0 ? newComm(1, 0, c.nonBlocking) : 0;
+      if (rc == 0) {
+        out.write(0); // NCCL: *newcomm = NCCL_COMM_NULL until the split is complete
+      }
+      if (late(c, rc)) {
+        startJob(c, "ncclCommSplit", () -> color >= 0 ? newComm(1, 0, true) : 0, out::write);
+        return IN_PROGRESS;
+      }
+      if (rc == 0 && c != null && color >= 0) {
+        out.write(newComm(1, 0, c.nonBlocking));
+      }
       return enqueued(c, comm, rc);
     } finally {
       exit(c);
@@ -472,16 +510,111 @@ public final class FakeNccl implements NcclApi {
   }
 
   @Override
-  public int commShrink(long comm, int[] excludeRanks, long[] outComm, NcclConfig config, int flags) {
+  public int commShrink(long comm, int[] excludeRanks, NativeSlot newComm, NcclConfig config, int flags) {
     Comm c = enter(comm, "ncclCommShrink", false);
     try {
+      FakeSlot out = slot(newComm, "ncclCommShrink");
       int rc = logged("ncclCommShrink(" + comm(comm) + "," + java.util.Arrays.toString(excludeRanks) + "," + flags
           + ")", "ncclCommShrink");
-      outComm[0] = rc == 0 && c != null ? newComm(c.nranks - excludeRanks.length, 0, c.nonBlocking) : 0;
+      if (rc == 0) {
+        out.write(0);
+      }
+      if (late(c, rc)) {
+        int n = c.nranks - excludeRanks.length;
+        startJob(c, "ncclCommShrink", () -> newComm(n, 0, true), out::write);
+        return IN_PROGRESS;
+      }
+      if (rc == 0 && c != null) {
+        out.write(newComm(c.nranks - excludeRanks.length, 0, c.nonBlocking));
+      }
       return enqueued(c, comm, rc);
     } finally {
       exit(c);
     }
+  }
+
+  /** True when the call on {@code c} returned {@code rc} = success and ends in a late job ({@link #lateOutParameters}). */
+  private boolean late(Comm c, int rc) {
+    return lateOutParameters && rc == 0 && c != null && c.nonBlocking && groupDepth.get()[0] == 0;
+  }
+
+  /**
+   * Starts NCCL's job for a call on nonblocking {@code parent}: on a thread of its own, it waits for
+   * {@link #holdJobs}' gate (or the parent's abort), makes the result and writes it into the
+   * out-parameter, then ends; the parent's ncclCommGetAsyncError answers ncclInProgress until then.
+   */
+  private void startJob(Comm parent, String function, java.util.function.LongSupplier result,
+      java.util.function.LongConsumer write) {
+    Thread t = new Thread(() -> {
+      CountDownLatch gate = jobGate;
+      while (gate != null && !parent.abortRequested) {
+        try {
+          if (gate.await(1, TimeUnit.MILLISECONDS)) {
+            break;
+          }
+        } catch (InterruptedException e) {
+          break;
+        }
+      }
+      write.accept(result.getAsLong());
+    }, "fake-nccl-job-" + function);
+    t.setDaemon(true);
+    parent.job = t;
+    t.start();
+  }
+
+  /** True while the late job of {@code c} has not ended. */
+  private static boolean jobRunning(Comm c) {
+    Thread j = c.job;
+    return j != null && j.isAlive();
+  }
+
+  /**
+   * An out-parameter in "native memory": what was written, and whether its owner freed it. A write
+   * into a freed one is a use after free in NCCL, recorded as a breach.
+   */
+  final class FakeSlot implements NativeSlot {
+    private final String name = "slot" + slots.incrementAndGet();
+    private volatile long value; // NULL, as newSlot() promises
+    private volatile boolean freed;
+    private volatile String writer = "?";
+
+    void write(long v) {
+      if (freed) {
+        violations.add(writer + " wrote " + (v == 0 ? "NULL" : comm(v)) + " into its out-parameter " + name
+            + " after the caller freed it (use after free)");
+        return;
+      }
+      value = v;
+    }
+
+    @Override
+    public long get() {
+      return value;
+    }
+
+    @Override
+    public void close() {
+      freed = true;
+    }
+  }
+
+  private final AtomicLong slots = new AtomicLong();
+
+  @Override
+  public NativeSlot newSlot() {
+    return new FakeSlot();
+  }
+
+  private FakeSlot slot(NativeSlot s, String function) {
+    if (!(s instanceof FakeSlot f)) {
+      throw new IllegalArgumentException(function + ": an out-parameter not made by this NcclApi's newSlot()");
+    }
+    if (f.freed) {
+      violations.add(function + " called with an out-parameter already freed");
+    }
+    f.writer = function;
+    return f;
   }
 
   @Override
@@ -541,6 +674,15 @@ public final class FakeNccl implements NcclApi {
       }
     }
     if (c != null) {
+      Thread j = c.job;
+      if (j != null) {
+        // ncclCommAbort -> ncclCommEnsureReady -> ncclGroupJobAbort: the job is told to stop and joined.
+        try {
+          j.join();
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+      }
       c.live = false;
       c.pending.set(0);
     }
@@ -557,6 +699,10 @@ public final class FakeNccl implements NcclApi {
         return c == null ? 4 : rc;
       }
       if (inProgressPolls.getAndUpdate(n -> Math.max(0, n - (n == Integer.MAX_VALUE ? 0 : 1))) > 0) {
+        out[0] = IN_PROGRESS;
+        return 0;
+      }
+      if (jobRunning(c)) {
         out[0] = IN_PROGRESS;
         return 0;
       }
@@ -667,15 +813,21 @@ public final class FakeNccl implements NcclApi {
   }
 
   @Override
-  public int commWindowRegister(long comm, long buffer, long bytes, long[] outWindow, int flags) {
+  public int commWindowRegister(long comm, long buffer, long bytes, NativeSlot window, int flags) {
     Comm c = enter(comm, "ncclCommWindowRegister", false);
     try {
+      FakeSlot out = slot(window, "ncclCommWindowRegister");
       int rc = logged("ncclCommWindowRegister(" + comm(comm) + "," + hex(buffer) + "," + bytes + "," + flags + ")",
           "ncclCommWindowRegister");
       if (rc == 0) {
-        long w = handles.incrementAndGet();
-        registrations.put(w, new long[] {comm, buffer});
-        outWindow[0] = w;
+        out.write(0); // NCCL: *win = nullptr
+      }
+      if (late(c, rc)) {
+        startJob(c, "ncclCommWindowRegister", () -> window(comm, buffer), out::write);
+        return IN_PROGRESS;
+      }
+      if (rc == 0) {
+        out.write(window(comm, buffer));
       }
       return enqueued(c, comm, rc);
     } finally {
@@ -683,11 +835,20 @@ public final class FakeNccl implements NcclApi {
     }
   }
 
+  private long window(long comm, long buffer) {
+    long w = handles.incrementAndGet();
+    registrations.put(w, new long[] {comm, buffer});
+    return w;
+  }
+
   @Override
   public int commWindowDeregister(long comm, long window) {
     Comm c = enter(comm, "ncclCommWindowDeregister", false);
     try {
       int rc = logged("ncclCommWindowDeregister(" + comm(comm) + "," + hex(window) + ")", "ncclCommWindowDeregister");
+      if (rc == 0 && window == 0) {
+        return 0; // as NCCL: a NULL window is no window (dev_runtime.cc: if (winDev == nullptr) goto exit)
+      }
       if (rc == 0 && registrations.remove(window) == null) {
         violations.add("ncclCommWindowDeregister of " + hex(window) + ", which is not registered");
         return 4;
