@@ -27,7 +27,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * An NCCL without GPUs, for fault-injection tests. Communicators are counters named {@code c1, c2, …};
  * at world size 1 every collective copies its send buffer to its receive buffer (through
  * {@link NativeMemory#copy}), as NCCL does with one rank, and grouped send/recv pairs are matched
- * at {@code ncclGroupEnd}. Every call is logged with its arguments (addresses in hex, counts,
+ * at {@code ncclGroupEnd}; a reduction NCCL's one-rank path refuses (PreMulSum — AVG on a floating
+ * type, or a user's — on float8, see {@link #oneRank}) answers ncclInvalidArgument as NCCL does.
+ * Every call is logged with its arguments (addresses in hex, counts,
  * datatype code, operator code, root or peer, communicator, stream) to the {@link CallLog}.
  *
  * <p>It also checks NCCL's rules and records each breach in {@link #violations()}: two threads inside
@@ -372,6 +374,49 @@ public final class FakeNccl implements NcclApi {
 
   private static long bytes(long count, int datatype) {
     return count * DType.fromNcclCode(datatype).size();
+  }
+
+  /** A reducing collective: as {@link #collective}, after NCCL's one-rank check of the operator ({@link #oneRank}). */
+  private int reducing(String entry, String function, long h, long send, long recv, long count, int datatype, int op) {
+    Comm c = commInfo.get(h);
+    int refused = c != null && c.nranks == 1 && count > 0 ? oneRank(op, datatype) : 0;
+    if (refused != 0) {
+      Comm inside = enter(h, function, false);
+      try {
+        log.add(entry + "=" + refused);
+        return enqueued(inside, h, refused);
+      } finally {
+        exit(inside);
+      }
+    }
+    return collective(entry, function, h, send, recv, bytes(count, datatype));
+  }
+
+  /**
+   * What NCCL's one-rank path answers for {@code op} on {@code datatype} (0: it runs). At one rank
+   * (enqueue.cc taskAppend: {@code if (comm->nRanks == 1) ncclLaunchOneRank(...)}, after empty
+   * collectives were dropped) hostToDevRedOp turns AVG on a floating type, and a user's PreMulSum,
+   * into ncclDevPreMulSum, which ncclLaunchOneRank (src/device/onerank.cu) runs as a kernel chosen by
+   * a switch over the type; its float8 cases are compiled only under {@code __CUDA_ARCH__ >= 900},
+   * which is undefined in the host pass that compiles that function, so float8 falls to
+   * {@code default: return ncclInvalidArgument}. Every other operator is a copy. A user operator
+   * used with another type than it was made for is ncclInvalidArgument too.
+   */
+  private int oneRank(int op, int datatype) {
+    boolean preMulSum;
+    if (op >= FIRST_USER_OP) {
+      PreMul made;
+      synchronized (this) {
+        made = preMuls.stream().filter(m -> m.op() == op).findFirst().orElse(null);
+      }
+      if (made == null || made.datatype() != datatype) {
+        return 4;
+      }
+      preMulSum = true;
+    } else {
+      preMulSum = op == 4 && datatype >= 6; // ncclAvg on half, float, double, bfloat16, float8
+    }
+    return preMulSum && (datatype == 10 || datatype == 11) ? 4 : 0;
   }
 
   private int collective(String entry, String function, long h, long send, long recv, long bytes) {
@@ -925,15 +970,15 @@ public final class FakeNccl implements NcclApi {
 
   @Override
   public int allReduce(long send, long recv, long count, int datatype, int op, long comm, long stream) {
-    return collective("ncclAllReduce(" + hex(send) + "," + hex(recv) + "," + count + "," + datatype + "," + op + ","
-        + comm(comm) + "," + stream(stream) + ")", "ncclAllReduce", comm, send, recv, bytes(count, datatype));
+    return reducing("ncclAllReduce(" + hex(send) + "," + hex(recv) + "," + count + "," + datatype + "," + op + ","
+        + comm(comm) + "," + stream(stream) + ")", "ncclAllReduce", comm, send, recv, count, datatype, op);
   }
 
   @Override
   public int reduceScatter(long send, long recv, long recvCount, int datatype, int op, long comm, long stream) {
-    return collective("ncclReduceScatter(" + hex(send) + "," + hex(recv) + "," + recvCount + "," + datatype + ","
-        + op + "," + comm(comm) + "," + stream(stream) + ")", "ncclReduceScatter", comm, send, recv,
-        bytes(recvCount, datatype));
+    return reducing("ncclReduceScatter(" + hex(send) + "," + hex(recv) + "," + recvCount + "," + datatype + ","
+        + op + "," + comm(comm) + "," + stream(stream) + ")", "ncclReduceScatter", comm, send, recv, recvCount,
+        datatype, op);
   }
 
   @Override
@@ -950,9 +995,8 @@ public final class FakeNccl implements NcclApi {
 
   @Override
   public int reduce(long send, long recv, long count, int datatype, int op, int root, long comm, long stream) {
-    return collective("ncclReduce(" + hex(send) + "," + hex(recv) + "," + count + "," + datatype + "," + op + ","
-        + root + "," + comm(comm) + "," + stream(stream) + ")", "ncclReduce", comm, send, recv,
-        bytes(count, datatype));
+    return reducing("ncclReduce(" + hex(send) + "," + hex(recv) + "," + count + "," + datatype + "," + op + ","
+        + root + "," + comm(comm) + "," + stream(stream) + ")", "ncclReduce", comm, send, recv, count, datatype, op);
   }
 
   @Override

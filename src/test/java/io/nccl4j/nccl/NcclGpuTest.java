@@ -154,6 +154,46 @@ class NcclGpuTest {
   }
 
   /**
+   * float8 AVG at world size 1, where the GPU reduces float8 (sm_90, NCCL ≥ 2.24): NCCL itself answers
+   * ncclInvalidArgument — it turns AVG into PreMulSum by 1, and its one-rank path
+   * (src/device/onerank.cu) has float8 cases only in device code — while nccl4j, which sends it as
+   * SUM, gives x / 1 = x exactly.
+   */
+  @Test
+  void float8AverageAtWorldSizeOne() {
+    Assumptions.assumeTrue(nccl.reducesFloat8(0), "float8 reductions need NCCL >= 2.24 and sm_90; cuda:0 is sm_"
+        + nccl.computeCapabilityMajor(0) + "x");
+    int n = 64;
+    int rc;
+    Communicator comm = Communicator.initRank(nccl, 0, 1, 0, nccl.uniqueId());
+    try (Tensor t = Tensor.zeros(n, DType.FLOAT8_E4M3FN, nccl.allocator(0))) {
+      rc = comm.call("ncclAllReduce", TIMEOUT, h -> nccl.api().allReduce(t.address(), t.address(), n,
+          DType.FLOAT8_E4M3FN.ncclCode(), ReduceOp.AVG.ncclCode(), h, 0));
+    } finally {
+      comm.close();
+    }
+    System.out.println("NcclGpuTest: ncclAllReduce(float8_e4m3fn, ncclAvg) at one rank returned " + rc);
+    assertThat(rc).as("NCCL's own answer to float8 AVG at one rank (4 = ncclInvalidArgument)").isEqualTo(4);
+    // (1 + m/8)·2^e for e = 0 … 7: 64 distinct values, every one exact in e4m3 (3 mantissa bits).
+    double[] values = java.util.stream.IntStream.range(0, n).mapToDouble(i -> (1 + (i % 8) / 8.0) * (1 << (i / 8)))
+        .toArray();
+    List<double[]> r = cluster(1, CommOptions.blocking()).call(pg -> {
+      try (Tensor host = Tensor.zeros(n, DType.FLOAT8_E4M3FN)) {
+        for (int i = 0; i < n; i++) {
+          host.setDouble(i, values[i]);
+        }
+        try (Tensor t = host.copy(pg.allocator())) {
+          pg.allReduce(t, ReduceOp.AVG);
+          try (Tensor back = t.copy()) {
+            return back.toDoubleArray();
+          }
+        }
+      }
+    });
+    assertThat(r.get(0)).as("float8 AVG at one rank through nccl4j").containsExactly(values);
+  }
+
+  /**
    * Rank 1 never issues the collective rank 0 waits in: the watchdog fails rank 0 at its timeout
    * and aborts its communicator (releasing the launch if it is stuck in NCCL), every rank gets an
    * error, and nothing hangs.
