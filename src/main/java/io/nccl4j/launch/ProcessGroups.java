@@ -260,7 +260,13 @@ public final class ProcessGroups {
           int device = env.localRank() % gpus;
           CommOptions options = CommOptions.fromEnvironment();
           Communicator comm = NcclRendezvous.join(nccl, store, device, env.worldSize(), env.rank(), options, timeout);
-          b = new NcclBackend(comm, NcclCluster.groupAllocator(comm, "rank" + env.rank(), options.allocation()), timeout);
+          try {
+            b = new NcclBackend(comm, NcclCluster.groupAllocator(comm, "rank" + env.rank(), options.allocation()),
+                timeout);
+          } catch (RuntimeException e) {
+            comm.abort(); // the peers' communicators will never see this one finalize
+            throw e;
+          }
           break;
         }
         default:

@@ -79,6 +79,8 @@ public final class Communicator implements AutoCloseable {
   private final int[] pollOut = new int[1];
   private volatile long handle;
   private volatile boolean broken;
+  /** Why this communicator must be released with ncclCommAbort although it did not fail (null: it need not). */
+  private volatile String releaseByAbort;
   /** Set first by an abort: no new call starts, and a thread polling a nonblocking call gives up. */
   private volatile boolean aborting;
   /** When the call in progress started (0: none), its NCCL function and its limit. */
@@ -192,6 +194,11 @@ public final class Communicator implements AutoCloseable {
   public Communicator shrink(int[] excluded, boolean abortFirst, int newRank, int newSize, Duration timeout) {
     nccl.require(NcclFeature.SHRINK);
     int flags = abortFirst ? 1 : 0; // NCCL_SHRINK_ABORT : NCCL_SHRINK_DEFAULT
+    // The excluded ranks are gone: NCCL >= 2.31's finalize and destroy would wait for them (an
+    // untimed intra-node barrier in commDestroySync); only an abort skips it. NCCL_SHRINK_ABORT also
+    // resets this communicator's abort flag before it returns, so nothing else would skip it.
+    releaseWithAbort("ncclCommShrink excluded rank(s) " + java.util.Arrays.toString(excluded)
+        + ", which will not take part in a finalize or destroy");
     return derived("ncclCommShrink", newRank, newSize, timeout,
         (h, out) -> api.commShrink(h, excluded.clone(), out, null, flags));
   }
@@ -524,6 +531,17 @@ public final class Communicator implements AutoCloseable {
   }
 
   /**
+   * {@link #close()} will abort the communicator instead of finalizing it, because {@code why}: a peer
+   * may not take part in NCCL's destroy (from NCCL 2.31 an untimed barrier of every local rank in
+   * commDestroySync, which only the abort flag skips). It stays usable until then.
+   */
+  public void releaseWithAbort(String why) {
+    if (releaseByAbort == null) {
+      releaseByAbort = why;
+    }
+  }
+
+  /**
    * True once {@code ncclCommGetAsyncError} or a finalize reported an error, a nonblocking call ran
    * past its limit or was interrupted, {@link #markBroken()} was called, or an abort began;
    * {@link #close()} then aborts the communicator instead of finalizing it.
@@ -654,12 +672,16 @@ public final class Communicator implements AutoCloseable {
 
   /**
    * Finalizes ({@code ncclCommFinalize}, NCCL ≥ 2.14, polled to the end when nonblocking) and
-   * destroys the communicator; a broken one is aborted instead. Collective among the ranks that
+   * destroys the communicator; a broken one, or one {@link #releaseWithAbort} was called on, is
+   * aborted instead. Collective among the ranks that
    * still use it (finalize waits for their operations); when that does not end within
    * {@code deadline} — a peer is gone — the communicator is aborted. Idempotent.
    */
   public void close(Duration deadline) {
-    if (broken || aborting) {
+    if (broken || aborting || releaseByAbort != null) {
+      if (!broken && !aborting) {
+        LOG.debug("rank {}: releasing the NCCL communicator with ncclCommAbort: {}", rank, releaseByAbort);
+      }
       abort(deadline);
       return;
     }

@@ -76,6 +76,8 @@ public final class FakeNccl implements NcclApi {
     volatile boolean abortRequested;
     /** NCCL's job thread that ends a split, shrink or window registration and writes its out-parameter (late mode). */
     volatile Thread job;
+    /** ncclCommFinalize was called: a destroy afterwards no longer runs commDestroySync's barrier. */
+    volatile boolean finalized;
 
     Comm(int nranks, int rank, boolean nonBlocking) {
       this.nranks = nranks;
@@ -129,6 +131,8 @@ public final class FakeNccl implements NcclApi {
   private volatile String lastError = "fake last error";
   /** See {@link #lateOutParameters}. */
   private volatile boolean lateOutParameters;
+  /** See {@link #peerDead}. */
+  private volatile boolean peerDead;
   /** Holds the jobs of late out-parameters until opened or their communicator is aborted; null: they end at once. */
   private volatile CountDownLatch jobGate;
   private final Map<Integer, Long> memStats = new ConcurrentHashMap<>();
@@ -188,6 +192,40 @@ public final class FakeNccl implements NcclApi {
   public FakeNccl lateOutParameters(boolean on) {
     lateOutParameters = on;
     return this;
+  }
+
+  /**
+   * On: NCCL 2.31's release of a communicator with a peer that died. From 2.31.2, commDestroySync —
+   * what {@code ncclCommFinalize} runs, and {@code ncclCommDestroy} when no finalize came first —
+   * ends in an intra-node bootstrap barrier of every local rank, untimed, skipped only when the
+   * communicator's abort flag is set ({@code if (*comm->abortFlag == 0)
+   * bootstrapIntraNodeBarrier(...)}). With a peer gone that barrier never completes: a blocking
+   * finalize or destroy of a communicator of more than one rank blocks until an abort of that
+   * communicator sets the flag (then it returns ncclInternalError, as NCCL's socket calls do when
+   * aborted); a nonblocking finalize's job stays in progress until then.
+   */
+  public FakeNccl peerDead(boolean on) {
+    peerDead = on;
+    return this;
+  }
+
+  /** True when releasing {@code c} without an abort would wait for the dead peer ({@link #peerDead}). */
+  private boolean destroyBarrierHangs(Comm c) {
+    return peerDead && c != null && c.nranks > 1 && !c.abortRequested;
+  }
+
+  /** Blocks in the destroy barrier until the communicator is aborted; returns what the aborted call returns. */
+  private int waitInDestroyBarrier(Comm c, String function) {
+    log.add(function + " waits in the destroy barrier for a dead peer");
+    while (!c.abortRequested) {
+      try {
+        Thread.sleep(1);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        break;
+      }
+    }
+    return INTERNAL_ERROR;
   }
 
   /** Late jobs wait for {@code gate} (or their communicator's abort); null: they end at once. */
@@ -672,6 +710,16 @@ public final class FakeNccl implements NcclApi {
         return b;
       }
       int rc = logged("ncclCommFinalize(" + comm(comm) + ")", "ncclCommFinalize");
+      if (c != null && rc == 0) {
+        c.finalized = true;
+        if (destroyBarrierHangs(c)) {
+          if (!c.nonBlocking) {
+            return waitInDestroyBarrier(c, "ncclCommFinalize(" + comm(comm) + ")");
+          }
+          c.pending.set(Integer.MAX_VALUE); // the job waits in the barrier until the abort
+          return IN_PROGRESS;
+        }
+      }
       return enqueued(c, comm, rc);
     } finally {
       exit(c);
@@ -685,6 +733,10 @@ public final class FakeNccl implements NcclApi {
       int rc = logged("ncclCommDestroy(" + comm(comm) + ")", "ncclCommDestroy");
       if (c == null) {
         return 4;
+      }
+      if (rc == 0 && !c.finalized && destroyBarrierHangs(c)) {
+        // Destroy and abort run their job synchronously, even on a nonblocking communicator.
+        return waitInDestroyBarrier(c, "ncclCommDestroy(" + comm(comm) + ")");
       }
       if (rc == 0) {
         c.live = false;
