@@ -253,7 +253,8 @@ public final class ProcessGroups {
         case "nccl": {
           Nccl nccl = Nccl.load();
           int gpus = nccl.deviceCount();
-          String problem = NcclCluster.placementProblem(nccl, env.localWorldSize(), gpus);
+          String problem = io.nccl4j.nccl.NcclPlacement.problem(nccl, env.localWorldSize(), gpus,
+              io.nccl4j.nccl.NcclPlacement.Ranks.PROCESSES);
           if (problem != null) {
             throw new IllegalStateException("rank " + env.rank() + ": " + problem);
           }

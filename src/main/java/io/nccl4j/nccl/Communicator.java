@@ -127,7 +127,7 @@ public final class Communicator implements AutoCloseable {
           + (uniqueId == null ? "null" : uniqueId.length));
     }
     if (options.sharedDevice() && "1".equals(System.getenv("NCCL_COMM_BLOCKING"))) {
-      throw new IllegalStateException("rank " + rank + ": ranks of this process share cuda:" + device + ", which"
+      throw new IllegalStateException("rank " + rank + ": communicators of this process share cuda:" + device + ", which"
           + " needs nonblocking communicators, but NCCL_COMM_BLOCKING=1 forces blocking ones; unset it");
     }
     NcclApi api = nccl.api();

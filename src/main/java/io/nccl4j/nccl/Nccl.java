@@ -73,23 +73,22 @@ public final class Nccl {
   }
 
   /**
-   * Null when NCCL is usable here with at least {@code ranks} GPUs; otherwise why not. Never throws.
+   * Null when NCCL is usable here for {@code ranks} ranks of this host run as {@code as}; otherwise
+   * why not ({@link NcclPlacement}). Never throws.
    */
-  public static String unavailableReason(int ranks) {
+  public static String unavailableReason(int ranks, NcclPlacement.Ranks as) {
     try {
-      Nccl n = load();
-      int count = n.deviceCount();
-      if (count < ranks) {
-        return count == 0 ? "no GPU: " + n.deviceCountProblem()
-            : ranks + " ranks need " + ranks + " GPUs, this machine has " + count
-                + " (NCCL runs one rank per GPU)";
-      }
-      return null;
+      return NcclPlacement.unavailableReason(load(), ranks, as, System.getenv());
     } catch (NcclUnavailableException e) {
       return e.reason();
     } catch (RuntimeException e) {
       return e.getMessage();
     }
+  }
+
+  /** {@link #unavailableReason(int, NcclPlacement.Ranks)} for ranks as threads of this process. */
+  public static String unavailableReason(int ranks) {
+    return unavailableReason(ranks, NcclPlacement.Ranks.THREADS);
   }
 
   /** The NCCL functions, with raw result codes (check them with {@link NcclCall}). */

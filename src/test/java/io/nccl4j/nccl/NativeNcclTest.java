@@ -332,7 +332,7 @@ class NativeNcclTest {
     assertThat(Nccl.unavailableReason(1)).startsWith("no GPU: ").contains("stub");
     assertThatThrownBy(() -> NcclCluster.of(nccl).start(1, TIMEOUT, "native"))
         .isInstanceOf(NcclUnavailableException.class)
-        .hasMessageContaining("1 ranks need a GPU, this process sees none")
+        .hasMessageContaining("1 rank needs a GPU, this process sees none")
         .hasMessageContaining("stub");
   }
 
