@@ -20,7 +20,7 @@ import java.time.Duration;
  * communicator never share a GPU as threads ({@link NcclPlacement}).
  *
  * @param nonBlocking ask NCCL for a nonblocking communicator ({@code NCCL_COMM_BLOCKING} in the
- *     environment still overrides it; {@link Communicator#mode()} says what NCCL made)
+ *     environment still overrides it, in NCCL and in {@link Communicator#mode()})
  * @param maxCTAs {@code ncclConfig_t.maxCTAs}, or {@link NcclConfig#UNDEF} for NCCL's choice (and
  *     {@code NCCL_MAX_CTAS}); small values let two ranks (processes) share a GPU
  * @param sharedDevice other communicators of this process use the same device, from other threads:

@@ -43,7 +43,9 @@ import org.slf4j.LoggerFactory;
  *       takes the lock. Only when a call has held it past {@link CommOptions#abortGrace} — a
  *       blocking call waiting for a peer that will not come — does the abort go ahead without it,
  *       as NCCL's abort flag exists to release such a call and as PyTorch's watchdog does; NCCL
- *       guarantees that only for nonblocking communicators, the reason to choose them.
+ *       guarantees that only for nonblocking communicators, the reason to choose them: on a
+ *       blocking one the call may stay stuck, and it runs beside the abort that frees the
+ *       communicator (logged as a warning naming that risk when it happens).
  *   <li>Close is {@code ncclCommFinalize}, polled to the end, then {@code ncclCommDestroy}; a broken
  *       communicator is aborted. A communicator still open when the JVM exits is aborted then
  *       ({@link LiveCommunicators}), so no NCCL thread outlives the JVM's shutdown.
@@ -52,12 +54,30 @@ import org.slf4j.LoggerFactory;
 public final class Communicator implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(Communicator.class);
 
-  /** What NCCL made: the init's result tells (ncclInProgress only from a nonblocking communicator). */
+  /**
+   * What the configuration asked NCCL for: {@link CommOptions#nonBlocking()}, overridden by
+   * {@code NCCL_COMM_BLOCKING} in the environment as NCCL overrides it (init.cc, parseCommConfig).
+   * Not what the init answered: a nonblocking init whose job ended before the call returned answers
+   * ncclSuccess. An ncclInProgress is polled whatever the mode (an {@code nccl.conf} may also set
+   * NCCL_COMM_BLOCKING, which nccl4j does not read).
+   */
   public enum Mode {
-    /** No call answers {@code ncclInProgress}: the init returned once the communicator was ready. */
+    /** Calls return when NCCL is done with them; a blocking launch may wait for its peers. */
     BLOCKING,
     /** Calls may answer {@code ncclInProgress}, polled to the end by the calling thread ({@link #complete}). */
     NONBLOCKING
+  }
+
+  /** The mode {@code options} make, with NCCL_COMM_BLOCKING from {@code env} overriding them as in NCCL. */
+  static Mode modeOf(CommOptions options, java.util.Map<String, String> env) {
+    String forced = env.get("NCCL_COMM_BLOCKING");
+    if ("0".equals(forced)) {
+      return Mode.NONBLOCKING;
+    }
+    if ("1".equals(forced)) {
+      return Mode.BLOCKING;
+    }
+    return options.nonBlocking() ? Mode.NONBLOCKING : Mode.BLOCKING;
   }
 
   /** Polling an ncclInProgress: one spin, then parks of 1, 2, 4 … µs up to 200 µs (the call keeps its own limit). */
@@ -153,10 +173,11 @@ public final class Communicator implements AutoCloseable {
     }
     String function = config ? "ncclCommInitRankConfig" : "ncclCommInitRank";
     NcclCall.check(rc, api, ctx, function);
-    Mode mode = rc == NcclResult.IN_PROGRESS.code() ? Mode.NONBLOCKING : Mode.BLOCKING;
+    // Without ncclCommInitRankConfig (NCCL < 2.14) there is no configuration: blocking.
+    Mode mode = config ? modeOf(options, System.getenv()) : Mode.BLOCKING;
     Communicator c = new Communicator(nccl, rank, size, device, mode, options, out[0]);
     LiveCommunicators.add(c);
-    if (mode == Mode.NONBLOCKING) {
+    if (rc == NcclResult.IN_PROGRESS.code()) {
       c.lock.lock();
       try {
         c.begin(function, Durations.toNanos(timeout), System.nanoTime());
@@ -317,12 +338,12 @@ public final class Communicator implements AutoCloseable {
     return nccl;
   }
 
-  /** Blocking or nonblocking, as NCCL made it. */
+  /** Blocking or nonblocking, as its configuration (and NCCL_COMM_BLOCKING) made it. */
   public Mode mode() {
     return mode;
   }
 
-  /** True when NCCL made the communicator nonblocking ({@link Mode#NONBLOCKING}). */
+  /** True when the communicator is nonblocking ({@link Mode#NONBLOCKING}). */
   public boolean isNonBlocking() {
     return mode == Mode.NONBLOCKING;
   }
@@ -377,8 +398,8 @@ public final class Communicator implements AutoCloseable {
    * @throws BackendException when an abort ended it
    */
   public int complete(int rc, String function) {
-    if (rc != NcclResult.IN_PROGRESS.code() || mode == Mode.BLOCKING) {
-      return rc;
+    if (rc != NcclResult.IN_PROGRESS.code()) {
+      return rc; // only a nonblocking communicator answers ncclInProgress, whatever nccl4j thinks its mode is
     }
     long start = callStart;
     for (int round = 0;; round++) {
@@ -621,8 +642,18 @@ public final class Communicator implements AutoCloseable {
       }
       if (!locked) {
         long running = callRunningNanos(System.nanoTime());
-        LOG.warn("rank {}: {} has held the NCCL communicator for {} ms; aborting it without waiting, so that NCCL's"
-            + " abort flag releases the call", rank, callFunction, running / 1_000_000);
+        if (mode == Mode.BLOCKING) {
+          // NCCL's user guide: "In order to abort NCCL communicators safely, NCCL requires applications to set
+          // communicators as nonblocking and make sure no thread is calling any NCCL operations while calling
+          // ncclCommAbort"; a blocking one "might hang forever". PyTorch's watchdog takes the same risk.
+          LOG.warn("rank {}: {} has held the blocking NCCL communicator for {} ms; aborting it while the call is"
+              + " inside NCCL, so that NCCL's abort flag releases it. NCCL guarantees an abort at any point only for"
+              + " nonblocking communicators (NCCL4J_NCCL_NONBLOCKING=1): the call may stay stuck, and it runs"
+              + " beside the abort that frees the communicator", rank, callFunction, running / 1_000_000);
+        } else {
+          LOG.warn("rank {}: {} has held the NCCL communicator for {} ms; aborting it without waiting, so that"
+              + " NCCL's abort flag releases the call", rank, callFunction, running / 1_000_000);
+        }
       }
     }
     boolean deviceLocked = false;

@@ -29,6 +29,7 @@ public final class Nccl {
   private final NcclVersion version;
   private final NcclVersion bound;
   private final Map<Integer, Allocator> allocators = new ConcurrentHashMap<>();
+  private final Map<Integer, CudaMemory> deviceMemory = new ConcurrentHashMap<>();
 
   private Nccl(NcclApi api, CudaApi cuda, NvtxApi nvtx) {
     this.api = Objects.requireNonNull(api, "api");
@@ -174,7 +175,12 @@ public final class Nccl {
 
   /** The accounting allocator of CUDA device {@code device} (one per device per Nccl). */
   public Allocator allocator(int device) {
-    return allocators.computeIfAbsent(device, d -> Allocator.root("cuda:" + d, new CudaMemory(this, d)));
+    return allocators.computeIfAbsent(device, d -> Allocator.root("cuda:" + d, deviceMemory(d)));
+  }
+
+  /** The memory of CUDA device {@code device} under {@link #allocator(int)}. */
+  CudaMemory deviceMemory(int device) {
+    return deviceMemory.computeIfAbsent(device, d -> new CudaMemory(this, d));
   }
 
   /** Makes {@code device} current for the calling thread. */

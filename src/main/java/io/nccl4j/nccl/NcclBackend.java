@@ -391,9 +391,21 @@ public final class NcclBackend implements Backend {
     drainPending(cause);
   }
 
-  /** Fails every operation in flight, oldest first. Safe from several threads at once. */
+  /**
+   * Fails every operation in flight, oldest first. Safe from several threads at once. The device's
+   * frees first wait for each operation's completion event: an aborted kernel may still write the
+   * operation's buffers, which are freed when its Work fails.
+   */
   private void drainPending(BackendException cause) {
-    ring.drain(cause, stillBroken(cause), this::complete);
+    CudaMemory memory = nccl.deviceMemory(device);
+    ring.drain(cause, stillBroken(cause), event -> {
+      try {
+        memory.freesWaitFor(event);
+      } catch (RuntimeException e) {
+        LOG.warn("rank {}: the frees after the abort could not be ordered after an operation's end: {}", rank(),
+            e.getMessage());
+      }
+    }, this::complete);
   }
 
   /** Reports the outcome; a completion that throws must not stop the progress thread or a failure. */

@@ -118,6 +118,12 @@ public final class FakeNccl implements NcclApi {
   public final AtomicInteger inProgressPolls = new AtomicInteger();
   /** How many polls a nonblocking job answers ncclInProgress before it completes. */
   public volatile int pollsToComplete = 2;
+  /**
+   * On: a nonblocking init whose job ended before the call returned, which NCCL answers with
+   * ncclSuccess — ncclCommInitRankConfig asks ncclCommGetAsyncError before it returns (init.cc) — so
+   * only the configuration tells that the communicator is nonblocking.
+   */
+  public volatile boolean initEndsBeforeReturn;
   /** Nanoseconds every call spends inside (busy), to widen the windows the rules are checked in. */
   public volatile long callNanos;
   /**
@@ -555,7 +561,7 @@ public final class FakeNccl implements NcclApi {
     initIds.add(uniqueId.clone());
     outComm[0] = h;
     log.add(entry + "->" + comm(h) + (rc == null ? "" : "=" + rc));
-    if (nonBlocking) {
+    if (nonBlocking && !initEndsBeforeReturn) {
       commInfo.get(h).pending.set(pollsToComplete);
       return IN_PROGRESS;
     }
