@@ -327,7 +327,13 @@ run() {
   if [ -n "$nccl_lib" ]; then
     say "libnccl: $nccl_lib (the file torch has mapped)"
   else
-    nccl_lib="$(ldconfig -p 2>/dev/null | awk '/libnccl.so.2 .*x86-64/ {print $NF; exit}')"
+    # No torch with NCCL: a pip wheel's, else the system's, else whatever NCCL4J_NCCL_PATH already names.
+    nccl_lib="$(python3 -c 'import glob, site, sys
+for r in site.getsitepackages() + [site.getusersitepackages()] + sys.path:
+    for p in glob.glob(r + "/nvidia/*/lib/libnccl.so.2"):
+        print(p); raise SystemExit' 2>/dev/null || true)"
+    [ -n "$nccl_lib" ] || nccl_lib="$(ldconfig -p 2>/dev/null | awk '/libnccl.so.2 .*x86-64/ {print $NF; exit}')"
+    [ -n "$nccl_lib" ] || nccl_lib="${NCCL4J_NCCL_PATH:-}"
     say "libnccl: ${nccl_lib:-not found} (torch has none mapped: $(tail -n 1 "$logs/nccl-path.log" 2>/dev/null))"
   fi
   if [ -n "$nccl_lib" ]; then
@@ -445,6 +451,8 @@ selftest() {
     LD_PRELOAD="$fixture/libnccl4j_isoc23.so" LD_LIBRARY_PATH="$(dirname "$stub")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   local nccl_version
   nccl_version="$(sed -n 's/^version=//p' "$fixture/fixture.properties")"
+  say "(steps run as on the GPU machine, PASS and FAIL theirs; ok and BAD say whether that is what a machine without"
+  say " a GPU must give)"
   local wrong=0
   expect() {  # expect WHAT CONDITION…: records whether the bundle behaved as the GPU machine needs
     local what="$1"
