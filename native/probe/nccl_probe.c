@@ -13,7 +13,13 @@
  * --latency N also times N blocking 1 KiB AllReduce calls (launch + cudaStreamSynchronize) after 100
  * warm-ups, the figure ./nccl4j probe --latency prints beside it.
  *
- * usage: nccl_probe [--size BYTES] [--warmups N] [--iterations N] [--devices N] [--latency N]
+ * --op avg reduces with ncclAvg instead of ncclSum: at one rank NCCL runs it as a PreMulSum kernel
+ * (the SUM of one rank is a copy, no kernel), which a profiler can count.
+ *
+ * It loads the CUDA runtime and NCCL before it looks for a GPU, so that a wrong library path shows
+ * on a machine without one too.
+ *
+ * usage: nccl_probe [--size BYTES] [--warmups N] [--iterations N] [--devices N] [--latency N] [--op sum|avg]
  * libraries: $NCCL4J_CUDART_PATH or libcudart.so.13/.12; $NCCL4J_NCCL_PATH or libnccl.so.2;
  *            $NCCL4J_NVTX3_PATH / $NCCL4J_NVTX_PATH or libnvtx3interop.so.1 / libnvToolsExt.so.1 (optional).
  */
@@ -67,7 +73,7 @@ static ncclAllGather_t ncclAllGather_;
 static nvtxRangePushA_t nvtxRangePushA_;
 static nvtxRangePop_t nvtxRangePop_;
 
-enum { NCCL_FLOAT32 = 7, NCCL_SUM = 0, MEMCPY_DEFAULT = 4, STREAM_NON_BLOCKING = 1 };
+enum { NCCL_FLOAT32 = 7, NCCL_SUM = 0, NCCL_AVG = 4, MEMCPY_DEFAULT = 4, STREAM_NON_BLOCKING = 1 };
 
 static void* open_first(const char* env, const char** names) {
     const char* explicit_path = getenv(env);
@@ -110,13 +116,6 @@ static int load(void) {
     SYM(cudart, cudaMalloc_, "cudaMalloc");
     SYM(cudart, cudaFree_, "cudaFree");
     SYM(cudart, cudaMemcpy_, "cudaMemcpy");
-    int n = 0;
-    int rc = cudaGetDeviceCount_(&n);
-    if (rc != 0 || n == 0) {
-        fprintf(stderr, "nccl_probe: no CUDA device: %s\n",
-                rc != 0 ? cudaGetErrorString_(rc) : "cudaGetDeviceCount returned 0");
-        return 2;
-    }
     void* nccl = open_first("NCCL4J_NCCL_PATH", nccl_names);
     if (!nccl) {
         fprintf(stderr, "nccl_probe: libnccl.so.2 could not be loaded: %s\n", dlerror());
@@ -131,6 +130,16 @@ static int load(void) {
     SYM(nccl, ncclAllReduce_, "ncclAllReduce");
     SYM(nccl, ncclReduceScatter_, "ncclReduceScatter");
     SYM(nccl, ncclAllGather_, "ncclAllGather");
+    int n = 0;
+    int rc = cudaGetDeviceCount_(&n);
+    if (rc != 0 || n == 0) {
+        int v = 0;
+        ncclGetVersion_(&v);
+        fprintf(stderr, "nccl_probe: no CUDA device: %s (NCCL %d.%d.%d loaded)\n",
+                rc != 0 ? cudaGetErrorString_(rc) : "cudaGetDeviceCount returned 0", v / 10000, v / 100 % 100,
+                v % 100);
+        return 2;
+    }
     const char* nvtx_env = getenv("NCCL4J_NVTX3_PATH") ? "NCCL4J_NVTX3_PATH" : "NCCL4J_NVTX_PATH";
     void* nvtx = open_first(nvtx_env, nvtx_names);
     if (nvtx) {
@@ -171,7 +180,7 @@ static void pop(void) {
 
 int main(int argc, char** argv) {
     size_t bytes = 64u << 20;
-    int warmups = 2, iterations = 5, devices = 0, latency = 0;
+    int warmups = 2, iterations = 5, devices = 0, latency = 0, op = NCCL_SUM;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--size") && i + 1 < argc) {
             bytes = strtoull(argv[++i], NULL, 10);
@@ -183,8 +192,11 @@ int main(int argc, char** argv) {
             devices = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--latency") && i + 1 < argc) {
             latency = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--op") && i + 1 < argc && (!strcmp(argv[i + 1], "sum") || !strcmp(argv[i + 1], "avg"))) {
+            op = !strcmp(argv[++i], "avg") ? NCCL_AVG : NCCL_SUM;
         } else {
-            fprintf(stderr, "usage: nccl_probe [--size BYTES] [--warmups N] [--iterations N] [--devices N] [--latency N]\n");
+            fprintf(stderr, "usage: nccl_probe [--size BYTES] [--warmups N] [--iterations N] [--devices N] [--latency N]"
+                    " [--op sum|avg]\n");
             return 2;
         }
     }
@@ -243,7 +255,7 @@ int main(int argc, char** argv) {
         if (!decomposed || !measured) {
             NCCL(ncclGroupStart_());
             for (int d = 0; d < n; d++) {
-                NCCL(ncclAllReduce_(in[d], out[d], count, NCCL_FLOAT32, NCCL_SUM, comms[d], streams[d]));
+                NCCL(ncclAllReduce_(in[d], out[d], count, NCCL_FLOAT32, op, comms[d], streams[d]));
                 if (measured) launches[0][0]++;
             }
             NCCL(ncclGroupEnd_());
@@ -251,7 +263,7 @@ int main(int argc, char** argv) {
         if (decomposed || !measured) {
             NCCL(ncclGroupStart_());
             for (int d = 0; d < n; d++) {
-                NCCL(ncclReduceScatter_(in[d], shard[d], q, NCCL_FLOAT32, NCCL_SUM, comms[d], streams[d]));
+                NCCL(ncclReduceScatter_(in[d], shard[d], q, NCCL_FLOAT32, op, comms[d], streams[d]));
                 if (measured) launches[1][1]++;
             }
             NCCL(ncclGroupEnd_());
@@ -271,15 +283,21 @@ int main(int argc, char** argv) {
         for (int k = 0; k < 2; k++) {
             CUDA(cudaMemcpy_(host, k == 0 ? out[d] : gathered[d], count * 4, MEMCPY_DEFAULT));
             for (size_t i = 0; i < count; i++) {
-                float expected = (float) ((size_t) n * (i % PERIOD) + (size_t) PERIOD * n * (n - 1) / 2);
-                if (host[i] != expected) wrong[k]++;
+                double sum = (double) n * (i % PERIOD) + (double) PERIOD * n * (n - 1) / 2;
+                if (op == NCCL_SUM) {
+                    if (host[i] != (float) sum) wrong[k]++;
+                } else {
+                    /* AVG is a PreMulSum by (float) 1/n: within a few float32 roundings of the mean. */
+                    double mean = sum / n, err = host[i] - mean;
+                    if ((err < 0 ? -err : err) > 1e-5 * (mean < 1 ? 1 : mean)) wrong[k]++;
+                }
             }
         }
     }
     int expect = iterations * n;
-    printf("nccl_probe: NCCL %d.%d.%d, %d GPU(s), %zu float32 per rank, %d warm-ups, %d iterations per range, NVTX %s\n",
-           version / 10000, version / 100 % 100, version % 100, n, count, warmups, iterations,
-           nvtxRangePushA_ ? "loaded" : "not loaded");
+    printf("nccl_probe: NCCL %d.%d.%d, %d GPU(s), %zu float32 per rank, %s, %d warm-ups, %d iterations per range,"
+           " NVTX %s\n", version / 10000, version / 100 % 100, version % 100, n, count, op == NCCL_AVG ? "AVG" : "SUM",
+           warmups, iterations, nvtxRangePushA_ ? "loaded" : "not loaded");
     printf("counted per range: NCCL API calls (host calls), not kernels\n");
     printf("range      | AllReduce | ReduceScatter | AllGather | total | expected\n");
     printf("direct     | %-9d | %-13d | %-9d | %-5d | %d AllReduce\n", launches[0][0], launches[0][1],

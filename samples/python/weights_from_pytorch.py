@@ -6,20 +6,22 @@ Rank 0 (this script, by default) hosts a torch.distributed.TCPStore, creates the
 communicator with ncclCommInitRank; rank 0 broadcasts weights w[i] = i + 0.5 (float32) and every rank all-reduces
 (r + 1) * w, so that every result is exact and every element is checked on both sides.
 
-NCCL is called through ctypes on the libnccl.so.2 that both programs load (NCCL4J_NCCL_PATH, else the one PyTorch's
-wheel brings): NCCL refuses peers of another version. Tensors and streams are torch's.
+NCCL is called through ctypes on the very libnccl file torch has mapped (read from /proc/self/maps after torch loaded
+it), so that this rank runs the NCCL torch runs; the Java ranks must load the same file (NCCL4J_NCCL_PATH): NCCL
+refuses peers of another version. `--print-nccl-path` prints that file and exits, for the Java side to take. Tensors and
+streams are torch's. The NCCL_* settings (NCCL_CUMEM_ENABLE, NCCL_P2P_DISABLE, ...) must be the same on both sides:
+the communicator's ranks must agree on them.
 
     python3 samples/python/weights_from_pytorch.py --port 29531 --world-size 2 &
-    ./nccl4j weights --store 127.0.0.1:29531 --rank 1 --world-size 2
+    NCCL4J_NCCL_PATH="$(python3 samples/python/weights_from_pytorch.py --print-nccl-path)" \
+        ./nccl4j weights --store 127.0.0.1:29531 --rank 1 --world-size 2
 
 Exit status: 0 every element right, 1 a wrong element, 2 bad usage, 3 no CUDA/NCCL or a timeout.
 """
 import argparse
 import ctypes
 import datetime
-import glob
 import os
-import site
 import sys
 import threading
 import time
@@ -32,16 +34,15 @@ class UniqueId(ctypes.Structure):
     _fields_ = [("internal", ctypes.c_byte * 128)]
 
 
-def find_nccl():
-    explicit = os.environ.get("NCCL4J_NCCL_PATH")
-    if explicit:
-        return explicit
-    for root in site.getsitepackages() + [site.getusersitepackages()] + sys.path:
-        for rel in ("nvidia/nccl/lib/libnccl.so.2", "nvidia/cu13/lib/libnccl.so.2"):
-            hits = glob.glob(os.path.join(root, rel))
-            if hits:
-                return hits[0]
-    return "libnccl.so.2"
+def torch_mapped_nccl():
+    """The libnccl file this process has mapped since torch was imported (torch's CUDA library links it), or None
+    (a torch without CUDA, or one that links NCCL statically)."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split(None, 5)[5].strip() if len(line.split(None, 5)) == 6 else ""
+            if os.path.basename(path).startswith("libnccl.so"):
+                return path
+    return None
 
 
 def load_nccl(path):
@@ -67,13 +68,31 @@ def check(lib, rc, what):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--port", type=int, help="the store's port (required unless --print-nccl-path)")
     ap.add_argument("--rank", type=int, default=0)
     ap.add_argument("--world-size", type=int, default=2)
     ap.add_argument("--count", type=int, default=1 << 19)
     ap.add_argument("--device", type=int, default=0)
     ap.add_argument("--timeout", type=int, default=120, help="seconds before this rank gives up (exit 3)")
+    ap.add_argument("--print-nccl-path", action="store_true",
+                    help="print the libnccl file torch has mapped and exit (3 when there is none)")
     a = ap.parse_args()
+    if a.print_nccl_path:
+        try:
+            import torch  # noqa: F401 - importing torch maps its NCCL
+        except ImportError as e:
+            print("weights: no PyTorch: %s" % e, file=sys.stderr)
+            return 3
+        path = torch_mapped_nccl()
+        if path is None:
+            print("weights: torch %s has no libnccl mapped (no CUDA build, or NCCL linked statically)" % torch.__version__,
+                  file=sys.stderr)
+            return 3
+        print(path)
+        return 0
+    if a.port is None:
+        print("weights: usage: --port is required", file=sys.stderr)
+        return 2
     if not (2 <= a.world_size <= 4 and 0 <= a.rank < a.world_size and 1 <= a.count <= 1 << 19):
         print("weights: usage: --world-size 2..4, --rank in 0..world size - 1, --count in 1..524288", file=sys.stderr)
         return 2
@@ -91,7 +110,14 @@ def main():
     if not torch.cuda.is_available():
         print("weights: torch %s sees no CUDA device" % torch.__version__)
         return 3
-    path = find_nccl()
+    path = torch_mapped_nccl()
+    if path is None:
+        print("weights: torch %s has no libnccl mapped (no CUDA build, or NCCL linked statically)" % torch.__version__)
+        return 3
+    explicit = os.environ.get("NCCL4J_NCCL_PATH")
+    if explicit and os.path.realpath(explicit) != os.path.realpath(path):
+        print("weights: NCCL4J_NCCL_PATH is %s but torch runs %s; both sides must load one NCCL" % (explicit, path))
+        return 3
     lib = load_nccl(path)
     v = ctypes.c_int()
     check(lib, lib.ncclGetVersion(ctypes.byref(v)), "ncclGetVersion")

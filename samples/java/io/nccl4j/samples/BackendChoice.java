@@ -3,13 +3,15 @@ package io.nccl4j.samples;
 import java.util.Locale;
 
 /**
- * Which backend a sample runs on, and why. {@code auto} picks NCCL when it is usable with enough
- * GPUs for the world size, else the CPU backend.
+ * Which backend a sample runs on, and why. {@code auto} picks NCCL when it can place this host's
+ * ranks — threads of this JVM, or processes under a launcher ({@link io.nccl4j.nccl.NcclPlacement})
+ * — else the CPU backend.
  */
 record BackendChoice(String name, String reason) {
-  static BackendChoice resolve(String requested, int worldSize) {
+  /** @param localRanks the ranks of this host: threads of this JVM, or processes under a launcher */
+  static BackendChoice resolve(String requested, int localRanks) {
     String r = requested == null ? "auto" : requested.toLowerCase(Locale.ROOT);
-    String ncclProblem = ncclUnavailableReason(worldSize);
+    String ncclProblem = ncclUnavailableReason(localRanks);
     switch (r) {
       case "cpu":
         return new BackendChoice("cpu", "requested with --backend cpu");
@@ -20,16 +22,20 @@ record BackendChoice(String name, String reason) {
         return new BackendChoice("nccl", "requested with --backend nccl");
       case "auto":
         return ncclProblem == null
-            ? new BackendChoice("nccl", "auto: NCCL is usable with " + worldSize + " GPU(s)")
+            ? new BackendChoice("nccl", "auto: NCCL can place " + localRanks + " rank(s) of this host")
             : new BackendChoice("cpu", "auto: NCCL not usable (" + ncclProblem + ")");
       default:
         throw new SampleException(2, "--backend must be auto, cpu or nccl, got '" + requested + "'");
     }
   }
 
-  /** Null when NCCL can run {@code worldSize} ranks here; else the reason it cannot. */
-  static String ncclUnavailableReason(int worldSize) {
-    return io.nccl4j.nccl.Nccl.unavailableReason(worldSize);
+  /**
+   * Null when NCCL can run {@code localRanks} ranks of this host — as processes under a launcher, else
+   * as threads of this JVM; else the reason it cannot.
+   */
+  static String ncclUnavailableReason(int localRanks) {
+    return io.nccl4j.nccl.Nccl.unavailableReason(localRanks, Groups.launched()
+        ? io.nccl4j.nccl.NcclPlacement.Ranks.PROCESSES : io.nccl4j.nccl.NcclPlacement.Ranks.THREADS);
   }
 
   /** {@code backend: cpu (auto: NCCL not usable (...))}. */

@@ -6,7 +6,8 @@ import picocli.CommandLine.Option;
 /** Options every communicating command takes. */
 final class CommonOptions {
   @Option(names = "--backend", defaultValue = "auto", paramLabel = "auto|cpu|nccl",
-      description = "Backend: auto (NCCL when usable with enough GPUs, else CPU), cpu or nccl. Default: ${DEFAULT-VALUE}.")
+      description = "Backend: auto (NCCL when it can place the ranks on this host's GPUs, else CPU), cpu or nccl."
+          + " Default: ${DEFAULT-VALUE}.")
   String backend;
 
   @Option(names = "--world-size", defaultValue = "4", paramLabel = "N",
@@ -40,7 +41,7 @@ final class CommonOptions {
       throw new SampleException(2, "--timeout must be >= 1 second, got " + timeoutSeconds);
     }
     try {
-      return BackendChoice.resolve(backend, Groups.gpusNeeded(effectiveWorldSize()));
+      return BackendChoice.resolve(backend, Groups.localRanks(effectiveWorldSize()));
     } catch (IllegalArgumentException e) {
       throw new SampleException(2, e.getMessage());
     }

@@ -35,8 +35,8 @@ final class Groups {
     return launched() ? DistEnv.fromEnvironment().worldSize() : option;
   }
 
-  /** GPUs this process needs for NCCL: one per local rank. */
-  static int gpusNeeded(int worldSize) {
+  /** The ranks of this host: the launcher's local world, else the ranks as threads of this JVM. */
+  static int localRanks(int worldSize) {
     return launched() ? DistEnv.fromEnvironment().localWorldSize() : worldSize;
   }
 

@@ -1,6 +1,7 @@
 package io.nccl4j.bench;
 
 import io.nccl4j.nccl.bind.CudaApi;
+import io.nccl4j.nccl.bind.NativeSlot;
 import io.nccl4j.nccl.bind.NcclApi;
 import io.nccl4j.nccl.bind.NcclConfig;
 import io.nccl4j.memory.NativeMemory;
@@ -13,6 +14,14 @@ import io.nccl4j.memory.NativeMemory;
 final class NullNative {
   private NullNative() {}
 
+  /** An out-parameter in Java memory: nothing here writes late. */
+  static final class Slot implements NativeSlot {
+    long v;
+
+    @Override public long get() { return v; }
+    @Override public void close() { }
+  }
+
   static final class Nccl implements NcclApi {
     private long next = 0x1000;
 
@@ -22,8 +31,9 @@ final class NullNative {
     @Override public int commInitRank(long[] o, int n, byte[] id, int r) { o[0] = next++; return 0; }
     @Override public int commInitRankConfig(long[] o, int n, byte[] id, int r, NcclConfig c) { o[0] = next++; return 0; }
     @Override public int commInitAll(long[] o, int[] d) { for (int i = 0; i < d.length; i++) { o[i] = next++; } return 0; }
-    @Override public int commSplit(long c, int color, int key, long[] o, NcclConfig cf) { o[0] = next++; return 0; }
-    @Override public int commShrink(long c, int[] ex, long[] o, NcclConfig cf, int f) { o[0] = next++; return 0; }
+    @Override public NativeSlot newSlot() { return new Slot(); }
+    @Override public int commSplit(long c, int color, int key, NativeSlot o, NcclConfig cf) { ((Slot) o).v = next++; return 0; }
+    @Override public int commShrink(long c, int[] ex, NativeSlot o, NcclConfig cf, int f) { ((Slot) o).v = next++; return 0; }
     @Override public int commFinalize(long c) { return 0; }
     @Override public int commDestroy(long c) { return 0; }
     @Override public int commAbort(long c) { return 0; }
@@ -36,7 +46,7 @@ final class NullNative {
     @Override public int memFree(long p) { NativeMemory.free(p); return 0; }
     @Override public int commRegister(long c, long b, long n, long[] o) { o[0] = next++; return 0; }
     @Override public int commDeregister(long c, long h) { return 0; }
-    @Override public int commWindowRegister(long c, long b, long n, long[] o, int f) { o[0] = next++; return 0; }
+    @Override public int commWindowRegister(long c, long b, long n, NativeSlot o, int f) { ((Slot) o).v = next++; return 0; }
     @Override public int commWindowDeregister(long c, long w) { return 0; }
     @Override public String getErrorString(int r) { return "null"; }
     @Override public String getLastError(long c) { return ""; }

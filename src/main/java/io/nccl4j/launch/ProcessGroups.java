@@ -308,7 +308,8 @@ public final class ProcessGroups {
             }
             device = explicitDevice;
           } else {
-            String problem = NcclCluster.placementProblem(nccl, env.localWorldSize(), gpus);
+            String problem = io.nccl4j.nccl.NcclPlacement.problem(nccl, env.localWorldSize(), gpus,
+                io.nccl4j.nccl.NcclPlacement.Ranks.PROCESSES);
             if (problem != null) {
               throw new IllegalStateException("rank " + env.rank() + ": " + problem);
             }
@@ -316,7 +317,13 @@ public final class ProcessGroups {
           }
           CommOptions options = CommOptions.fromEnvironment();
           Communicator comm = NcclRendezvous.join(nccl, store, device, env.worldSize(), env.rank(), options, timeout);
-          b = new NcclBackend(comm, NcclCluster.groupAllocator(comm, "rank" + env.rank(), options.allocation()), timeout);
+          try {
+            b = new NcclBackend(comm, NcclCluster.groupAllocator(comm, "rank" + env.rank(), options.allocation()),
+                timeout);
+          } catch (RuntimeException e) {
+            comm.abort(); // the peers' communicators will never see this one finalize
+            throw e;
+          }
           break;
         }
         default:

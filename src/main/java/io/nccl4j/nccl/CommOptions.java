@@ -13,17 +13,18 @@ import java.time.Duration;
  * pay. A rank that never joins is caught before NCCL is called: the ranks meet at a store barrier
  * with the timeout first ({@link NcclRendezvous}). Nonblocking is the choice for those who need
  * NCCL's own guarantee that {@code ncclCommAbort} can stop any call at any point
- * ({@code NCCL4J_NCCL_NONBLOCKING=1}, or {@link #withNonBlocking}), and it is forced where ranks
- * that are threads of one process share a GPU: NCCL forbids calling communicators of one device
- * from several threads at once, so their calls are serialised per device, which only nonblocking
- * calls (that never wait for a peer) can survive.
+ * ({@code NCCL4J_NCCL_NONBLOCKING=1}, or {@link #withNonBlocking}), and it is forced where threads
+ * of one process drive independent communicators of one GPU ({@link #withSharedDevice}): NCCL forbids
+ * calling communicators of one device from several threads at once, so their calls are serialised
+ * per device, which only nonblocking calls (that never wait for a peer) can survive. Ranks of one
+ * communicator never share a GPU as threads ({@link NcclPlacement}).
  *
  * @param nonBlocking ask NCCL for a nonblocking communicator ({@code NCCL_COMM_BLOCKING} in the
- *     environment still overrides it; {@link Communicator#mode()} says what NCCL made)
+ *     environment still overrides it, in NCCL and in {@link Communicator#mode()})
  * @param maxCTAs {@code ncclConfig_t.maxCTAs}, or {@link NcclConfig#UNDEF} for NCCL's choice (and
- *     {@code NCCL_MAX_CTAS}); small values let two ranks share a GPU
- * @param sharedDevice other communicators of this process use the same device: calls are
- *     serialised per device, and the communicator is nonblocking
+ *     {@code NCCL_MAX_CTAS}); small values let two ranks (processes) share a GPU
+ * @param sharedDevice other communicators of this process use the same device, from other threads:
+ *     calls are serialised per device, and the communicator is nonblocking
  * @param abortGrace how long an abort waits for a call in progress on another thread before it
  *     aborts without it (see {@link Communicator#abort(Duration)})
  * @param allocation where the group's tensors come from (plain, registered, symmetric windows); the
@@ -58,7 +59,10 @@ public record CommOptions(boolean nonBlocking, int maxCTAs, boolean sharedDevice
     return new CommOptions(nonBlocking, n, sharedDevice, abortGrace, allocation);
   }
 
-  /** For a rank whose GPU other ranks of this process use too: nonblocking, calls serialised per device. */
+  /**
+   * For a communicator whose GPU other communicators of this process use too, from other threads:
+   * nonblocking, calls serialised per device.
+   */
   public CommOptions withSharedDevice() {
     return new CommOptions(true, maxCTAs, true, abortGrace, allocation);
   }

@@ -5,6 +5,7 @@ import io.nccl4j.CollectiveTimeoutException;
 import io.nccl4j.Device;
 import io.nccl4j.concurrent.Backoff;
 import io.nccl4j.concurrent.Durations;
+import io.nccl4j.nccl.bind.NativeSlot;
 import io.nccl4j.nccl.bind.NcclApi;
 import java.time.Duration;
 import java.util.concurrent.CountDownLatch;
@@ -42,7 +43,9 @@ import org.slf4j.LoggerFactory;
  *       takes the lock. Only when a call has held it past {@link CommOptions#abortGrace} — a
  *       blocking call waiting for a peer that will not come — does the abort go ahead without it,
  *       as NCCL's abort flag exists to release such a call and as PyTorch's watchdog does; NCCL
- *       guarantees that only for nonblocking communicators, the reason to choose them.
+ *       guarantees that only for nonblocking communicators, the reason to choose them: on a
+ *       blocking one the call may stay stuck, and it runs beside the abort that frees the
+ *       communicator (logged as a warning naming that risk when it happens).
  *   <li>Close is {@code ncclCommFinalize}, polled to the end, then {@code ncclCommDestroy}; a broken
  *       communicator is aborted. A communicator still open when the JVM exits is aborted then
  *       ({@link LiveCommunicators}), so no NCCL thread outlives the JVM's shutdown.
@@ -51,12 +54,30 @@ import org.slf4j.LoggerFactory;
 public final class Communicator implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(Communicator.class);
 
-  /** What NCCL made: the init's result tells (ncclInProgress only from a nonblocking communicator). */
+  /**
+   * What the configuration asked NCCL for: {@link CommOptions#nonBlocking()}, overridden by
+   * {@code NCCL_COMM_BLOCKING} in the environment as NCCL overrides it (init.cc, parseCommConfig).
+   * Not what the init answered: a nonblocking init whose job ended before the call returned answers
+   * ncclSuccess. An ncclInProgress is polled whatever the mode (an {@code nccl.conf} may also set
+   * NCCL_COMM_BLOCKING, which nccl4j does not read).
+   */
   public enum Mode {
-    /** No call answers {@code ncclInProgress}: the init returned once the communicator was ready. */
+    /** Calls return when NCCL is done with them; a blocking launch may wait for its peers. */
     BLOCKING,
     /** Calls may answer {@code ncclInProgress}, polled to the end by the calling thread ({@link #complete}). */
     NONBLOCKING
+  }
+
+  /** The mode {@code options} make, with NCCL_COMM_BLOCKING from {@code env} overriding them as in NCCL. */
+  static Mode modeOf(CommOptions options, java.util.Map<String, String> env) {
+    String forced = env.get("NCCL_COMM_BLOCKING");
+    if ("0".equals(forced)) {
+      return Mode.NONBLOCKING;
+    }
+    if ("1".equals(forced)) {
+      return Mode.BLOCKING;
+    }
+    return options.nonBlocking() ? Mode.NONBLOCKING : Mode.BLOCKING;
   }
 
   /** Polling an ncclInProgress: one spin, then parks of 1, 2, 4 … µs up to 200 µs (the call keeps its own limit). */
@@ -78,6 +99,8 @@ public final class Communicator implements AutoCloseable {
   private final int[] pollOut = new int[1];
   private volatile long handle;
   private volatile boolean broken;
+  /** Why this communicator must be released with ncclCommAbort although it did not fail (null: it need not). */
+  private volatile String releaseByAbort;
   /** Set first by an abort: no new call starts, and a thread polling a nonblocking call gives up. */
   private volatile boolean aborting;
   /** When the call in progress started (0: none), its NCCL function and its limit. */
@@ -124,7 +147,7 @@ public final class Communicator implements AutoCloseable {
           + (uniqueId == null ? "null" : uniqueId.length));
     }
     if (options.sharedDevice() && "1".equals(System.getenv("NCCL_COMM_BLOCKING"))) {
-      throw new IllegalStateException("rank " + rank + ": ranks of this process share cuda:" + device + ", which"
+      throw new IllegalStateException("rank " + rank + ": communicators of this process share cuda:" + device + ", which"
           + " needs nonblocking communicators, but NCCL_COMM_BLOCKING=1 forces blocking ones; unset it");
     }
     NcclApi api = nccl.api();
@@ -150,10 +173,11 @@ public final class Communicator implements AutoCloseable {
     }
     String function = config ? "ncclCommInitRankConfig" : "ncclCommInitRank";
     NcclCall.check(rc, api, ctx, function);
-    Mode mode = rc == NcclResult.IN_PROGRESS.code() ? Mode.NONBLOCKING : Mode.BLOCKING;
+    // Without ncclCommInitRankConfig (NCCL < 2.14) there is no configuration: blocking.
+    Mode mode = config ? modeOf(options, System.getenv()) : Mode.BLOCKING;
     Communicator c = new Communicator(nccl, rank, size, device, mode, options, out[0]);
     LiveCommunicators.add(c);
-    if (mode == Mode.NONBLOCKING) {
+    if (rc == NcclResult.IN_PROGRESS.code()) {
       c.lock.lock();
       try {
         c.begin(function, Durations.toNanos(timeout), System.nanoTime());
@@ -173,8 +197,9 @@ public final class Communicator implements AutoCloseable {
    * This rank's part of {@code ncclCommSplit} (NCCL ≥ 2.18): collective over every rank of this
    * communicator. Ranks of one {@code color} (≥ 0) get one new communicator, ranked by {@code key};
    * {@code color} -1 ({@code NCCL_SPLIT_NOCOLOR}) gets null. The child inherits this communicator's
-   * configuration (blocking or not) and device; a nonblocking child is polled until ready, for at most
-   * {@code timeout}. {@code newRank} and {@code newSize} are what the caller computed the child to be.
+   * configuration (blocking or not) and device; on a nonblocking communicator NCCL makes the child on
+   * a thread of its own, and this polls until it has, for at most {@code timeout}. {@code newRank} and
+   * {@code newSize} are what the caller computed the child to be.
    */
   public Communicator split(int color, int key, int newRank, int newSize, Duration timeout) {
     nccl.require(NcclFeature.SPLIT);
@@ -190,49 +215,92 @@ public final class Communicator implements AutoCloseable {
   public Communicator shrink(int[] excluded, boolean abortFirst, int newRank, int newSize, Duration timeout) {
     nccl.require(NcclFeature.SHRINK);
     int flags = abortFirst ? 1 : 0; // NCCL_SHRINK_ABORT : NCCL_SHRINK_DEFAULT
+    // The excluded ranks are gone: NCCL >= 2.31's finalize and destroy would wait for them (an
+    // untimed intra-node barrier in commDestroySync); only an abort skips it. NCCL_SHRINK_ABORT also
+    // resets this communicator's abort flag before it returns, so nothing else would skip it.
+    releaseWithAbort("ncclCommShrink excluded rank(s) " + java.util.Arrays.toString(excluded)
+        + ", which will not take part in a finalize or destroy");
     return derived("ncclCommShrink", newRank, newSize, timeout,
         (h, out) -> api.commShrink(h, excluded.clone(), out, null, flags));
   }
 
-  /** An NCCL call on this communicator that makes another one into {@code out[0]} (0: none). */
+  /** An NCCL call on this communicator that NCCL may finish, writing {@code out}, after it returned. */
   @FunctionalInterface
-  private interface Derivation {
-    int call(long handle, long[] out);
+  public interface LateCall {
+    /** Calls NCCL on communicator {@code handle} with {@code out} as the out-parameter; returns NCCL's result. */
+    int call(long handle, NativeSlot out);
   }
 
-  private Communicator derived(String function, int newRank, int newSize, Duration timeout, Derivation derivation) {
-    long limit = Durations.toNanos(timeout);
-    long[] out = new long[1];
-    int rc;
-    long h = enter(function, limit, System.nanoTime());
-    try {
-      rc = derivation.call(h, out);
-      if (out[0] == 0) {
-        rc = complete(rc, function); // no child to poll: the state is this communicator's
-      }
-    } finally {
-      exit();
-    }
-    NcclCall.check(rc, api, context(), function);
-    if (out[0] == 0) {
+  private Communicator derived(String function, int newRank, int newSize, Duration timeout, LateCall derivation) {
+    long child = callWithLateOut(function, timeout, derivation, orphan -> abortOrphan(function, orphan));
+    if (child == 0) {
       return null;
     }
-    Communicator c = new Communicator(nccl, newRank, newSize, device, mode, options, out[0]);
+    // The child inherits this communicator's configuration, hence its mode.
+    Communicator c = new Communicator(nccl, newRank, newSize, device, mode, options, child);
     LiveCommunicators.add(c);
-    if (rc == NcclResult.IN_PROGRESS.code()) {
-      c.lock.lock();
-      try {
-        c.begin(function, limit, System.nanoTime());
-        NcclCall.check(c.complete(rc, function), api, c.context(), function);
-      } catch (RuntimeException e) {
-        c.exit();
-        c.broken = true;
-        c.abort(Duration.ofSeconds(30));
-        throw e;
-      }
-      c.exit();
-    }
     return c;
+  }
+
+  /**
+   * One NCCL call on this communicator whose out-parameter NCCL may write after the call returned —
+   * a nonblocking communicator's split, shrink or window registration — and what NCCL wrote there.
+   * The native slot holds NULL before the call and is read only once this communicator's job has
+   * ended: polled to its end under the lock (NCCL's job writes it, then the poll answers), or ended by
+   * an abort, which joins NCCL's job thread. When the poll fails (past {@code limit}, interrupted by
+   * an abort) this communicator is aborted before the slot is read; when NCCL reports an error; in
+   * both cases whatever NCCL wrote (a half-made child) goes to {@code orphan}, and the failure is
+   * thrown. A slot whose job an abort could not end within its deadline is left allocated: NCCL may
+   * still write it.
+   */
+  public long callWithLateOut(String function, Duration limit, LateCall call, java.util.function.LongConsumer orphan) {
+    NativeSlot out = api.newSlot();
+    long h = enter(function, Durations.toNanos(limit), System.nanoTime());
+    int rc;
+    try {
+      rc = call.call(h, out);
+    } catch (RuntimeException e) {
+      exit(); // thrown on this side of NCCL: no job was started
+      out.close();
+      throw e;
+    }
+    try {
+      rc = complete(rc, function);
+    } catch (RuntimeException e) {
+      exit();
+      // NCCL's job may still be running and write the slot: the abort ends it and waits for it.
+      if (abort(Duration.ofSeconds(30))) {
+        settle(out, orphan);
+      } else {
+        LOG.warn("rank {}: the abort after {} did not end within 30 s; its out-parameter stays allocated, since NCCL"
+            + " may still write it", rank, function);
+      }
+      throw e;
+    }
+    exit();
+    if (rc != 0) {
+      settle(out, orphan);
+      throw NcclCall.error(rc, api, context(), function);
+    }
+    long value = out.get();
+    out.close();
+    return value;
+  }
+
+  private static void settle(NativeSlot out, java.util.function.LongConsumer orphan) {
+    long v = out.get();
+    out.close();
+    if (v != 0) {
+      orphan.accept(v);
+    }
+  }
+
+  /** Aborts a communicator NCCL wrote into an out-parameter of a call that failed (NCCL writes it even then). */
+  private void abortOrphan(String function, long child) {
+    LOG.warn("rank {}: {} failed after NCCL had made the new communicator; aborting it", rank, function);
+    Communicator c = new Communicator(nccl, rank, size, device, mode, options, child);
+    c.broken = true;
+    c.abort(Duration.ofSeconds(30));
   }
 
   /** True once an abort started: no NCCL call will be made on it any more. */
@@ -270,12 +338,12 @@ public final class Communicator implements AutoCloseable {
     return nccl;
   }
 
-  /** Blocking or nonblocking, as NCCL made it. */
+  /** Blocking or nonblocking, as its configuration (and NCCL_COMM_BLOCKING) made it. */
   public Mode mode() {
     return mode;
   }
 
-  /** True when NCCL made the communicator nonblocking ({@link Mode#NONBLOCKING}). */
+  /** True when the communicator is nonblocking ({@link Mode#NONBLOCKING}). */
   public boolean isNonBlocking() {
     return mode == Mode.NONBLOCKING;
   }
@@ -330,8 +398,8 @@ public final class Communicator implements AutoCloseable {
    * @throws BackendException when an abort ended it
    */
   public int complete(int rc, String function) {
-    if (rc != NcclResult.IN_PROGRESS.code() || mode == Mode.BLOCKING) {
-      return rc;
+    if (rc != NcclResult.IN_PROGRESS.code()) {
+      return rc; // only a nonblocking communicator answers ncclInProgress, whatever nccl4j thinks its mode is
     }
     long start = callStart;
     for (int round = 0;; round++) {
@@ -484,6 +552,17 @@ public final class Communicator implements AutoCloseable {
   }
 
   /**
+   * {@link #close()} will abort the communicator instead of finalizing it, because {@code why}: a peer
+   * may not take part in NCCL's destroy (from NCCL 2.31 an untimed barrier of every local rank in
+   * commDestroySync, which only the abort flag skips). It stays usable until then.
+   */
+  public void releaseWithAbort(String why) {
+    if (releaseByAbort == null) {
+      releaseByAbort = why;
+    }
+  }
+
+  /**
    * True once {@code ncclCommGetAsyncError} or a finalize reported an error, a nonblocking call ran
    * past its limit or was interrupted, {@link #markBroken()} was called, or an abort began;
    * {@link #close()} then aborts the communicator instead of finalizing it.
@@ -563,8 +642,18 @@ public final class Communicator implements AutoCloseable {
       }
       if (!locked) {
         long running = callRunningNanos(System.nanoTime());
-        LOG.warn("rank {}: {} has held the NCCL communicator for {} ms; aborting it without waiting, so that NCCL's"
-            + " abort flag releases the call", rank, callFunction, running / 1_000_000);
+        if (mode == Mode.BLOCKING) {
+          // NCCL's user guide: "In order to abort NCCL communicators safely, NCCL requires applications to set
+          // communicators as nonblocking and make sure no thread is calling any NCCL operations while calling
+          // ncclCommAbort"; a blocking one "might hang forever". PyTorch's watchdog takes the same risk.
+          LOG.warn("rank {}: {} has held the blocking NCCL communicator for {} ms; aborting it while the call is"
+              + " inside NCCL, so that NCCL's abort flag releases it. NCCL guarantees an abort at any point only for"
+              + " nonblocking communicators (NCCL4J_NCCL_NONBLOCKING=1): the call may stay stuck, and it runs"
+              + " beside the abort that frees the communicator", rank, callFunction, running / 1_000_000);
+        } else {
+          LOG.warn("rank {}: {} has held the NCCL communicator for {} ms; aborting it without waiting, so that"
+              + " NCCL's abort flag releases the call", rank, callFunction, running / 1_000_000);
+        }
       }
     }
     boolean deviceLocked = false;
@@ -614,12 +703,16 @@ public final class Communicator implements AutoCloseable {
 
   /**
    * Finalizes ({@code ncclCommFinalize}, NCCL ≥ 2.14, polled to the end when nonblocking) and
-   * destroys the communicator; a broken one is aborted instead. Collective among the ranks that
+   * destroys the communicator; a broken one, or one {@link #releaseWithAbort} was called on, is
+   * aborted instead. Collective among the ranks that
    * still use it (finalize waits for their operations); when that does not end within
    * {@code deadline} — a peer is gone — the communicator is aborted. Idempotent.
    */
   public void close(Duration deadline) {
-    if (broken || aborting) {
+    if (broken || aborting || releaseByAbort != null) {
+      if (!broken && !aborting) {
+        LOG.debug("rank {}: releasing the NCCL communicator with ncclCommAbort: {}", rank, releaseByAbort);
+      }
       abort(deadline);
       return;
     }

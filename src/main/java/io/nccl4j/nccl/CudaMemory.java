@@ -109,6 +109,23 @@ final class CudaMemory implements MemoryResource {
     }
   }
 
+  /**
+   * Frees asked for from now on wait until {@code event} — the completion of an operation a failure
+   * drained — has passed: an abort asks NCCL's kernels to stop but does not wait for them, and a
+   * stream-ordered free would otherwise hand memory an aborted kernel may still write to the next
+   * allocation at once. {@code cudaStreamWaitEvent} on this resource's stream captures the event's
+   * current record, so it may be recorded again afterwards. Without memory pools there is nothing to
+   * do: {@code cudaFree} synchronises the device.
+   */
+  void freesWaitFor(CudaEvent event) {
+    if (!streamOrdered()) {
+      return;
+    }
+    nccl.setDevice(device);
+    CudaCall.check(nccl.cuda().streamWaitEvent(memoryStream(), event.handle()), nccl.cuda(),
+        "cudaStreamWaitEvent (frees after an abort)", device());
+  }
+
   private void blockingFree(long address) {
     nccl.setDevice(device);
     CudaCall.check(nccl.cuda().free(address), nccl.cuda(), "cudaFree", device());

@@ -130,8 +130,13 @@ final class InFlightRing {
     }
   }
 
-  /** Fails every operation in flight, oldest first: the first with {@code first}, the rest with {@code rest}. */
-  void drain(BackendException first, BackendException rest, Completer completer) {
+  /**
+   * Fails every operation in flight, oldest first: the first with {@code first}, the rest with
+   * {@code rest}. Before failing one it hands its completion event to {@code beforeFailing} (under
+   * {@link #lock}, so that the event is still that operation's): its kernel may still run.
+   */
+  void drain(BackendException first, BackendException rest, java.util.function.Consumer<CudaEvent> beforeFailing,
+      Completer completer) {
     boolean isFirst = true;
     while (true) {
       long n = consumed.get();
@@ -141,6 +146,13 @@ final class InFlightRing {
       Slot s = slot(n);
       Collective c = s.c;
       Completion completion = s.completion;
+      synchronized (lock) {
+        // The slot cannot be reused before consumed passes n; if another thread took n meanwhile,
+        // waiting for its (finished) operation's event costs nothing.
+        if (consumed.get() == n && s.done != null) {
+          beforeFailing.accept(s.done);
+        }
+      }
       // Unless the progress thread took it first (it completed meanwhile).
       if (take(n)) {
         completer.complete(c, completion, isFirst ? first : rest);

@@ -29,6 +29,7 @@ public final class Nccl {
   private final NcclVersion version;
   private final NcclVersion bound;
   private final Map<Integer, Allocator> allocators = new ConcurrentHashMap<>();
+  private final Map<Integer, CudaMemory> deviceMemory = new ConcurrentHashMap<>();
 
   private Nccl(NcclApi api, CudaApi cuda, NvtxApi nvtx) {
     this.api = Objects.requireNonNull(api, "api");
@@ -73,23 +74,22 @@ public final class Nccl {
   }
 
   /**
-   * Null when NCCL is usable here with at least {@code ranks} GPUs; otherwise why not. Never throws.
+   * Null when NCCL is usable here for {@code ranks} ranks of this host run as {@code as}; otherwise
+   * why not ({@link NcclPlacement}). Never throws.
    */
-  public static String unavailableReason(int ranks) {
+  public static String unavailableReason(int ranks, NcclPlacement.Ranks as) {
     try {
-      Nccl n = load();
-      int count = n.deviceCount();
-      if (count < ranks) {
-        return count == 0 ? "no GPU: " + n.deviceCountProblem()
-            : ranks + " ranks need " + ranks + " GPUs, this machine has " + count
-                + " (NCCL runs one rank per GPU)";
-      }
-      return null;
+      return NcclPlacement.unavailableReason(load(), ranks, as, System.getenv());
     } catch (NcclUnavailableException e) {
       return e.reason();
     } catch (RuntimeException e) {
       return e.getMessage();
     }
+  }
+
+  /** {@link #unavailableReason(int, NcclPlacement.Ranks)} for ranks as threads of this process. */
+  public static String unavailableReason(int ranks) {
+    return unavailableReason(ranks, NcclPlacement.Ranks.THREADS);
   }
 
   /** The NCCL functions, with raw result codes (check them with {@link NcclCall}). */
@@ -175,7 +175,12 @@ public final class Nccl {
 
   /** The accounting allocator of CUDA device {@code device} (one per device per Nccl). */
   public Allocator allocator(int device) {
-    return allocators.computeIfAbsent(device, d -> Allocator.root("cuda:" + d, new CudaMemory(this, d)));
+    return allocators.computeIfAbsent(device, d -> Allocator.root("cuda:" + d, deviceMemory(d)));
+  }
+
+  /** The memory of CUDA device {@code device} under {@link #allocator(int)}. */
+  CudaMemory deviceMemory(int device) {
+    return deviceMemory.computeIfAbsent(device, d -> new CudaMemory(this, d));
   }
 
   /** Makes {@code device} current for the calling thread. */

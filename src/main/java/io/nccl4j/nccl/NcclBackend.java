@@ -74,6 +74,8 @@ public final class NcclBackend implements Backend {
   private final Object failLock = new Object();
   private volatile long currentStream;
   private volatile BackendException broken;
+  /** This group and the groups split from it: a failure of one makes every one of them be released by abort. */
+  private final CommunicatorFamily family;
   private volatile boolean closed;
 
   /** Completes a future, for the future-based forms of submit. */
@@ -102,6 +104,12 @@ public final class NcclBackend implements Backend {
    * @param abortDeadline how long a failure waits for {@code ncclCommAbort} before giving up on it
    */
   public NcclBackend(Communicator comm, Allocator allocator, Duration timeout, Duration abortDeadline) {
+    this(comm, allocator, timeout, abortDeadline, new CommunicatorFamily());
+  }
+
+  private NcclBackend(Communicator comm, Allocator allocator, Duration timeout, Duration abortDeadline,
+      CommunicatorFamily family) {
+    this.family = family;
     this.abortDeadline = abortDeadline;
     this.comm = comm;
     this.nccl = comm.nccl();
@@ -375,6 +383,7 @@ public final class NcclBackend implements Backend {
       return;
     }
     LOG.debug("rank {}: NCCL backend failed: {}", rank(), cause.getMessage());
+    family.failed(cause);
     comm.markBroken();
     if (!comm.abort(abortDeadline)) {
       LOG.warn("rank {}: communicator abort did not finish within {}", rank(), abortDeadline);
@@ -382,9 +391,21 @@ public final class NcclBackend implements Backend {
     drainPending(cause);
   }
 
-  /** Fails every operation in flight, oldest first. Safe from several threads at once. */
+  /**
+   * Fails every operation in flight, oldest first. Safe from several threads at once. The device's
+   * frees first wait for each operation's completion event: an aborted kernel may still write the
+   * operation's buffers, which are freed when its Work fails.
+   */
   private void drainPending(BackendException cause) {
-    ring.drain(cause, stillBroken(cause), this::complete);
+    CudaMemory memory = nccl.deviceMemory(device);
+    ring.drain(cause, stillBroken(cause), event -> {
+      try {
+        memory.freesWaitFor(event);
+      } catch (RuntimeException e) {
+        LOG.warn("rank {}: the frees after the abort could not be ordered after an operation's end: {}", rank(),
+            e.getMessage());
+      }
+    }, this::complete);
   }
 
   /** Reports the outcome; a completion that throws must not stop the progress thread or a failure. */
@@ -407,7 +428,7 @@ public final class NcclBackend implements Backend {
     int newRank = group.rankOf(rank());
     Communicator child = comm.split(newRank >= 0 ? group.color() : io.nccl4j.spi.Subgroup.NO_COLOR, group.key(),
         newRank, group.size(), timeout);
-    return child == null ? null : childBackend(child);
+    return child == null ? null : childBackend(child, family);
   }
 
   /**
@@ -422,7 +443,8 @@ public final class NcclBackend implements Backend {
     int newRank = survivors.rankOf(rank());
     if (!comm.isAborted()) {
       int[] excluded = java.util.stream.IntStream.range(0, size()).filter(r -> survivors.rankOf(r) < 0).toArray();
-      return childBackend(comm.shrink(excluded, isBroken(), newRank, survivors.size(), timeout));
+      return childBackend(comm.shrink(excluded, isBroken(), newRank, survivors.size(), timeout),
+          new CommunicatorFamily());
     }
     if (store == null) {
       throw new IllegalStateException("rank " + rank() + ": the failure aborted this group's NCCL communicator, so"
@@ -430,13 +452,16 @@ public final class NcclBackend implements Backend {
           + " through; give the group one (setValidation(mode, store))");
     }
     io.nccl4j.store.Store ns = new io.nccl4j.store.PrefixStore("shrink/" + survivors.id(), store);
-    return childBackend(NcclRendezvous.join(nccl, ns, device, survivors.size(), newRank, comm.options(), timeout));
+    return childBackend(NcclRendezvous.join(nccl, ns, device, survivors.size(), newRank, comm.options(), timeout),
+        new CommunicatorFamily());
   }
 
-  private Backend childBackend(Communicator child) {
+  private Backend childBackend(Communicator child, CommunicatorFamily childFamily) {
     try {
-      return new NcclBackend(child, allocator, timeout, abortDeadline);
+      return new NcclBackend(child, allocator, timeout, abortDeadline, childFamily);
     } catch (RuntimeException e) {
+      // This rank cannot use its part; the peers' parts may never see it finalize.
+      child.markBroken();
       child.close(abortDeadline);
       throw e;
     }
@@ -494,6 +519,10 @@ public final class NcclBackend implements Backend {
       launch.close();
       commStream.close();
     } finally {
+      BackendException failed = family.failure();
+      if (failed != null && broken == null) {
+        comm.releaseWithAbort("a group of its family failed: " + failed.getMessage());
+      }
       comm.close(abortDeadline);
     }
   }

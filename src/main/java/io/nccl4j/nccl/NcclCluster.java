@@ -7,12 +7,11 @@ import io.nccl4j.store.Store;
 import java.time.Duration;
 
 /**
- * NCCL backends for ranks that are threads of one process, rank r on GPU r mod the GPUs (use with
+ * NCCL backends for ranks that are threads of one process, rank r on GPU r (use with
  * {@link io.nccl4j.LocalCluster#backend}), through {@link NcclRendezvous} over an in-JVM store —
- * the path a multi-process job takes, with a {@link HashStore} instead of a TCP one. More ranks than
- * GPUs need NCCL ≥ 2.30 with {@code NCCL_MULTI_RANK_GPU_ENABLE=1} (NCCL supports two per GPU);
- * ranks that share a GPU get nonblocking communicators whose calls are serialised per device
- * ({@link CommOptions#withSharedDevice}).
+ * the path a multi-process job takes, with a {@link HashStore} instead of a TCP one. At most one rank
+ * per GPU: NCCL does not support threads of one process driving ranks of one communicator on one
+ * GPU ({@link NcclPlacement}); two ranks per GPU run as processes.
  */
 public final class NcclCluster implements ClusterBackend {
   private final Nccl nccl;
@@ -39,37 +38,11 @@ public final class NcclCluster implements ClusterBackend {
   }
 
   /**
-   * True when NCCL may put several ranks on one GPU: NCCL ≥ 2.30 (and a binding that knows it) with
-   * {@code NCCL_MULTI_RANK_GPU_ENABLE=1}. Older NCCL rejects it ("Duplicate GPU detected").
+   * True when NCCL may put two ranks of one communicator on one GPU — as processes only
+   * ({@link NcclPlacement}); ranks that are threads of this cluster get one GPU each.
    */
   public boolean multiRankPerGpu() {
-    return multiRankPerGpu(nccl);
-  }
-
-  static boolean multiRankPerGpu(Nccl nccl) {
-    return "1".equals(System.getenv("NCCL_MULTI_RANK_GPU_ENABLE")) && nccl.supports(NcclFeature.MULTI_RANK_GPU);
-  }
-
-  /**
-   * Why {@code ranks} ranks cannot share {@code gpus} GPUs here, or null when they can: one rank
-   * per GPU always works; more need {@link #multiRankPerGpu}.
-   */
-  public static String placementProblem(Nccl nccl, int ranks, int gpus) {
-    if (gpus == 0) {
-      return ranks + " ranks need a GPU, this process sees none (" + nccl.deviceCountProblem() + ")";
-    }
-    if (ranks <= gpus) {
-      return null;
-    }
-    int perGpu = (ranks + gpus - 1) / gpus;
-    if (multiRankPerGpu(nccl)) {
-      return perGpu <= 2 ? null : ranks + " ranks on " + gpus + " GPU" + (gpus == 1 ? "" : "s") + " put " + perGpu
-          + " ranks on one GPU; NCCL supports at most 2 (beyond that it may run out of resources and hang)";
-    }
-    String why = nccl.supports(NcclFeature.MULTI_RANK_GPU) ? "set NCCL_MULTI_RANK_GPU_ENABLE=1 to allow it"
-        : nccl.version().atLeast(NcclVersion.V2_30) ? "this build's binding predates NCCL 2.30 (build the default line)"
-        : "NCCL " + nccl.version() + " rejects it; NCCL >= 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1 allows two per GPU";
-    return ranks + " ranks on " + gpus + " GPU" + (gpus == 1 ? "" : "s") + " put several ranks on one GPU: " + why;
+    return NcclPlacement.multiRankPerGpu(nccl, System.getenv());
   }
 
   /**
@@ -85,14 +58,12 @@ public final class NcclCluster implements ClusterBackend {
   @Override
   public Run start(int worldSize, Duration timeout, String runName) {
     int gpus = nccl.deviceCount();
-    String problem = placementProblem(nccl, worldSize, gpus);
+    String problem = NcclPlacement.problem(nccl, worldSize, gpus, NcclPlacement.Ranks.THREADS);
     if (problem != null) {
       throw new NcclUnavailableException(problem);
     }
     Store store = new HashStore(timeout);
-    boolean shared = worldSize > gpus;
-    CommOptions opts = shared ? options.withSharedDevice() : options;
-    return rank -> create(rank, rank % gpus, worldSize, timeout, runName, store, opts);
+    return rank -> create(rank, rank, worldSize, timeout, runName, store, options);
   }
 
   private Backend create(int rank, int device, int worldSize, Duration timeout, String runName, Store store,

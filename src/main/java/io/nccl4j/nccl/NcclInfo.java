@@ -40,10 +40,32 @@ public final class NcclInfo {
   }
 
   /**
+   * The libnccl and libcudart files this process has mapped ({@code /proc/self/maps}): the ones in
+   * use, whatever the search above found. Not ok when none, or several of one, are mapped.
+   */
+  static Line mapped(List<String> maps) {
+    if (maps.isEmpty()) {
+      return new Line("mapped", false, "unknown: /proc/self/maps cannot be read here");
+    }
+    List<String> nccl = MappedLibraries.files(maps, "libnccl.so");
+    List<String> cudart = MappedLibraries.files(maps, "libcudart.so");
+    String text = "libnccl " + describe(nccl) + "; libcudart " + describe(cudart);
+    boolean ok = nccl.size() == 1 && cudart.size() == 1;
+    if (cudart.size() > 1) {
+      text += " (more than one CUDA runtime: JavaCPP's JNI library loaded its own beside the one found above)";
+    }
+    return new Line("mapped", ok, text);
+  }
+
+  private static String describe(List<String> files) {
+    return files.isEmpty() ? "none" : String.join(", ", files);
+  }
+
+  /**
    * The report, in order: Java, the CPU backend, the CUDA driver, the CUDA runtime, NCCL (library and
-   * binding versions), NVTX, notes of the native loader, the GPUs and, when there is a GPU, NCCL's
-   * own memory for a one-rank communicator on cuda:0 (created and closed here where NCCL can report
-   * it, NCCL ≥ 2.30).
+   * binding versions), NVTX, notes of the native loader, the libnccl and libcudart files mapped, the
+   * GPUs and, when there is a GPU, NCCL's own memory for a one-rank communicator on cuda:0 (created
+   * and closed here where NCCL can report it, NCCL ≥ 2.30).
    */
   public static List<Line> collect() {
     List<Line> lines = new ArrayList<>();
@@ -135,6 +157,9 @@ public final class NcclInfo {
       }
     }
     nr.notes().forEach(n -> lines.add(new Line("note", true, n)));
+    if (nr.isLoaded()) {
+      lines.add(mapped(MappedLibraries.ofThisProcess()));
+    }
 
     // GPUs.
     if (nccl == null) {

@@ -62,6 +62,12 @@ final class NcclLaunch implements AutoCloseable {
     }
     if (c.input() != null && c.input().dtype().isFloat8()) {
       nccl.require(NcclFeature.FP8);
+      if (comm.size() == 1 && c.reduceOp() != null && c.reduceOp().kind() == ReduceOp.Kind.PREMUL_SUM) {
+        // The API refuses it first (PyTorch has no float8 PreMulSum); this is for direct users of the backend.
+        throw new UnsupportedOperationException(c.input().dtype().torchName() + " " + c.reduceOp()
+            + " at world size 1: NCCL's one-rank path has no float8 kernel (src/device/onerank.cu compiles its"
+            + " float8 cases for sm_90 device code only, so NCCL answers ncclInvalidArgument); nccl4j does not call it");
+      }
     }
     if (c.reduceOp() != null) {
       if (c.reduceOp().kind() == ReduceOp.Kind.AVG) {
@@ -203,6 +209,12 @@ final class NcclLaunch implements AutoCloseable {
 
   /** NCCL's operator for {@code op}: a PreMulSum operator is created here, and destroyed by {@link #reduced}. */
   private int ncclOp(ReduceOp op, DType dtype, long h) {
+    if (op.kind() == ReduceOp.Kind.AVG && dtype.isFloat8() && comm.size() == 1) {
+      // At one rank NCCL turns AVG on float8 into PreMulSum by 1 (hostToDevRedOp), and its one-rank
+      // path has no float8 PreMulSum in the host pass (src/device/onerank.cu: the float8 cases sit under
+      // __CUDA_ARCH__ >= 900): ncclInvalidArgument. x / 1 = x, which SUM — a copy at one rank — gives exactly.
+      return ReduceOp.SUM.ncclCode();
+    }
     if (op.kind() != ReduceOp.Kind.PREMUL_SUM) {
       return op.ncclCode();
     }

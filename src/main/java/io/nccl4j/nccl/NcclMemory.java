@@ -54,17 +54,24 @@ final class NcclMemory implements MemoryResource {
       throw NcclCall.error(rc, api, comm.context(), "ncclMemAlloc(" + bytes + ")");
     }
     long address = out[0];
-    long[] handle = new long[1];
-    String function = mode == NcclAllocation.SYMMETRIC ? "ncclCommWindowRegister" : "ncclCommRegister";
+    long handle;
     try {
-      rc = comm.call(function, LIMIT, h -> mode == NcclAllocation.SYMMETRIC
-          ? api.commWindowRegister(h, address, n, handle, 0) : api.commRegister(h, address, n, handle));
-      NcclCall.check(rc, api, comm.context(), function);
+      if (mode == NcclAllocation.SYMMETRIC) {
+        // On a nonblocking communicator NCCL fills the window at group end, after the call returned. A
+        // window of a registration that failed goes with the communicator, which is then aborted.
+        handle = comm.callWithLateOut("ncclCommWindowRegister", LIMIT,
+            (h, window) -> api.commWindowRegister(h, address, n, window, 0), window -> { });
+      } else {
+        long[] registered = new long[1];
+        rc = comm.call("ncclCommRegister", LIMIT, h -> api.commRegister(h, address, n, registered));
+        NcclCall.check(rc, api, comm.context(), "ncclCommRegister");
+        handle = registered[0];
+      }
     } catch (RuntimeException e) {
       api.memFree(address);
       throw e;
     }
-    handles.put(address, handle[0]);
+    handles.put(address, handle);
     return address;
   }
 

@@ -174,14 +174,15 @@ public final class TcpStore implements Store {
   /**
    * A store host that vanishes (powered off, cut off) sends no reset: with the system's keepalive defaults
    * (two hours) a blocked get would wait out its own timeout. Probing an idle connection after 5 s, every 2 s,
-   * 3 times, ends it within about 11 s. Where the platform lacks the options, the defaults stay.
+   * 3 times, ends it within about 11 s. Where the platform lacks the options, or the Java runtime lacks the
+   * jdk.net module that has them (a jlink'd runtime: NoClassDefFoundError), the defaults stay.
    */
   static void tuneKeepAlive(Socket s) {
     try {
       s.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPIDLE, 5);
       s.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPINTERVAL, 2);
       s.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPCOUNT, 3);
-    } catch (UnsupportedOperationException | IOException e) {
+    } catch (UnsupportedOperationException | IOException | LinkageError e) {
       // the system's keepalive it is
     }
   }

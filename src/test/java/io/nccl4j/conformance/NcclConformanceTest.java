@@ -14,8 +14,7 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 
 /**
- * The same conformance suite, unchanged, on the NCCL backend: one rank per visible GPU (several per
- * GPU where NCCL ≥ 2.30 allows it). Skipped, saying why, where NCCL or a GPU is missing. Groups are
+ * The same conformance suite, unchanged, on the NCCL backend: one rank per visible GPU. Skipped, saying why, where NCCL or a GPU is missing. Groups are
  * kept alive across cases (creating a communicator is expensive).
  */
 @Tag("gpu")
@@ -67,15 +66,15 @@ class NcclConformanceTest extends FormsConformanceSuite {
   }
 
   /**
-   * One rank per GPU, up to 8; where NCCL allows two ranks per GPU (≥ 2.30 with
-   * NCCL_MULTI_RANK_GPU_ENABLE=1) up to twice the GPUs. {@code NCCL4J_GPU_WORLD_SIZES} (e.g. "1" or
-   * "2") picks some of them, so that ci/gpu-check.sh can time each apart.
+   * One rank per GPU, up to 8: the ranks are threads of this JVM, and NCCL does not support threads of
+   * one process driving ranks of one communicator on one GPU (NcclPlacement). {@code
+   * NCCL4J_GPU_WORLD_SIZES} (e.g. "1" or "2") picks some of them, so that ci/gpu-check.sh can time each
+   * apart.
    */
   @Override
   protected int[] worldSizes() {
     Nccl nccl = Nccl.load();
-    int gpus = nccl.deviceCount();
-    int max = NcclCluster.of(nccl).multiRankPerGpu() ? 2 * gpus : gpus;
+    int max = nccl.deviceCount();
     String only = System.getenv("NCCL4J_GPU_WORLD_SIZES");
     java.util.Set<Integer> chosen = only == null || only.isBlank() ? null : java.util.Arrays.stream(only.split(","))
         .map(String::trim).map(Integer::valueOf).collect(java.util.stream.Collectors.toSet());

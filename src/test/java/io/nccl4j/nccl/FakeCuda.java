@@ -19,6 +19,10 @@ import java.util.concurrent.atomic.AtomicLong;
  * (cudaErrorInvalidResourceHandle), as they are in CUDA.
  * Every call is appended to the {@link CallLog}. Any call can be made to fail once with
  * {@link #failNext}.
+ *
+ * <p>Frees are stream-ordered as in CUDA: a {@code cudaStreamWaitEvent} on a stream whose event is
+ * not complete yet makes that stream wait, and a {@code cudaFreeAsync} on a waiting stream returns
+ * the memory (and counts it free in {@link #liveBytes}) only once those events have completed.
  */
 public final class FakeCuda implements CudaApi {
   static final long STREAM_BASE = 0x5_0000_0000L;
@@ -42,6 +46,10 @@ public final class FakeCuda implements CudaApi {
   private final Map<Long, Long> joined = new ConcurrentHashMap<>();
   private final java.util.List<String> freeThreads = new java.util.concurrent.CopyOnWriteArrayList<>();
   private final ThreadLocal<int[]> captureMode = ThreadLocal.withInitial(() -> new int[] {STREAM_CAPTURE_MODE_GLOBAL});
+  /** Per stream, the events it waits for that had not completed when it was told to wait. */
+  private final Map<Long, java.util.Set<Long>> streamWaits = new ConcurrentHashMap<>();
+  /** Frees queued behind a stream's waits: address → the events they wait for. */
+  private final Map<Long, java.util.Set<Long>> pendingFrees = new ConcurrentHashMap<>();
   private volatile boolean memoryPools;
   private volatile boolean freeSynchronizes;
   private volatile boolean autoComplete;
@@ -78,11 +86,34 @@ public final class FakeCuda implements CudaApi {
       throw new IllegalArgumentException("no such event " + event(event));
     }
     e.complete = true;
+    releasePendingFrees();
   }
 
   /** Completes every event recorded so far. */
   public void completeAll() {
     eventState.values().forEach(e -> e.complete = true);
+    releasePendingFrees();
+  }
+
+  /** True when event {@code h} has completed, or no longer exists (its recorded work is over or forgotten). */
+  private boolean passed(long h) {
+    Event e = eventState.get(h);
+    return e == null || !e.recorded || e.complete;
+  }
+
+  /** Returns the memory of queued frees whose stream's waits have all passed. */
+  private synchronized void releasePendingFrees() {
+    for (var it = pendingFrees.entrySet().iterator(); it.hasNext();) {
+      var f = it.next();
+      if (f.getValue().stream().allMatch(this::passed)) {
+        it.remove();
+        Long bytes = allocations.remove(f.getKey());
+        if (bytes != null) {
+          liveBytes.addAndGet(-bytes);
+          NativeMemory.free(f.getKey());
+        }
+      }
+    }
   }
 
   /** The number of devices {@link #getDeviceCount} reports, and its result code. */
@@ -315,13 +346,29 @@ public final class FakeCuda implements CudaApi {
     if (!validStream(stream)) {
       return INVALID_RESOURCE_HANDLE;
     }
-    Long bytes = allocations.remove(ptr);
-    if (bytes == null) {
+    if (!allocations.containsKey(ptr) || pendingFrees.containsKey(ptr)) {
       return INVALID_VALUE;
     }
+    synchronized (this) {
+      java.util.Set<Long> waits = streamWaits.get(stream);
+      if (waits != null) {
+        waits.removeIf(this::passed);
+      }
+      if (waits != null && !waits.isEmpty()) {
+        // In stream order: the memory returns to the pool when the stream reaches this point.
+        pendingFrees.put(ptr, java.util.Set.copyOf(waits));
+        return SUCCESS;
+      }
+    }
+    Long bytes = allocations.remove(ptr);
     liveBytes.addAndGet(-bytes);
     NativeMemory.free(ptr);
     return SUCCESS;
+  }
+
+  /** Frees queued behind events that have not completed (see the class comment). */
+  public int pendingFrees() {
+    return pendingFrees.size();
   }
 
   @Override
@@ -405,6 +452,11 @@ public final class FakeCuda implements CudaApi {
       return INVALID_RESOURCE_HANDLE;
     }
     Event e = eventState.get(event);
+    if (rc == SUCCESS && e != null && e.recorded && !e.complete && !e.captured) {
+      synchronized (this) {
+        streamWaits.computeIfAbsent(stream, k -> java.util.concurrent.ConcurrentHashMap.newKeySet()).add(event);
+      }
+    }
     if (rc == SUCCESS && e != null && e.captured) {
       // Waiting on a captured event: a capturing stream joins back whatever stream recorded it; any
       // other stream joins the capture.

@@ -5,6 +5,7 @@ import static io.nccl4j.nccl.FakeCuda.stream;
 
 import io.nccl4j.DType;
 import io.nccl4j.memory.NativeMemory;
+import io.nccl4j.nccl.bind.NativeSlot;
 import io.nccl4j.nccl.bind.NcclApi;
 import io.nccl4j.nccl.bind.NcclConfig;
 import java.util.ArrayDeque;
@@ -26,7 +27,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * An NCCL without GPUs, for fault-injection tests. Communicators are counters named {@code c1, c2, …};
  * at world size 1 every collective copies its send buffer to its receive buffer (through
  * {@link NativeMemory#copy}), as NCCL does with one rank, and grouped send/recv pairs are matched
- * at {@code ncclGroupEnd}. Every call is logged with its arguments (addresses in hex, counts,
+ * at {@code ncclGroupEnd}; a reduction NCCL's one-rank path refuses (PreMulSum — AVG on a floating
+ * type, or a user's — on float8, see {@link #oneRank}) answers ncclInvalidArgument as NCCL does.
+ * Every call is logged with its arguments (addresses in hex, counts,
  * datatype code, operator code, root or peer, communicator, stream) to the {@link CallLog}.
  *
  * <p>It also checks NCCL's rules and records each breach in {@link #violations()}: two threads inside
@@ -71,6 +74,10 @@ public final class FakeNccl implements NcclApi {
     final AtomicInteger pending = new AtomicInteger();
     volatile int asyncResult;
     volatile boolean abortRequested;
+    /** NCCL's job thread that ends a split, shrink or window registration and writes its out-parameter (late mode). */
+    volatile Thread job;
+    /** ncclCommFinalize was called: a destroy afterwards no longer runs commDestroySync's barrier. */
+    volatile boolean finalized;
 
     Comm(int nranks, int rank, boolean nonBlocking) {
       this.nranks = nranks;
@@ -111,6 +118,12 @@ public final class FakeNccl implements NcclApi {
   public final AtomicInteger inProgressPolls = new AtomicInteger();
   /** How many polls a nonblocking job answers ncclInProgress before it completes. */
   public volatile int pollsToComplete = 2;
+  /**
+   * On: a nonblocking init whose job ended before the call returned, which NCCL answers with
+   * ncclSuccess — ncclCommInitRankConfig asks ncclCommGetAsyncError before it returns (init.cc) — so
+   * only the configuration tells that the communicator is nonblocking.
+   */
+  public volatile boolean initEndsBeforeReturn;
   /** Nanoseconds every call spends inside (busy), to widen the windows the rules are checked in. */
   public volatile long callNanos;
   /**
@@ -122,6 +135,12 @@ public final class FakeNccl implements NcclApi {
   private volatile CountDownLatch abortGate;
   private final AtomicInteger aborts = new AtomicInteger();
   private volatile String lastError = "fake last error";
+  /** See {@link #lateOutParameters}. */
+  private volatile boolean lateOutParameters;
+  /** See {@link #peerDead}. */
+  private volatile boolean peerDead;
+  /** Holds the jobs of late out-parameters until opened or their communicator is aborted; null: they end at once. */
+  private volatile CountDownLatch jobGate;
   private final Map<Integer, Long> memStats = new ConcurrentHashMap<>();
 
   public FakeNccl(CallLog log) {
@@ -163,6 +182,61 @@ public final class FakeNccl implements NcclApi {
    */
   public void blockNext(String function, CountDownLatch entered, CountDownLatch release) {
     blocks.put(function, new CountDownLatch[] {entered, release});
+  }
+
+  /**
+   * On: a nonblocking communicator's {@code ncclCommSplit}, {@code ncclCommShrink} and
+   * {@code ncclCommWindowRegister} behave as NCCL's: the out-parameter is set to NULL at the call,
+   * which returns ncclInProgress, and a job thread of its own writes the new communicator (or window)
+   * into it when the job ends (init.cc: {@code *newcomm = NCCL_COMM_NULL}, then the job's
+   * {@code COMPILER_ATOMIC_STORE(job->newcomm, comm)}; dev_runtime.cc: {@code task->outWinDev = win},
+   * filled at group end); the parent's {@code ncclCommGetAsyncError} answers ncclInProgress until the
+   * job has ended. An abort of the parent ends the job at once — it still writes the half-made child,
+   * as NCCL's job does on failure — and waits for it ({@code ncclGroupJobAbort} joins the thread).
+   * A blocking communicator's job runs inside the call, as NCCL's does.
+   */
+  public FakeNccl lateOutParameters(boolean on) {
+    lateOutParameters = on;
+    return this;
+  }
+
+  /**
+   * On: NCCL 2.31's release of a communicator with a peer that died. From 2.31.2, commDestroySync —
+   * what {@code ncclCommFinalize} runs, and {@code ncclCommDestroy} when no finalize came first —
+   * ends in an intra-node bootstrap barrier of every local rank, untimed, skipped only when the
+   * communicator's abort flag is set ({@code if (*comm->abortFlag == 0)
+   * bootstrapIntraNodeBarrier(...)}). With a peer gone that barrier never completes: a blocking
+   * finalize or destroy of a communicator of more than one rank blocks until an abort of that
+   * communicator sets the flag (then it returns ncclInternalError, as NCCL's socket calls do when
+   * aborted); a nonblocking finalize's job stays in progress until then.
+   */
+  public FakeNccl peerDead(boolean on) {
+    peerDead = on;
+    return this;
+  }
+
+  /** True when releasing {@code c} without an abort would wait for the dead peer ({@link #peerDead}). */
+  private boolean destroyBarrierHangs(Comm c) {
+    return peerDead && c != null && c.nranks > 1 && !c.abortRequested;
+  }
+
+  /** Blocks in the destroy barrier until the communicator is aborted; returns what the aborted call returns. */
+  private int waitInDestroyBarrier(Comm c, String function) {
+    log.add(function + " waits in the destroy barrier for a dead peer");
+    while (!c.abortRequested) {
+      try {
+        Thread.sleep(1);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        break;
+      }
+    }
+    return INTERNAL_ERROR;
+  }
+
+  /** Late jobs wait for {@code gate} (or their communicator's abort); null: they end at once. */
+  public void holdJobs(CountDownLatch gate) {
+    jobGate = gate;
   }
 
   /** ncclCommAbort blocks until {@code gate} opens (null: it returns at once). */
@@ -260,7 +334,7 @@ public final class FakeNccl implements NcclApi {
       violations.add(function + " on " + comm(h) + " (thread " + me.getName() + ") while " + c.insideCall
           + " runs on thread " + other.getName());
     }
-    if (!anyState && c.nonBlocking && c.pending.get() > 0) {
+    if (!anyState && c.nonBlocking && (c.pending.get() > 0 || jobRunning(c))) {
       violations.add(function + " on nonblocking " + comm(h) + " while its previous call is in progress");
     }
     c.inside = me;
@@ -344,6 +418,49 @@ public final class FakeNccl implements NcclApi {
 
   private static long bytes(long count, int datatype) {
     return count * DType.fromNcclCode(datatype).size();
+  }
+
+  /** A reducing collective: as {@link #collective}, after NCCL's one-rank check of the operator ({@link #oneRank}). */
+  private int reducing(String entry, String function, long h, long send, long recv, long count, int datatype, int op) {
+    Comm c = commInfo.get(h);
+    int refused = c != null && c.nranks == 1 && count > 0 ? oneRank(op, datatype) : 0;
+    if (refused != 0) {
+      Comm inside = enter(h, function, false);
+      try {
+        log.add(entry + "=" + refused);
+        return enqueued(inside, h, refused);
+      } finally {
+        exit(inside);
+      }
+    }
+    return collective(entry, function, h, send, recv, bytes(count, datatype));
+  }
+
+  /**
+   * What NCCL's one-rank path answers for {@code op} on {@code datatype} (0: it runs). At one rank
+   * (enqueue.cc taskAppend: {@code if (comm->nRanks == 1) ncclLaunchOneRank(...)}, after empty
+   * collectives were dropped) hostToDevRedOp turns AVG on a floating type, and a user's PreMulSum,
+   * into ncclDevPreMulSum, which ncclLaunchOneRank (src/device/onerank.cu) runs as a kernel chosen by
+   * a switch over the type; its float8 cases are compiled only under {@code __CUDA_ARCH__ >= 900},
+   * which is undefined in the host pass that compiles that function, so float8 falls to
+   * {@code default: return ncclInvalidArgument}. Every other operator is a copy. A user operator
+   * used with another type than it was made for is ncclInvalidArgument too.
+   */
+  private int oneRank(int op, int datatype) {
+    boolean preMulSum;
+    if (op >= FIRST_USER_OP) {
+      PreMul made;
+      synchronized (this) {
+        made = preMuls.stream().filter(m -> m.op() == op).findFirst().orElse(null);
+      }
+      if (made == null || made.datatype() != datatype) {
+        return 4;
+      }
+      preMulSum = true;
+    } else {
+      preMulSum = op == 4 && datatype >= 6; // ncclAvg on half, float, double, bfloat16, float8
+    }
+    return preMulSum && (datatype == 10 || datatype == 11) ? 4 : 0;
   }
 
   private int collective(String entry, String function, long h, long send, long recv, long bytes) {
@@ -444,7 +561,7 @@ public final class FakeNccl implements NcclApi {
     initIds.add(uniqueId.clone());
     outComm[0] = h;
     log.add(entry + "->" + comm(h) + (rc == null ? "" : "=" + rc));
-    if (nonBlocking) {
+    if (nonBlocking && !initEndsBeforeReturn) {
       commInfo.get(h).pending.set(pollsToComplete);
       return IN_PROGRESS;
     }
@@ -460,11 +577,21 @@ public final class FakeNccl implements NcclApi {
   }
 
   @Override
-  public int commSplit(long comm, int color, int key, long[] outComm, NcclConfig config) {
+  public int commSplit(long comm, int color, int key, NativeSlot newComm, NcclConfig config) {
     Comm c = enter(comm, "ncclCommSplit", false);
     try {
+      FakeSlot out = slot(newComm, "ncclCommSplit");
       int rc = logged("ncclCommSplit(" + comm(comm) + "," + color + "," + key + ")", "ncclCommSplit");
-      outComm[0] = rc == 0 && c != null && color >= 0 ? newComm(1, 0, c.nonBlocking) : 0;
+      if (rc == 0) {
+        out.write(0); // NCCL: *newcomm = NCCL_COMM_NULL until the split is complete
+      }
+      if (late(c, rc)) {
+        startJob(c, "ncclCommSplit", () -> color >= 0 ? newComm(1, 0, true) : 0, out::write);
+        return IN_PROGRESS;
+      }
+      if (rc == 0 && c != null && color >= 0) {
+        out.write(newComm(1, 0, c.nonBlocking));
+      }
       return enqueued(c, comm, rc);
     } finally {
       exit(c);
@@ -472,16 +599,111 @@ public final class FakeNccl implements NcclApi {
   }
 
   @Override
-  public int commShrink(long comm, int[] excludeRanks, long[] outComm, NcclConfig config, int flags) {
+  public int commShrink(long comm, int[] excludeRanks, NativeSlot newComm, NcclConfig config, int flags) {
     Comm c = enter(comm, "ncclCommShrink", false);
     try {
+      FakeSlot out = slot(newComm, "ncclCommShrink");
       int rc = logged("ncclCommShrink(" + comm(comm) + "," + java.util.Arrays.toString(excludeRanks) + "," + flags
           + ")", "ncclCommShrink");
-      outComm[0] = rc == 0 && c != null ? newComm(c.nranks - excludeRanks.length, 0, c.nonBlocking) : 0;
+      if (rc == 0) {
+        out.write(0);
+      }
+      if (late(c, rc)) {
+        int n = c.nranks - excludeRanks.length;
+        startJob(c, "ncclCommShrink", () -> newComm(n, 0, true), out::write);
+        return IN_PROGRESS;
+      }
+      if (rc == 0 && c != null) {
+        out.write(newComm(c.nranks - excludeRanks.length, 0, c.nonBlocking));
+      }
       return enqueued(c, comm, rc);
     } finally {
       exit(c);
     }
+  }
+
+  /** True when the call on {@code c} returned {@code rc} = success and ends in a late job ({@link #lateOutParameters}). */
+  private boolean late(Comm c, int rc) {
+    return lateOutParameters && rc == 0 && c != null && c.nonBlocking && groupDepth.get()[0] == 0;
+  }
+
+  /**
+   * Starts NCCL's job for a call on nonblocking {@code parent}: on a thread of its own, it waits for
+   * {@link #holdJobs}' gate (or the parent's abort), makes the result and writes it into the
+   * out-parameter, then ends; the parent's ncclCommGetAsyncError answers ncclInProgress until then.
+   */
+  private void startJob(Comm parent, String function, java.util.function.LongSupplier result,
+      java.util.function.LongConsumer write) {
+    Thread t = new Thread(() -> {
+      CountDownLatch gate = jobGate;
+      while (gate != null && !parent.abortRequested) {
+        try {
+          if (gate.await(1, TimeUnit.MILLISECONDS)) {
+            break;
+          }
+        } catch (InterruptedException e) {
+          break;
+        }
+      }
+      write.accept(result.getAsLong());
+    }, "fake-nccl-job-" + function);
+    t.setDaemon(true);
+    parent.job = t;
+    t.start();
+  }
+
+  /** True while the late job of {@code c} has not ended. */
+  private static boolean jobRunning(Comm c) {
+    Thread j = c.job;
+    return j != null && j.isAlive();
+  }
+
+  /**
+   * An out-parameter in "native memory": what was written, and whether its owner freed it. A write
+   * into a freed one is a use after free in NCCL, recorded as a breach.
+   */
+  final class FakeSlot implements NativeSlot {
+    private final String name = "slot" + slots.incrementAndGet();
+    private volatile long value; // NULL, as newSlot() promises
+    private volatile boolean freed;
+    private volatile String writer = "?";
+
+    void write(long v) {
+      if (freed) {
+        violations.add(writer + " wrote " + (v == 0 ? "NULL" : comm(v)) + " into its out-parameter " + name
+            + " after the caller freed it (use after free)");
+        return;
+      }
+      value = v;
+    }
+
+    @Override
+    public long get() {
+      return value;
+    }
+
+    @Override
+    public void close() {
+      freed = true;
+    }
+  }
+
+  private final AtomicLong slots = new AtomicLong();
+
+  @Override
+  public NativeSlot newSlot() {
+    return new FakeSlot();
+  }
+
+  private FakeSlot slot(NativeSlot s, String function) {
+    if (!(s instanceof FakeSlot f)) {
+      throw new IllegalArgumentException(function + ": an out-parameter not made by this NcclApi's newSlot()");
+    }
+    if (f.freed) {
+      violations.add(function + " called with an out-parameter already freed");
+    }
+    f.writer = function;
+    return f;
   }
 
   @Override
@@ -494,6 +716,16 @@ public final class FakeNccl implements NcclApi {
         return b;
       }
       int rc = logged("ncclCommFinalize(" + comm(comm) + ")", "ncclCommFinalize");
+      if (c != null && rc == 0) {
+        c.finalized = true;
+        if (destroyBarrierHangs(c)) {
+          if (!c.nonBlocking) {
+            return waitInDestroyBarrier(c, "ncclCommFinalize(" + comm(comm) + ")");
+          }
+          c.pending.set(Integer.MAX_VALUE); // the job waits in the barrier until the abort
+          return IN_PROGRESS;
+        }
+      }
       return enqueued(c, comm, rc);
     } finally {
       exit(c);
@@ -507,6 +739,10 @@ public final class FakeNccl implements NcclApi {
       int rc = logged("ncclCommDestroy(" + comm(comm) + ")", "ncclCommDestroy");
       if (c == null) {
         return 4;
+      }
+      if (rc == 0 && !c.finalized && destroyBarrierHangs(c)) {
+        // Destroy and abort run their job synchronously, even on a nonblocking communicator.
+        return waitInDestroyBarrier(c, "ncclCommDestroy(" + comm(comm) + ")");
       }
       if (rc == 0) {
         c.live = false;
@@ -541,6 +777,15 @@ public final class FakeNccl implements NcclApi {
       }
     }
     if (c != null) {
+      Thread j = c.job;
+      if (j != null) {
+        // ncclCommAbort -> ncclCommEnsureReady -> ncclGroupJobAbort: the job is told to stop and joined.
+        try {
+          j.join();
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+      }
       c.live = false;
       c.pending.set(0);
     }
@@ -557,6 +802,10 @@ public final class FakeNccl implements NcclApi {
         return c == null ? 4 : rc;
       }
       if (inProgressPolls.getAndUpdate(n -> Math.max(0, n - (n == Integer.MAX_VALUE ? 0 : 1))) > 0) {
+        out[0] = IN_PROGRESS;
+        return 0;
+      }
+      if (jobRunning(c)) {
         out[0] = IN_PROGRESS;
         return 0;
       }
@@ -667,15 +916,21 @@ public final class FakeNccl implements NcclApi {
   }
 
   @Override
-  public int commWindowRegister(long comm, long buffer, long bytes, long[] outWindow, int flags) {
+  public int commWindowRegister(long comm, long buffer, long bytes, NativeSlot window, int flags) {
     Comm c = enter(comm, "ncclCommWindowRegister", false);
     try {
+      FakeSlot out = slot(window, "ncclCommWindowRegister");
       int rc = logged("ncclCommWindowRegister(" + comm(comm) + "," + hex(buffer) + "," + bytes + "," + flags + ")",
           "ncclCommWindowRegister");
       if (rc == 0) {
-        long w = handles.incrementAndGet();
-        registrations.put(w, new long[] {comm, buffer});
-        outWindow[0] = w;
+        out.write(0); // NCCL: *win = nullptr
+      }
+      if (late(c, rc)) {
+        startJob(c, "ncclCommWindowRegister", () -> window(comm, buffer), out::write);
+        return IN_PROGRESS;
+      }
+      if (rc == 0) {
+        out.write(window(comm, buffer));
       }
       return enqueued(c, comm, rc);
     } finally {
@@ -683,11 +938,20 @@ public final class FakeNccl implements NcclApi {
     }
   }
 
+  private long window(long comm, long buffer) {
+    long w = handles.incrementAndGet();
+    registrations.put(w, new long[] {comm, buffer});
+    return w;
+  }
+
   @Override
   public int commWindowDeregister(long comm, long window) {
     Comm c = enter(comm, "ncclCommWindowDeregister", false);
     try {
       int rc = logged("ncclCommWindowDeregister(" + comm(comm) + "," + hex(window) + ")", "ncclCommWindowDeregister");
+      if (rc == 0 && window == 0) {
+        return 0; // as NCCL: a NULL window is no window (dev_runtime.cc: if (winDev == nullptr) goto exit)
+      }
       if (rc == 0 && registrations.remove(window) == null) {
         violations.add("ncclCommWindowDeregister of " + hex(window) + ", which is not registered");
         return 4;
@@ -764,15 +1028,15 @@ public final class FakeNccl implements NcclApi {
 
   @Override
   public int allReduce(long send, long recv, long count, int datatype, int op, long comm, long stream) {
-    return collective("ncclAllReduce(" + hex(send) + "," + hex(recv) + "," + count + "," + datatype + "," + op + ","
-        + comm(comm) + "," + stream(stream) + ")", "ncclAllReduce", comm, send, recv, bytes(count, datatype));
+    return reducing("ncclAllReduce(" + hex(send) + "," + hex(recv) + "," + count + "," + datatype + "," + op + ","
+        + comm(comm) + "," + stream(stream) + ")", "ncclAllReduce", comm, send, recv, count, datatype, op);
   }
 
   @Override
   public int reduceScatter(long send, long recv, long recvCount, int datatype, int op, long comm, long stream) {
-    return collective("ncclReduceScatter(" + hex(send) + "," + hex(recv) + "," + recvCount + "," + datatype + ","
-        + op + "," + comm(comm) + "," + stream(stream) + ")", "ncclReduceScatter", comm, send, recv,
-        bytes(recvCount, datatype));
+    return reducing("ncclReduceScatter(" + hex(send) + "," + hex(recv) + "," + recvCount + "," + datatype + ","
+        + op + "," + comm(comm) + "," + stream(stream) + ")", "ncclReduceScatter", comm, send, recv, recvCount,
+        datatype, op);
   }
 
   @Override
@@ -789,9 +1053,8 @@ public final class FakeNccl implements NcclApi {
 
   @Override
   public int reduce(long send, long recv, long count, int datatype, int op, int root, long comm, long stream) {
-    return collective("ncclReduce(" + hex(send) + "," + hex(recv) + "," + count + "," + datatype + "," + op + ","
-        + root + "," + comm(comm) + "," + stream(stream) + ")", "ncclReduce", comm, send, recv,
-        bytes(count, datatype));
+    return reducing("ncclReduce(" + hex(send) + "," + hex(recv) + "," + count + "," + datatype + "," + op + ","
+        + root + "," + comm(comm) + "," + stream(stream) + ")", "ncclReduce", comm, send, recv, count, datatype, op);
   }
 
   @Override

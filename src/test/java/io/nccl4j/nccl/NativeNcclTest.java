@@ -76,6 +76,22 @@ class NativeNcclTest {
     assertThat(nccl.boundVersion()).as("the bytedeco line the build binds").isEqualTo(NativeFixture.BOUND);
   }
 
+  /**
+   * The out-parameter of a split is native memory holding NULL before the call: NCCL reads
+   * {@code *newcomm} after a failed split (ncclCommSplit: {@code if (newcomm && *newcomm)}), and on a
+   * nonblocking communicator writes it after the call returned.
+   */
+  @Test
+  void aSplitOutParameterIsNativeNullAndStaysSoWhenTheSplitFails() {
+    NcclApi api = nccl.api();
+    try (io.nccl4j.nccl.bind.NativeSlot slot = api.newSlot()) {
+      assertThat(slot.get()).as("a new slot holds NULL").isZero();
+      int rc = api.commSplit(0, 0, 0, slot, null);
+      assertThat(rc).as("ncclCommSplit without a communicator (and without a GPU)").isNotIn(0, 7);
+      assertThat(slot.get()).isZero();
+    }
+  }
+
   @Test
   void featuresAreGatedOnTheLoadedLibraryAndTheBinding() {
     NcclVersion v = nccl.version();
@@ -316,7 +332,7 @@ class NativeNcclTest {
     assertThat(Nccl.unavailableReason(1)).startsWith("no GPU: ").contains("stub");
     assertThatThrownBy(() -> NcclCluster.of(nccl).start(1, TIMEOUT, "native"))
         .isInstanceOf(NcclUnavailableException.class)
-        .hasMessageContaining("1 ranks need a GPU, this process sees none")
+        .hasMessageContaining("1 rank needs a GPU, this process sees none")
         .hasMessageContaining("stub");
   }
 

@@ -88,7 +88,7 @@ class NativeProbeTest {
     Result r = run(Map.of(), "--bogus");
     assertThat(r.code()).isEqualTo(2);
     assertThat(r.err()).isEqualTo(
-        "usage: nccl_probe [--size BYTES] [--warmups N] [--iterations N] [--devices N] [--latency N]\n");
+        "usage: nccl_probe [--size BYTES] [--warmups N] [--iterations N] [--devices N] [--latency N] [--op sum|avg]\n");
     assertThat(r.out()).isEmpty();
     Result missingValue = run(Map.of(), "--size");
     assertThat(missingValue.code()).isEqualTo(2);

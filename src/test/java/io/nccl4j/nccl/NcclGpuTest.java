@@ -22,9 +22,10 @@ import org.junit.jupiter.api.Test;
 /**
  * What the NCCL redesign promises, on a real GPU (tag gpu; skipped, saying why, without one):
  * collectives captured in a CUDA graph replay correctly; registered and symmetric-window memory;
- * ncclCommMemStats; native all-to-all; a launch that a peer never matches is stopped by the watchdog
- * and the abort on every rank; and all of it at world size 2 on one GPU where NCCL allows two ranks
- * per GPU (NCCL ≥ 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1, which ci/gpu-check.sh sets).
+ * ncclCommMemStats; native all-to-all; float8 AVG at one rank; a launch that a peer never matches is
+ * stopped by the watchdog and the abort on every rank; and all of it at world size 2 where there are
+ * two GPUs (the ranks are threads, one per GPU: two ranks on one GPU run as processes, which
+ * ci/gpu-check.sh checks with the CLI).
  */
 @Tag("gpu")
 class NcclGpuTest {
@@ -42,15 +43,15 @@ class NcclGpuTest {
     nccl = Nccl.load();
     gpus = nccl.deviceCount();
     System.out.println("NcclGpuTest: NCCL " + nccl.version() + " (binding " + nccl.boundVersion() + "), " + gpus
-        + " GPU(s), two ranks per GPU: " + NcclCluster.of(nccl).multiRankPerGpu());
+        + " GPU(s), one rank (thread) per GPU");
   }
 
   /**
-   * The world sizes this machine can run: 1, and 2 with two GPUs or two ranks per GPU;
+   * The world sizes this machine can run as threads: 1, and 2 with two GPUs;
    * {@code NCCL4J_GPU_WORLD_SIZES} (e.g. "2") picks some of them, as for the conformance suite.
    */
   private static int[] worldSizes() {
-    boolean two = gpus >= 2 || NcclCluster.placementProblem(nccl, 2, gpus) == null;
+    boolean two = gpus >= 2; // ranks as threads get a GPU each (NcclPlacement)
     String only = System.getenv("NCCL4J_GPU_WORLD_SIZES");
     return java.util.stream.IntStream.of(1, 2).filter(p -> p == 1 || two)
         .filter(p -> only == null || only.isBlank() || java.util.Arrays.asList(only.split(",")).contains(
@@ -154,6 +155,46 @@ class NcclGpuTest {
   }
 
   /**
+   * float8 AVG at world size 1, where the GPU reduces float8 (sm_90, NCCL ≥ 2.24): NCCL itself answers
+   * ncclInvalidArgument — it turns AVG into PreMulSum by 1, and its one-rank path
+   * (src/device/onerank.cu) has float8 cases only in device code — while nccl4j, which sends it as
+   * SUM, gives x / 1 = x exactly.
+   */
+  @Test
+  void float8AverageAtWorldSizeOne() {
+    Assumptions.assumeTrue(nccl.reducesFloat8(0), "float8 reductions need NCCL >= 2.24 and sm_90; cuda:0 is sm_"
+        + nccl.computeCapabilityMajor(0) + "x");
+    int n = 64;
+    int rc;
+    Communicator comm = Communicator.initRank(nccl, 0, 1, 0, nccl.uniqueId());
+    try (Tensor t = Tensor.zeros(n, DType.FLOAT8_E4M3FN, nccl.allocator(0))) {
+      rc = comm.call("ncclAllReduce", TIMEOUT, h -> nccl.api().allReduce(t.address(), t.address(), n,
+          DType.FLOAT8_E4M3FN.ncclCode(), ReduceOp.AVG.ncclCode(), h, 0));
+    } finally {
+      comm.close();
+    }
+    System.out.println("NcclGpuTest: ncclAllReduce(float8_e4m3fn, ncclAvg) at one rank returned " + rc);
+    assertThat(rc).as("NCCL's own answer to float8 AVG at one rank (4 = ncclInvalidArgument)").isEqualTo(4);
+    // (1 + m/8)·2^e for e = 0 … 7: 64 distinct values, every one exact in e4m3 (3 mantissa bits).
+    double[] values = java.util.stream.IntStream.range(0, n).mapToDouble(i -> (1 + (i % 8) / 8.0) * (1 << (i / 8)))
+        .toArray();
+    List<double[]> r = cluster(1, CommOptions.blocking()).call(pg -> {
+      try (Tensor host = Tensor.zeros(n, DType.FLOAT8_E4M3FN)) {
+        for (int i = 0; i < n; i++) {
+          host.setDouble(i, values[i]);
+        }
+        try (Tensor t = host.copy(pg.allocator())) {
+          pg.allReduce(t, ReduceOp.AVG);
+          try (Tensor back = t.copy()) {
+            return back.toDoubleArray();
+          }
+        }
+      }
+    });
+    assertThat(r.get(0)).as("float8 AVG at one rank through nccl4j").containsExactly(values);
+  }
+
+  /**
    * Rank 1 never issues the collective rank 0 waits in: the watchdog fails rank 0 at its timeout
    * and aborts its communicator (releasing the launch if it is stuck in NCCL), every rank gets an
    * error, and nothing hangs.
@@ -184,8 +225,8 @@ class NcclGpuTest {
 
   /**
    * Subgroups on a real GPU: newGroup of every rank (ncclCommSplit) sums exactly; a split into one
-   * group per rank gives groups of one; at world size 2, rank 1 leaves and rank 0 shrinks the group to
-   * itself (ncclCommShrink on a live communicator) and goes on.
+   * group per rank gives groups of one; at world size 2, rank 1 leaves (aborting its part) and rank 0
+   * shrinks the group to itself (ncclCommShrink on a live communicator) and goes on.
    */
   @Test
   void subgroupsSplitAndShrink() {
@@ -211,7 +252,9 @@ class NcclGpuTest {
         long shrunk = -1;
         if (pg.size() == 2) {
           if (pg.rank() == 1) {
-            pg.close();
+            // Excluded by the shrink: release the group with abort, as the survivors do (NCCL >= 2.31's
+            // destroy would wait for every local rank).
+            pg.abort();
           } else {
             try (ProcessGroup s = pg.shrink(1); Tensor t = pg.zeros(4, DType.FLOAT32)) {
               s.allReduce(t, ReduceOp.SUM);

@@ -333,29 +333,11 @@ class NcclOwnersTest extends NcclFixture {
     cuda.devices(0, CudaApi.ERROR_STUB_LIBRARY);
     assertThatThrownBy(() -> NcclCluster.of(nccl).start(1, Duration.ofSeconds(5), "x"))
         .isInstanceOf(NcclUnavailableException.class)
-        .hasMessage("The NCCL backend is not available: 1 ranks need a GPU, this process sees none (cudaGetDeviceCount: cudaErrorStubLibrary (CUDA"
-            + " driver is a stub library))");
+        .hasMessage("The NCCL backend is not available: 1 rank needs a GPU, this process sees none (cudaGetDeviceCount:"
+            + " cudaErrorStubLibrary (CUDA driver is a stub library))");
+    // Ranks as threads get a GPU each (NcclPlacementTest has the whole rule).
     cuda.devices(1, CudaApi.SUCCESS);
-    // NCCL 2.23.4 (the fake's default) rejects two ranks on one GPU.
     assertThatThrownBy(() -> NcclCluster.of(nccl).start(2, Duration.ofSeconds(5), "x"))
-        .isInstanceOf(NcclUnavailableException.class)
-        .hasMessage("The NCCL backend is not available: 2 ranks on 1 GPU put several ranks on one GPU: NCCL 2.23.4 rejects it; NCCL >= 2.30 with"
-            + " NCCL_MULTI_RANK_GPU_ENABLE=1 allows two per GPU");
-    assertThat(NcclCluster.placementProblem(nccl, 2, 2)).as("one rank per GPU").isNull();
-    fake.version(23007);
-    Nccl v230 = Nccl.of(fake, cuda, null);
-    String problem = NcclCluster.placementProblem(v230, 2, 1);
-    if ("1".equals(System.getenv("NCCL_MULTI_RANK_GPU_ENABLE"))) {
-      assertThat(problem).isNull();
-      assertThat(NcclCluster.placementProblem(v230, 3, 1)).isEqualTo("3 ranks on 1 GPU put 3 ranks on one GPU; NCCL"
-          + " supports at most 2 (beyond that it may run out of resources and hang)");
-    } else {
-      assertThat(problem).isEqualTo("2 ranks on 1 GPU put several ranks on one GPU: set NCCL_MULTI_RANK_GPU_ENABLE=1"
-          + " to allow it");
-    }
-    fake.bound(22703);
-    Nccl cuda12Line = Nccl.of(fake, cuda, null);
-    assertThat(NcclCluster.placementProblem(cuda12Line, 2, 1)).isEqualTo("2 ranks on 1 GPU put several ranks on one"
-        + " GPU: this build's binding predates NCCL 2.30 (build the default line)");
+        .isInstanceOf(NcclUnavailableException.class).hasMessageContaining("2 ranks as threads of this process on 1 GPU");
   }
 }

@@ -4,6 +4,7 @@ import org.bytedeco.cuda.global.nccl;
 import org.bytedeco.cuda.nccl.ncclConfig_t;
 import org.bytedeco.cuda.nccl.ncclUniqueId;
 import org.bytedeco.javacpp.BytePointer;
+import org.bytedeco.javacpp.Pointer;
 import org.bytedeco.javacpp.PointerPointer;
 
 /**
@@ -84,23 +85,52 @@ final class BytedecoNccl implements NcclApi {
     }
   }
 
-  @Override
-  public int commSplit(long comm, int color, int key, long[] outComm, NcclConfig config) {
-    Refs r = Refs.get();
-    try (ncclConfig_t c = config(config)) {
-      int rc = nccl.ncclCommSplit(r.comm.set(comm), color, key, r.comm2.set(0), c);
-      outComm[0] = r.comm2.address();
-      return rc;
+  /**
+   * A {@code void*} of native memory (JavaCPP's PointerPointer of one element), passed to NCCL as
+   * the out-parameter itself. Not a JavaCPP object set by address, as for the out-parameters NCCL
+   * writes before it returns: for those JavaCPP hands NCCL a local of its JNI stub and copies it back
+   * when the call returns, and a later write would land in a dead stack frame.
+   */
+  private static final class Slot implements NativeSlot {
+    private final PointerPointer<Pointer> p = new PointerPointer<>(1);
+
+    Slot() {
+      p.put(0, (Pointer) null);
+    }
+
+    @Override
+    public long get() {
+      Pointer v = p.get(0);
+      return v == null ? 0 : v.address();
+    }
+
+    @Override
+    public void close() {
+      p.close();
     }
   }
 
   @Override
-  public int commShrink(long comm, int[] excludeRanks, long[] outComm, NcclConfig config, int flags) {
-    Refs r = Refs.get();
+  public NativeSlot newSlot() {
+    return new Slot();
+  }
+
+  private static PointerPointer<Pointer> pointer(NativeSlot slot) {
+    return ((Slot) slot).p;
+  }
+
+  @Override
+  public int commSplit(long comm, int color, int key, NativeSlot newComm, NcclConfig config) {
     try (ncclConfig_t c = config(config)) {
-      int rc = nccl.ncclCommShrink(r.comm.set(comm), excludeRanks, excludeRanks.length, r.comm2.set(0), c, flags);
-      outComm[0] = r.comm2.address();
-      return rc;
+      return nccl.ncclCommSplit(Refs.get().comm.set(comm), color, key, pointer(newComm), c);
+    }
+  }
+
+  @Override
+  public int commShrink(long comm, int[] excludeRanks, NativeSlot newComm, NcclConfig config, int flags) {
+    try (ncclConfig_t c = config(config)) {
+      return nccl.ncclCommShrink(Refs.get().comm.set(comm), excludeRanks, excludeRanks.length, pointer(newComm), c,
+          flags);
     }
   }
 
@@ -172,13 +202,9 @@ final class BytedecoNccl implements NcclApi {
   }
 
   @Override
-  public int commWindowRegister(long comm, long buffer, long bytes, long[] outWindow, int flags) {
+  public int commWindowRegister(long comm, long buffer, long bytes, NativeSlot window, int flags) {
     Refs r = Refs.get();
-    try (PointerPointer<?> win = new PointerPointer<>(1)) {
-      int rc = nccl.ncclCommWindowRegister(r.comm.set(comm), r.a.set(buffer), bytes, win, flags);
-      outWindow[0] = win.get(0) == null ? 0 : win.get(0).address();
-      return rc;
-    }
+    return nccl.ncclCommWindowRegister(r.comm.set(comm), r.a.set(buffer), bytes, pointer(window), flags);
   }
 
   @Override

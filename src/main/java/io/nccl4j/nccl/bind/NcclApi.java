@@ -2,7 +2,9 @@ package io.nccl4j.nccl.bind;
 
 /**
  * Every NCCL function nccl4j calls, one method each, with NCCL's C signature: the return value is the
- * raw {@code ncclResult_t}; out-parameters are arrays the caller provides; communicators, streams,
+ * raw {@code ncclResult_t}; out-parameters are arrays the caller provides — copied when the call
+ * returns, so only for what NCCL writes before it returns — or, for what NCCL may write later, a
+ * {@link NativeSlot} the caller keeps until NCCL's job has ended; communicators, streams,
  * windows, registration handles and device buffers are addresses ({@code long}). Nothing here
  * checks results: the caller passes every result through {@code NcclCall.check} (package
  * io.nccl4j.nccl), the one place that turns codes into exceptions.
@@ -36,11 +38,24 @@ public interface NcclApi {
   /** ncclCommInitAll: one communicator per device, in one process. */
   int commInitAll(long[] outComms, int[] devices);
 
-  /** ncclCommSplit (≥ 2.18); {@code config} null inherits the parent's; {@code outComm[0]} 0 for NCCL_SPLIT_NOCOLOR. */
-  int commSplit(long comm, int color, int key, long[] outComm, NcclConfig config);
+  /**
+   * A new out-parameter holding NULL, for {@link #commSplit}, {@link #commShrink} and
+   * {@link #commWindowRegister}, which NCCL may fill after they returned; the caller closes it.
+   */
+  NativeSlot newSlot();
 
-  /** ncclCommShrink (≥ 2.27): the ranks of {@code comm} but {@code excludeRanks}; flags NCCL_SHRINK_*. */
-  int commShrink(long comm, int[] excludeRanks, long[] outComm, NcclConfig config, int flags);
+  /**
+   * ncclCommSplit (≥ 2.18); {@code config} null inherits the parent's. NCCL sets {@code newComm} to
+   * NULL at the call and writes the child when the parent's job ends: before returning on a blocking
+   * communicator, later on a nonblocking one (it stays NULL for NCCL_SPLIT_NOCOLOR).
+   */
+  int commSplit(long comm, int color, int key, NativeSlot newComm, NcclConfig config);
+
+  /**
+   * ncclCommShrink (≥ 2.27): the ranks of {@code comm} but {@code excludeRanks}; flags NCCL_SHRINK_*.
+   * {@code newComm} is written as by {@link #commSplit}.
+   */
+  int commShrink(long comm, int[] excludeRanks, NativeSlot newComm, NcclConfig config, int flags);
 
   /** ncclCommFinalize (≥ 2.14). */
   int commFinalize(long comm);
@@ -74,8 +89,11 @@ public interface NcclApi {
   /** ncclCommDeregister (≥ 2.19). */
   int commDeregister(long comm, long handle);
 
-  /** ncclCommWindowRegister (≥ 2.27), collective: every rank registers a buffer of the same size. */
-  int commWindowRegister(long comm, long buffer, long bytes, long[] outWindow, int flags);
+  /**
+   * ncclCommWindowRegister (≥ 2.27), collective: every rank registers a buffer of the same size.
+   * {@code window} is NULL at the call and filled at group end: later, on a nonblocking communicator.
+   */
+  int commWindowRegister(long comm, long buffer, long bytes, NativeSlot window, int flags);
 
   /** ncclCommWindowDeregister (≥ 2.27), collective. */
   int commWindowDeregister(long comm, long window);

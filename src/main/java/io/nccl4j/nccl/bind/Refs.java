@@ -69,8 +69,6 @@ final class Refs {
   final Comm comm = new Comm();
   final Graph graph = new Graph();
   final GraphExec graphExec = new GraphExec();
-  /** The second communicator of a call: the new one of a split or shrink. */
-  final Comm comm2 = new Comm();
   /** Native int and float out-parameters, allocated once per thread. */
   final IntPointer int1 = new IntPointer(1);
   final FloatPointer float1 = new FloatPointer(1);
