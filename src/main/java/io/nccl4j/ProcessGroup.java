@@ -712,6 +712,19 @@ public final class ProcessGroup implements AutoCloseable {
   }
 
   /**
+   * Local. The ranks of this group that this rank knows to have failed: each whose failure the group recorded,
+   * and each it can tell now is gone — its process died (processes sharing memory), its connection to the job's
+   * store ended, or (ranks as threads) it closed its group — including ranks that failed after the group's first
+   * failure, which no operation reports. Empty on NCCL, which says that a peer failed, not which. What to pass to
+   * {@link #shrink}: {@code pg.shrink(pg.failedRanks().stream().mapToInt(Integer::intValue).toArray())}.
+   *
+   * @return group ranks, in increasing order
+   */
+  public java.util.SortedSet<Integer> failedRanks() {
+    return java.util.Collections.unmodifiableSortedSet(new java.util.TreeSet<>(backend.failedRanks()));
+  }
+
+  /**
    * Local to the survivors: PyTorch's {@code shrink_group} over {@code ncclCommShrink}. After ranks of
    * this group failed, every surviving rank calls it with the same {@code excludedRanks} (ranks of
    * this group); they get a new group of the survivors, re-ranked in their order here (rank 0, 1, 3 of
@@ -719,12 +732,29 @@ public final class ProcessGroup implements AutoCloseable {
    * on this group, so a dead rank cannot stop it.
    *
    * @throws UsageException for no rank, a rank outside the group, or this rank among the excluded
+   * @throws IllegalStateException when this rank knows of a failed rank not among {@code excludedRanks}
+   *     ({@link #failedRanks}): the survivors' group would have a dead member
    */
   public ProcessGroup shrink(int... excludedRanks) {
     int[] excluded = Subgroups.checkedMembers(excludedRanks, size());
     if (java.util.Arrays.binarySearch(excluded, rank()) >= 0) {
       throw new UsageException("shrink_group: a rank cannot exclude itself", "rank " + rank() + " is in "
           + java.util.Arrays.toString(excluded));
+    }
+    java.util.SortedSet<Integer> dead = new java.util.TreeSet<>(failedRanks());
+    for (int r : excluded) {
+      dead.remove(r);
+    }
+    if (!dead.isEmpty()) {
+      // Excluding them here alone would give this rank another group than its peers, who may not know yet.
+      java.util.SortedSet<Integer> all = new java.util.TreeSet<>(failedRanks());
+      for (int r : excluded) {
+        all.add(r);
+      }
+      throw new IllegalStateException("rank " + rank() + " cannot shrink the group to exclude "
+          + java.util.Arrays.toString(excluded) + " only: rank" + (dead.size() == 1 ? " " : "s ")
+          + dead.toString().replaceAll("[\\[\\]]", "") + (dead.size() == 1 ? " has" : " have") + " failed too, and a group with a dead member fails its first"
+          + " collective; exclude every failed rank: shrink(" + all.toString().replaceAll("[\\[\\]]", "") + ")");
     }
     int[] survivors = java.util.stream.IntStream.range(0, size())
         .filter(r -> java.util.Arrays.binarySearch(excluded, r) < 0).toArray();

@@ -419,6 +419,11 @@ public final class CpuBackend implements Backend {
     transport.fail(Failure.blamedRank(rank(), cause), cause);
   }
 
+  @Override
+  public java.util.SortedSet<Integer> failedRanks() {
+    return transport.failedRanks();
+  }
+
   /** True once an operation failed; every later operation fails with the same cause. */
   public boolean isBroken() {
     return broken != null;

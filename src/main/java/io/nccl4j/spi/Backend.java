@@ -132,6 +132,14 @@ public interface Backend extends AutoCloseable {
     return -1;
   }
 
+  /**
+   * The ranks this rank knows to have failed, first or later ({@link io.nccl4j.ProcessGroup#failedRanks}); empty
+   * where the backend cannot tell (NCCL says that a peer failed, not which). Local.
+   */
+  default java.util.SortedSet<Integer> failedRanks() {
+    return java.util.Collections.emptySortedSet();
+  }
+
   /** Receives the outcome of one operation submitted with {@link #submit(Collective, boolean, Completion)}. */
   interface Completion {
     /** The operation started executing at {@code nanos} ({@link System#nanoTime()}); not called by backends that cannot tell. */

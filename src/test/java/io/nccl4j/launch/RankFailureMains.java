@@ -307,6 +307,36 @@ public final class RankFailureMains {
           leave(j.store(), rank, allBut(env.worldSize(), -1), timeout);
           break;
         }
+        case "two-die-then-shrink": {
+          // Ranks victim and above wait to be killed; once both are dead (the test writes args[3]), the survivors'
+          // next all-reduce fails, and each says what it knows and shrinks.
+          warmUp(pg);
+          if (rank >= victim) {
+            say("rank " + rank + " ready");
+            Thread.sleep(120_000);
+            System.exit(0);
+          }
+          java.nio.file.Path killed = java.nio.file.Path.of(args[3]);
+          while (!java.nio.file.Files.exists(killed)) {
+            Thread.sleep(10);
+          }
+          try (Tensor t = input(pg, 7)) {
+            report(rank, "A", System.nanoTime(), () -> pg.allReduce(t, ReduceOp.SUM), t);
+          }
+          say("rank " + rank + " failedRanks " + pg.failedRanks());
+          try {
+            pg.shrink(env.worldSize() - 1);
+            say("rank " + rank + " shrink of the last rank only: made a group");
+          } catch (IllegalStateException e) {
+            say("rank " + rank + " shrink of the last rank only: refused: " + e.getMessage());
+          }
+          int[] failed = pg.failedRanks().stream().mapToInt(Integer::intValue).toArray();
+          try (ProcessGroup small = pg.shrink(failed); Tensor t = input(small, 8)) {
+            report(rank, "shrunk", System.nanoTime(), () -> small.allReduce(t, ReduceOp.SUM), t);
+          }
+          leave(j.store(), rank, allBut(victim, -1), timeout);
+          break;
+        }
         case "stop-in-window":
           // The victim's JVM has -Dnccl4j.fault.stopInWindow: it stops itself inside one of these windows.
           bigLoop(pg, rank);

@@ -603,6 +603,35 @@ class RankFailureProcessTest {
     }
   }
 
+  /**
+   * Two ranks die: each survivor knows both ({@code failedRanks()}), not only the one its failed collective named; a
+   * shrink that leaves one of them in is refused, saying which; the shrink of both gives a group whose collectives
+   * are exact.
+   */
+  @ParameterizedTest(name = "shared memory {0}")
+  @ValueSource(booleans = {true, false})
+  void twoDeadRanksAreBothKnownAndTheShrinkOfBothWorks(boolean sharedMemory) throws Exception {
+    int size = 4;
+    Path killed = tmp.resolve("killed");
+    Job job = new Job(sharedMemory, "two-die-then-shrink", size, 2, LONG_TIMEOUT, Map.of(), killed.toString());
+    for (int victim : new int[] {2, 3}) {
+      job.await(victim, s -> s.equals("rank " + victim + " ready"));
+      kill("KILL", job.pid(victim));
+      assertThat(job.exit(victim)).isEqualTo(137);
+    }
+    Files.writeString(killed, "killed");
+    for (int r : new int[] {0, 1}) {
+      assertThat(job.exit(r)).as("rank %d; output: %s", r, job.all()).isZero();
+      assertThat(job.failure(r, "A").type()).as("rank %d", r).isEqualTo(PeerFailureException.class.getName());
+      assertThat(job.out(r)).as("rank %d; output: %s", r, job.all())
+          .contains("rank " + r + " failedRanks [2, 3]")
+          .anyMatch(s -> s.startsWith("rank " + r + " shrink of the last rank only: refused: ")
+              && s.contains("rank 2 has failed too") && s.endsWith("shrink(2, 3)"))
+          // A group of ranks 0 and 1: round 8's sum over them.
+          .contains("rank " + r + " op shrunk returned " + sum(8, 2));
+    }
+  }
+
   @Test
   void sharedMemoryRankThrowingBetweenCollectivesFailsEveryPeerNamingIt() throws Exception {
     int size = 3;

@@ -36,6 +36,12 @@ final class Departures {
   static final String ADDRESS_KEY = "transport/addr/";
   /** The group's id, which rank 0 draws. */
   static final String GROUP_ID_KEY = "transport/gid";
+  /**
+   * Under this key plus a rank: a notice that rank's store connection ended, whenever it ends. The rank never sets
+   * it, so the store's server sets it when the rank's process exits, is killed or loses the store: how a rank tells,
+   * at any time, which of its peers are gone ({@link #gone}).
+   */
+  static final String GONE_KEY = "transport/gone/";
 
   private final Store store;
   private final int rank;
@@ -57,6 +63,9 @@ final class Departures {
     List<String> keys = new ArrayList<>();
     List<byte[]> values = new ArrayList<>();
     add(keys, values, ADDRESS_KEY + rank, "transport address");
+    keys.add(GONE_KEY + rank);
+    values.add((PREFIX + "rank " + rank + "'s connection to the job's store ended: its process exited, was killed or"
+        + " lost the store").getBytes(StandardCharsets.UTF_8));
     if (rank == 0) {
       add(keys, values, GROUP_ID_KEY, "group id");
     }
@@ -170,6 +179,21 @@ final class Departures {
       // nothing to learn from it now
     }
     return null;
+  }
+
+  /**
+   * Whether rank {@code q}'s store connection has ended ({@link #GONE_KEY}): false where the store keeps no notices
+   * or cannot answer now.
+   */
+  boolean gone(int q) {
+    if (!kept) {
+      return false;
+    }
+    try {
+      return store.check(List.of(GONE_KEY + q));
+    } catch (RuntimeException storeUnavailable) {
+      return false;
+    }
   }
 
   /**

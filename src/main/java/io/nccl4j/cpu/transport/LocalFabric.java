@@ -215,6 +215,21 @@ public final class LocalFabric {
     }
 
     @Override
+    public java.util.SortedSet<Integer> failedRanks() {
+      java.util.SortedSet<Integer> s = new java.util.TreeSet<>();
+      Failure f = failure.get();
+      if (f != null && !f.timeout && !f.mismatch && f.rank >= 0 && f.rank != rank) {
+        s.add(f.rank);
+      }
+      for (int q = 0; q < size; q++) {
+        if (q != rank && departed(q)) {
+          s.add(q); // closed its endpoint: as a crashed process's sockets close
+        }
+      }
+      return s;
+    }
+
+    @Override
     public void close() {
       boolean first = !closed;
       closed = true;

@@ -259,6 +259,16 @@ final class ProcessWindows implements SharedMemory {
     return enter(tag, algorithm, bytes, deadline, false, staging);
   }
 
+  /** Whether group rank {@code q}'s process, whose segment this process mapped, has died. */
+  boolean died(int q) {
+    ShmSegment s = q >= 0 && q < size && q != rank ? segments[q] : null;
+    try {
+      return s != null && !ShmLiveness.alive(s.pid());
+    } catch (RuntimeException corrupt) {
+      return false; // a corrupt header says nothing of the process
+    }
+  }
+
   /** This rank starts {@code tag}, over messages until a window says otherwise ({@link ShmCurrent}). */
   void starting(Tag tag) {
     long mine = words[rank];

@@ -46,6 +46,8 @@ public final class TcpTransport implements Transport {
   /** The group's rendezvous store: addresses, and the failure left for peers not connected. */
   private final Store store;
   private final AtomicReference<Failure> failure = new AtomicReference<>();
+  /** Every rank whose failure (not a timeout, not a mismatch) this rank recorded or was told of, first or not. */
+  private final java.util.Set<Integer> failed = java.util.concurrent.ConcurrentHashMap.newKeySet();
   /** Reads this rank's incoming frames. */
   private final TcpReceiver receiver;
   private volatile boolean closed;
@@ -240,12 +242,27 @@ public final class TcpTransport implements Transport {
     record(Failure.of(failedRank, cause));
   }
 
+  @Override
+  public java.util.SortedSet<Integer> failedRanks() {
+    java.util.SortedSet<Integer> s = new java.util.TreeSet<>(failed);
+    ProcessWindows w = shared;
+    for (int q = 0; q < size; q++) {
+      if (q != rank && !s.contains(q) && ((w != null && w.died(q)) || connections.departures().gone(q))) {
+        s.add(q);
+      }
+    }
+    return s;
+  }
+
   /**
    * The first failure wins: it is kept, every connected peer is told, then the connections stop.
    * It is also left in the store, for peers that are not connected to this rank (they dial it
    * later, when it may be gone): a rank whose dial is refused looks there first.
    */
   private void record(Failure f) {
+    if (!f.timeout && !f.mismatch && f.rank >= 0 && f.rank < size && f.rank != rank) {
+      failed.add(f.rank);
+    }
     if (!failure.compareAndSet(null, f)) {
       return;
     }

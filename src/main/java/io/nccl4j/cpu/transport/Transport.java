@@ -90,6 +90,15 @@ public interface Transport extends AutoCloseable {
    */
   default void starting(Tag tag) {}
 
+  /**
+   * The ranks this rank knows to have failed: each rank whose failure the group recorded, and each peer it can tell
+   * now is gone (its process died, its store connection ended, its endpoint closed) — including those that failed
+   * after the group's first failure, which no operation reports any more. Local; may ask the store.
+   */
+  default java.util.SortedSet<Integer> failedRanks() {
+    return java.util.Collections.emptySortedSet();
+  }
+
   /** Direct access to every rank's buffers when the ranks share memory; null otherwise. */
   default SharedMemory sharedMemory() {
     return null;
