@@ -22,6 +22,8 @@ import java.util.List;
  * every rank sees the same publications, so every rank gets null and the collective goes over TCP.
  */
 final class ProcessWindows implements SharedMemory {
+  /** Between two looks at the store for a failure a peer left there while this rank waits in a window. */
+  private static final long STORE_LOOK_NANOS = 250_000_000;
   /** Between two liveness checks of the peers (a pid lookup reads /proc): a dead peer is seen within this. */
   private static final long LIVENESS_NANOS = 10_000_000;
 
@@ -117,9 +119,23 @@ final class ProcessWindows implements SharedMemory {
       return members[q];
     }
 
+    /** When this rank last looked for a failure left in the store. */
+    private long storeLooked = System.nanoTime();
+
     @Override
     public void checkFailed() {
       checkGroupFailure();
+      long now = System.nanoTime();
+      if (now - storeLooked > STORE_LOOK_NANOS) {
+        // A peer that failed before any window opened (in the agreement) left its failure in the store only.
+        storeLooked = now;
+        try {
+          transport.adoptFailureFromStore();
+        } catch (RuntimeException storeUnavailable) {
+          // nothing to learn from it now
+        }
+        transport.checkFailed();
+      }
     }
 
     @Override

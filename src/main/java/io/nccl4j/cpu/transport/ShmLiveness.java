@@ -46,12 +46,26 @@ final class ShmLiveness {
   }
 
   /**
-   * What a peer that is late looks like from here, as words to append to its rank: {@code " (pid 12, stopped)"}
-   * when the kernel says it is stopped (SIGSTOP, a debugger), {@code " (pid 12)"} otherwise.
+   * What a peer that is late looks like from here, as words to append to its rank, from its state in
+   * {@code /proc}: {@code " (pid 12, stopped: SIGSTOP or a debugger)"}; {@code " (pid 12, running: busy, or waiting
+   * for a core)"} — a peer that has not come although it runs is slow or was not scheduled, which on a loaded
+   * machine can outlast a short timeout; {@code " (pid 12, asleep: waiting for something else)"}; or
+   * {@code " (pid 12)"} when the state cannot be read.
    */
   static String describe(long pid) {
-    char state = state(pid);
-    return " (pid " + pid + (state == 'T' || state == 't' ? ", stopped: SIGSTOP or a debugger" : "") + ")";
+    switch (state(pid)) {
+      case 'T':
+      case 't':
+        return " (pid " + pid + ", stopped: SIGSTOP or a debugger)";
+      case 'R':
+        return " (pid " + pid + ", running: busy, or waiting for a core)";
+      case 'S':
+        return " (pid " + pid + ", asleep: waiting for something else)";
+      case 'D':
+        return " (pid " + pid + ", in uninterruptible I/O or paging)";
+      default:
+        return " (pid " + pid + ")";
+    }
   }
 
   /** The process's state letter in {@code /proc/<pid>/stat} (R, S, D, T, t, Z, ...), or '?' when it cannot be read. */

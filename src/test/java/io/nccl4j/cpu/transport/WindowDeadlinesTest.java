@@ -108,4 +108,62 @@ class WindowDeadlinesTest {
       NativeMemory.free(buf);
     }
   }
+
+  /**
+   * A rank that arrives after a peer gave up waiting for it (the peer's deadline passed while this one was slow or
+   * not scheduled) completes the arrival count, but must not enter the window: the peer has gone on to fail, and
+   * would never leave it. Before, the last arrival ignored the abort and waited in the window's exit for the peers
+   * that had left — what a 4-process sweep under a load of 30 showed.
+   */
+  @ParameterizedTest(name = "{0}")
+  @ValueSource(strings = {"threads", "processes"})
+  void aRankArrivingAfterAPeerGaveUpDoesNotEnterTheWindow(String kind) throws Exception {
+    long buf = NativeMemory.allocate(64);
+    IntFunction<Rank> make = ranks(kind, buf);
+    Tag tag = new Tag(Tag.Channel.COLLECTIVE, io.nccl4j.OpType.ALLREDUCE, 3);
+    ExecutorService pool = Executors.newFixedThreadPool(SIZE);
+    try {
+      List<Rank> ranks = new ArrayList<>();
+      for (int r = 0; r < SIZE; r++) {
+        ranks.add(make.apply(r));
+      }
+      // A first window every rank opens and leaves (the processes agree on their segments in it).
+      Tag first = new Tag(Tag.Channel.COLLECTIVE, io.nccl4j.OpType.ALLREDUCE, 2);
+      long any = System.nanoTime() + TestTime.seconds(60).toNanos();
+      List<Future<Object>> opened = new ArrayList<>();
+      for (Rank me : ranks) {
+        opened.add(pool.submit(() -> {
+          me.windows().open(first, "test", 64, any, me.buffer()).close();
+          return null;
+        }));
+      }
+      for (Future<Object> f : opened) {
+        f.get(TestTime.scaledSeconds(60), TimeUnit.SECONDS);
+      }
+      long late = System.nanoTime() + TestTime.seconds(60).toNanos();
+      long soon = System.nanoTime() + TestTime.seconds(3).toNanos();
+      // Ranks 1 and 2 arrive and give up at their deadline; rank 0 arrives only then.
+      List<Future<Throwable>> early = new ArrayList<>();
+      for (int r = 1; r < SIZE; r++) {
+        Rank me = ranks.get(r);
+        early.add(pool.submit(() -> Assertions.catchThrowable(() -> me.windows().open(tag, "test", 64, soon,
+            me.buffer()))));
+      }
+      // The first to give up names rank 0; the other gives up with it, or sees its abort first.
+      List<Throwable> gaveUp = new ArrayList<>();
+      for (Future<Throwable> f : early) {
+        gaveUp.add(f.get(TestTime.scaledSeconds(60), TimeUnit.SECONDS));
+      }
+      assertThat(gaveUp).doesNotContainNull().anySatisfy(t -> assertThat(t)
+          .isInstanceOf(TransportTimeoutException.class).hasMessageContaining("waiting for rank 0"));
+      Rank zero = ranks.get(0);
+      Throwable e = pool.submit(() -> Assertions.catchThrowable(() -> zero.windows().open(tag, "test", 64, late,
+          zero.buffer()))).get(TestTime.scaledSeconds(60), TimeUnit.SECONDS);
+      assertThat(e).as("rank 0, arriving last after its peers gave up").isNotNull()
+          .hasMessageContaining("gave up waiting for " + tag);
+    } finally {
+      pool.shutdownNow();
+      NativeMemory.free(buf);
+    }
+  }
 }
