@@ -1,0 +1,116 @@
+package io.nccl4j.launch;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.nccl4j.testing.TestJob;
+import io.nccl4j.testing.TestTime;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The launcher hosts the job's store and names the failure the store recorded first: under {@code ./nccl4j run
+ * --on-failure=continue}, rank 0's death (SIGKILL) leaves the store up, so the three survivors shrink their group
+ * to themselves and finish exact collectives, each element checked; and a rank that failed first but exited last
+ * is the one the launcher blames, not the rank that exited first with an exception of its own that names no rank.
+ * Each job has an identity of its own ({@link TestJob}), so that the segments checked are its own.
+ */
+@Tag("multiprocess")
+class ElasticLauncherTest {
+  /** Guards against a hang only. */
+  private static final Duration GUARD = TestTime.seconds(240);
+  /** The groups' timeout: nothing here waits for it, the failures are detected when they happen. */
+  private static final Duration GROUP_TIMEOUT = TestTime.seconds(60);
+
+  @TempDir
+  Path tmp;
+
+  private ChildJvms children;
+
+  @BeforeEach
+  void remember() {
+    children = new ChildJvms();
+  }
+
+  @AfterEach
+  void killEverythingStartedHere() {
+    children.killAll();
+  }
+
+  @Test
+  void underRunWithOnFailureContinueTheSurvivorsOfRankZerosDeathShrinkAndFinishExactly() throws Exception {
+    TestJob job = TestJob.create("elastic");
+    List<String> cmd = ChildJvms.jvm(System.getProperty("java.class.path"));
+    cmd.addAll(List.of(io.nccl4j.samples.Cli.class.getName(), "run", "--nproc-per-node", "4", "--on-failure=continue",
+        "--class", ElasticMains.ShrinkAfterRankZeroDies.class.getName(), "--",
+        Long.toString(GROUP_TIMEOUT.toMillis()), "1003", "8"));
+    Map<String, String> vars = new HashMap<>(job.environment());
+    vars.put("NCCL4J_JAVA_OPTS", "-Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1");
+    Path log = tmp.resolve("run.txt");
+    Process run = children.start(ChildJvms.rank(cmd, vars).redirectOutput(log.toFile()));
+    assertThat(run.waitFor(GUARD.toSeconds(), TimeUnit.SECONDS)).as("the launcher ended").isTrue();
+    List<String> out = Files.readAllLines(log);
+    String all = String.join("\n", out);
+
+    assertThat(out).as(all).anyMatch(s -> s.startsWith("[rank 0] rank 0 pid ") && s.endsWith(" sends itself SIGKILL"));
+    for (int r = 0; r < 4; r++) {
+      assertThat(out).as(all).contains("[rank " + r + "] rank " + r + " first all-reduce: 0 wrong");
+    }
+    for (int r = 1; r < 4; r++) {
+      assertThat(out).as(all).contains("[rank " + r + "] rank " + r + " caught PeerFailureException failedRank=0",
+          "[rank " + r + "] survivor " + r + ": rank " + (r - 1) + " of 3, 8 collectives, 0 wrong, failed rank 0");
+    }
+    assertThat(out).as(all).contains(
+        "nccl4j run: rank 0 was killed by signal 9 (SIGKILL); the other ranks go on (--on-failure=continue)",
+        "nccl4j run: failed: rank 0 was killed by signal 9 (SIGKILL)",
+        "nccl4j run: the other ranks went on (--on-failure=continue): ranks 1, 2, 3 exited with status 0");
+    assertThat(run.exitValue()).as("the failure is still reported: a rank died; " + all).isEqualTo(3);
+    assertThat(job.segments()).as("the job's segments in /dev/shm").isEmpty();
+  }
+
+  @Test
+  void theLauncherBlamesTheRankThatFailedFirstNotTheFirstToExit() throws Exception {
+    TestJob job = TestJob.create("blame");
+    String message = "rank 2 found its input corrupt (distinctive 51c9)";
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
+    PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8);
+    Launcher launcher = new Launcher(ChildJvms.javaCommand(ElasticMains.FailsFirstExitsLast.class,
+        Long.toString(GROUP_TIMEOUT.toMillis()), tmp.toString(), message)).nprocPerNode(3)
+        .grace(TestTime.seconds(30)).environment(job.environment()).output(o, e);
+    int status = CompletableFuture.supplyAsync(launcher::run).get(GUARD.toSeconds(), TimeUnit.SECONDS);
+    List<String> outLines = out.toString(StandardCharsets.UTF_8).lines().toList();
+    List<String> errLines = err.toString(StandardCharsets.UTF_8).lines().toList();
+    List<String> both = new ArrayList<>(outLines);
+    both.add("--- stderr ---");
+    both.addAll(errLines);
+    String all = String.join("\n", both);
+
+    assertThat(outLines).as(all).contains("[rank 2] rank 2 throws", "[rank 0] rank 0 caught PeerFailureException"
+        + " failedRank=2", "[rank 1] rank 1 caught PeerFailureException failedRank=2");
+    // Rank 0 or 1 exits first, with its own exception, which names no rank: rank 2 is still alive then.
+    assertThat(errLines).as(all).anyMatch(s -> s.equals("nccl4j run: rank 0 exited with status 1; stopping the other"
+        + " ranks") || s.equals("nccl4j run: rank 1 exited with status 1; stopping the other ranks"));
+    assertThat(errLines).as(all).anyMatch(s -> s.startsWith("nccl4j run: failed: rank 2 ")
+        && s.contains("java.lang.IllegalStateException: " + message)
+        && s.contains("(the first failure the job's store records; rank "));
+    assertThat(errLines).as(all).noneMatch(s -> s.startsWith("nccl4j run: failed: rank 0")
+        || s.startsWith("nccl4j run: failed: rank 1"));
+    assertThat(status).as(all).isEqualTo(1);
+  }
+}
