@@ -274,13 +274,17 @@ public final class Launcher {
       if (firstRank >= 0 && stopping.get()) {
         return 128 + 15; // the hook said why
       }
-      if (firstRank < 0) {
-        return 0;
-      }
       // Blamed once every rank has ended and its output is in: the first failure the store recorded, whichever
       // rank exited first. Another node's launcher reads what node 0's launcher published.
-      GroupFailure stored = store != null ? store.firstFailure().orElse(null)
-          : LauncherStore.readPublished(masterAddr, masterPort, job).orElse(null);
+      GroupFailure stored = nnodes > 1 ? leaveTogether(store, job, stopping)
+          : store.firstFailure().orElse(null);
+      if (firstRank < 0) {
+        if (stored != null && onFailure == OnFailure.CONTINUE) {
+          err.println("nccl4j run: every rank of this node exited with status 0; the job's store records an earlier"
+              + " failure: " + stored.describe());
+        }
+        return 0;
+      }
       int lowest = nodeRank * nprocPerNode;
       RankFailureReport.Verdict v = report.verdict(firstRank, failed, stopped, stored,
           r -> r >= lowest && r < lowest + nprocPerNode);
@@ -297,6 +301,33 @@ public final class Launcher {
         // already shutting down: the hook runs
       }
     }
+  }
+
+  /** How long node 0's launcher keeps the store up for the other nodes' launchers, as torchrun's exit barrier. */
+  static final Duration EXIT_BARRIER = Duration.ofSeconds(300);
+
+  /**
+   * The exit barrier of a job across nodes, once this node's ranks have all ended: node 0's launcher keeps the
+   * store up until every node's launcher has said so (at most {@link #EXIT_BARRIER}); another node's says so and
+   * reads the first failure node 0's published. Returns that failure, or null.
+   */
+  private GroupFailure leaveTogether(LauncherStore store, JobIdentity job, java.util.concurrent.atomic.AtomicBoolean stopping) {
+    if (store == null) {
+      return LauncherStore.arriveAndRead(masterAddr, masterPort, job).orElse(null);
+    }
+    try {
+      store.arrive();
+      if (!store.awaitLaunchers(nnodes, Duration.ZERO, () -> true)) {
+        err.println("nccl4j run: this node's ranks have ended; the job's store stays up until the launchers of the"
+            + " other nodes are done (at most " + EXIT_BARRIER.toSeconds() + " s)");
+        if (!store.awaitLaunchers(nnodes, EXIT_BARRIER, stopping::get)) {
+          err.println("nccl4j run: closing the job's store without the launchers of every other node");
+        }
+      }
+    } catch (RuntimeException e) {
+      err.println("nccl4j run: the exit barrier of the nodes' launchers failed: " + e.getMessage());
+    }
+    return store.firstFailure().orElse(null);
   }
 
   /** {@code ranks 1, 2, 3 exited with status 0; rank 4 exited with status 3}: how every rank but {@code blamed} ended. */

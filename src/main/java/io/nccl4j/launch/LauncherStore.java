@@ -17,13 +17,17 @@ import java.util.concurrent.atomic.AtomicReference;
  * still learn of it there and rendezvous again (a shrunk group). The launcher also watches what the ranks leave in
  * it: the first failure a group records there ({@link GroupFailure}) is the one the launcher blames, whichever rank
  * exits first. It publishes that failure under {@link #FIRST_FAILURE_KEY} for the launchers of the other nodes,
- * which read it from there ({@link #readPublished}).
+ * which read it from there once their ranks have ended ({@link #arriveAndRead}); and, as torchrun's agents meet at
+ * an exit barrier, it keeps the store up until they all have ({@link #awaitLaunchers}), so that ranks of other
+ * nodes that outlive node 0's keep it too.
  */
 final class LauncherStore implements AutoCloseable {
   /** The variable that tells a rank the launcher hosts the job's store: {@code 1}; unset, empty or {@code 0}: not. */
   static final String ENV = "NCCL4J_LAUNCHER_STORE";
   /** Where the hosting launcher leaves the first failure it saw, for the launchers of the other nodes. */
   static final String FIRST_FAILURE_KEY = "nccl4j/launcher/first-failure";
+  /** The launchers whose ranks have all ended: the hosting launcher keeps the store up until every node's has. */
+  static final String DONE_KEY = "nccl4j/launcher/done";
   /** How long a launcher waits for the store: its own server at once, another node's a moment. */
   private static final Duration TIMEOUT = Duration.ofSeconds(30);
 
@@ -98,12 +102,39 @@ final class LauncherStore implements AutoCloseable {
     }
   }
 
+  /** This node's ranks have all ended: one more launcher done. */
+  void arrive() {
+    client.add(DONE_KEY, 1);
+  }
+
   /**
-   * What the hosting launcher published at {@code host}:{@code port}, for the launcher of another node; empty when
-   * it published nothing or cannot be reached within a few seconds (it may have finished already).
+   * Waits until {@code launchers} launchers have arrived, up to {@code atMost}, or until {@code stop} says to give
+   * up (the launcher is being stopped); true when they all did.
    */
-  static Optional<GroupFailure> readPublished(String host, int port, JobIdentity job) {
+  boolean awaitLaunchers(int launchers, Duration atMost, java.util.function.BooleanSupplier stop) {
+    long until = System.nanoTime() + atMost.toNanos();
+    while (client.add(DONE_KEY, 0) < launchers) {
+      if (stop.getAsBoolean() || System.nanoTime() - until > 0) {
+        return false;
+      }
+      try {
+        Thread.sleep(100);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /**
+   * For the launcher of another node, once its ranks have all ended: tells the hosting launcher at
+   * {@code host}:{@code port} so, and reads the first failure it published; empty when it published none or
+   * cannot be reached within a few seconds (it has given up waiting, or was stopped).
+   */
+  static Optional<GroupFailure> arriveAndRead(String host, int port, JobIdentity job) {
     try (TcpStore s = TcpStore.connect(host, port, Duration.ofSeconds(3), job)) {
+      s.add(DONE_KEY, 1);
       return s.check(List.of(FIRST_FAILURE_KEY))
           ? GroupFailure.parse(s.get(FIRST_FAILURE_KEY, Duration.ofSeconds(1))) : Optional.empty();
     } catch (RuntimeException e) {

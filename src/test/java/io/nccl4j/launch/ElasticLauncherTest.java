@@ -82,6 +82,61 @@ class ElasticLauncherTest {
     assertThat(job.segments()).as("the job's segments in /dev/shm").isEmpty();
   }
 
+  /** One node's launcher, its output and status. */
+  private record Node(Launcher launcher, ByteArrayOutputStream out, ByteArrayOutputStream err) {
+    static Node of(Launcher l) {
+      ByteArrayOutputStream out = new ByteArrayOutputStream();
+      ByteArrayOutputStream err = new ByteArrayOutputStream();
+      l.output(new PrintStream(out, true, StandardCharsets.UTF_8), new PrintStream(err, true, StandardCharsets.UTF_8));
+      return new Node(l, out, err);
+    }
+
+    List<String> outLines() {
+      return out.toString(StandardCharsets.UTF_8).lines().toList();
+    }
+
+    List<String> errLines() {
+      return err.toString(StandardCharsets.UTF_8).lines().toList();
+    }
+  }
+
+  /**
+   * Two nodes of two ranks (two launchers here, on the loopback): node 0's launcher hosts the store, and keeps it up
+   * until node 1's launcher is done. Rank 0 dies; ranks 1 (node 0), 2 and 3 (node 1) shrink and finish exactly, and
+   * node 1's launcher, whose ranks all succeeded, reads the failure node 0's published.
+   */
+  @Test
+  void acrossTwoNodesNodeZerosLauncherHostsTheStoreForTheSurvivorsOfEveryNode() throws Exception {
+    TestJob job = TestJob.create("elastic-nodes");
+    int port = Launcher.freePort();
+    List<Node> nodes = new ArrayList<>();
+    List<CompletableFuture<Integer>> runs = new ArrayList<>();
+    for (int node = 0; node < 2; node++) {
+      Node n = Node.of(new Launcher(ChildJvms.javaCommand(ElasticMains.ShrinkAfterRankZeroDies.class,
+          Long.toString(GROUP_TIMEOUT.toMillis()), "1003", "8")).nprocPerNode(2).nodes(2, node)
+          .master("127.0.0.1", port).environment(job.environment()).onFailure(Launcher.OnFailure.CONTINUE));
+      nodes.add(n);
+      runs.add(CompletableFuture.supplyAsync(n.launcher()::run));
+    }
+    int status0 = runs.get(0).get(GUARD.toSeconds(), TimeUnit.SECONDS);
+    int status1 = runs.get(1).get(GUARD.toSeconds(), TimeUnit.SECONDS);
+    String all = "node 0:\n" + String.join("\n", nodes.get(0).outLines()) + "\n" + String.join("\n",
+        nodes.get(0).errLines()) + "\nnode 1:\n" + String.join("\n", nodes.get(1).outLines()) + "\n"
+        + String.join("\n", nodes.get(1).errLines());
+
+    for (int r = 1; r < 4; r++) {
+      assertThat(nodes.get(r / 2).outLines()).as(all).contains("[rank " + r + "] survivor " + r + ": rank " + (r - 1)
+          + " of 3, 8 collectives, 0 wrong, failed rank 0");
+    }
+    assertThat(nodes.get(0).errLines()).as(all).contains("nccl4j run: failed: rank 0 was killed by signal 9 (SIGKILL)",
+        "nccl4j run: the other ranks went on (--on-failure=continue): rank 1 exited with status 0");
+    assertThat(status0).as(all).isEqualTo(137);
+    assertThat(nodes.get(1).errLines()).as(all).anyMatch(l -> l.startsWith("nccl4j run: every rank of this node exited"
+        + " with status 0; the job's store records an earlier failure: rank 0 "));
+    assertThat(status1).as(all).isZero();
+    assertThat(job.segments()).as("the job's segments in /dev/shm").isEmpty();
+  }
+
   @Test
   void theLauncherBlamesTheRankThatFailedFirstNotTheFirstToExit() throws Exception {
     TestJob job = TestJob.create("blame");
