@@ -158,17 +158,23 @@ public final class Launcher {
         : JobIdentity.fromEnvironment(own, "nccl4j-run:" + masterAddr + ":" + masterPort);
     // Node 0's launcher hosts the job's store, where rank 0 would: bound as rank 0 would bind it.
     LauncherStore store = null;
+    Thread joining = null;
     if (nodeRank == 0) {
       DistEnv asRankZero = new DistEnv(masterAddr, Math.max(masterPort, 1), 0, world, 0, nprocPerNode, "launcher");
       store = LauncherStore.host(BindAddress.choose(asRankZero, own), masterPort, job,
           ProcessGroups.admitsPyTorch(own));
       masterPort = store.port();
+    } else {
+      joining = LauncherStore.join(masterAddr, masterPort, job);
     }
     try {
       return runRanks(world, job, store);
     } finally {
       if (store != null) {
         store.close();
+      }
+      if (joining != null) {
+        joining.interrupt();
       }
     }
   }
@@ -308,8 +314,8 @@ public final class Launcher {
 
   /**
    * The exit barrier of a job across nodes, once this node's ranks have all ended: node 0's launcher keeps the
-   * store up until every node's launcher has said so (at most {@link #EXIT_BARRIER}); another node's says so and
-   * reads the first failure node 0's published. Returns that failure, or null.
+   * store up until every node's launcher that joined has said so (at most {@link #EXIT_BARRIER}); another node's
+   * says so and reads the first failure node 0's published. Returns that failure, or null.
    */
   private GroupFailure leaveTogether(LauncherStore store, JobIdentity job, java.util.concurrent.atomic.AtomicBoolean stopping) {
     if (store == null) {
@@ -317,10 +323,10 @@ public final class Launcher {
     }
     try {
       store.arrive();
-      if (!store.awaitLaunchers(nnodes, Duration.ZERO, () -> true)) {
+      if (!store.awaitLaunchers(Duration.ZERO, () -> true)) {
         err.println("nccl4j run: this node's ranks have ended; the job's store stays up until the launchers of the"
             + " other nodes are done (at most " + EXIT_BARRIER.toSeconds() + " s)");
-        if (!store.awaitLaunchers(nnodes, EXIT_BARRIER, stopping::get)) {
+        if (!store.awaitLaunchers(EXIT_BARRIER, stopping::get)) {
           err.println("nccl4j run: closing the job's store without the launchers of every other node");
         }
       }

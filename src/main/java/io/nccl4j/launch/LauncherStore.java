@@ -26,7 +26,9 @@ final class LauncherStore implements AutoCloseable {
   static final String ENV = "NCCL4J_LAUNCHER_STORE";
   /** Where the hosting launcher leaves the first failure it saw, for the launchers of the other nodes. */
   static final String FIRST_FAILURE_KEY = "nccl4j/launcher/first-failure";
-  /** The launchers whose ranks have all ended: the hosting launcher keeps the store up until every node's has. */
+  /** The launchers that joined the job: node 0's, and each other node's once it reached the store. */
+  static final String STARTED_KEY = "nccl4j/launcher/started";
+  /** The launchers whose ranks have all ended: the hosting launcher keeps the store up until each that joined has. */
   static final String DONE_KEY = "nccl4j/launcher/done";
   /** How long a launcher waits for the store: its own server at once, another node's a moment. */
   private static final Duration TIMEOUT = Duration.ofSeconds(30);
@@ -66,6 +68,7 @@ final class LauncherStore implements AutoCloseable {
    */
   static LauncherStore host(InetAddress bind, int port, JobIdentity job, boolean admitPyTorch) {
     TcpStore client = TcpStore.hostAndConnect(bind, port, TIMEOUT, job, admitPyTorch);
+    client.add(STARTED_KEY, 1);
     LauncherStore s = new LauncherStore(client);
     // Keys arrive as clients send them, after PyTorch's "/": "/pg1/transport/failure", "/pg1/group/0.1/transport/…".
     client.server().watch(k -> k.endsWith("/" + GroupFailure.KEY), (k, v) -> {
@@ -108,12 +111,13 @@ final class LauncherStore implements AutoCloseable {
   }
 
   /**
-   * Waits until {@code launchers} launchers have arrived, up to {@code atMost}, or until {@code stop} says to give
-   * up (the launcher is being stopped); true when they all did.
+   * Waits until every launcher that joined the job has arrived, up to {@code atMost}, or until {@code stop} says to
+   * give up (the launcher is being stopped); true when they all did. A node whose launcher never reached the store
+   * (never started, or could not) is not waited for.
    */
-  boolean awaitLaunchers(int launchers, Duration atMost, java.util.function.BooleanSupplier stop) {
+  boolean awaitLaunchers(Duration atMost, java.util.function.BooleanSupplier stop) {
     long until = System.nanoTime() + atMost.toNanos();
-    while (client.add(DONE_KEY, 0) < launchers) {
+    while (client.add(DONE_KEY, 0) < client.add(STARTED_KEY, 0)) {
       if (stop.getAsBoolean() || System.nanoTime() - until > 0) {
         return false;
       }
@@ -125,6 +129,24 @@ final class LauncherStore implements AutoCloseable {
       }
     }
     return true;
+  }
+
+  /**
+   * For the launcher of another node, as it starts its ranks: joins the job at node 0's store (retrying, on a thread
+   * of its own, until node 0's launcher listens), so that node 0's keeps the store up for this node's ranks.
+   * Interrupting the thread ends its retries (the launcher does once its ranks have ended).
+   */
+  static Thread join(String host, int port, JobIdentity job) {
+    Thread t = new Thread(() -> {
+      try (TcpStore s = TcpStore.connect(host, port, Duration.ofMinutes(10), job)) {
+        s.add(STARTED_KEY, 1);
+      } catch (RuntimeException e) {
+        // node 0's launcher is not there: it waits for no one of this node, and this node's ranks fail to join
+      }
+    }, "nccl4j-launcher-join");
+    t.setDaemon(true);
+    t.start();
+    return t;
   }
 
   /**

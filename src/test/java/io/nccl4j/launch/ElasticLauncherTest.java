@@ -137,6 +137,21 @@ class ElasticLauncherTest {
     assertThat(job.segments()).as("the job's segments in /dev/shm").isEmpty();
   }
 
+  /**
+   * Node 0's launcher of a two-node job whose node 1 never comes: its ranks end (they need no store here), and it
+   * does not keep the store up for a launcher that never joined (the exit barrier's 300 s are for those that did).
+   */
+  @Test
+  void nodeZerosLauncherDoesNotWaitForANodeThatNeverCame() throws Exception {
+    Node n = Node.of(new Launcher(ChildJvms.javaCommand(RankMains.PrintEnv.class)).nprocPerNode(1).nodes(2, 0)
+        .master("127.0.0.1", Launcher.freePort()));
+    int status = CompletableFuture.supplyAsync(n.launcher()::run).get(TestTime.seconds(120).toSeconds(),
+        TimeUnit.SECONDS);
+    assertThat(status).as(String.join("\n", n.errLines())).isZero();
+    assertThat(n.outLines()).anyMatch(l -> l.startsWith("[rank 0] env ") && l.contains(" WORLD_SIZE=2 "));
+    assertThat(n.errLines()).noneMatch(l -> l.contains("stays up until the launchers of the other nodes"));
+  }
+
   @Test
   void theLauncherBlamesTheRankThatFailedFirstNotTheFirstToExit() throws Exception {
     TestJob job = TestJob.create("blame");

@@ -412,6 +412,13 @@ class CliTest {
     assertThat(e.err()).contains("give the nccl4j command to run after --");
   }
 
+  @Test
+  void runRefusesAnOnFailurePolicyItDoesNotKnow() {
+    CapturedRun e = execute("run", "--nproc-per-node", "2", "--on-failure=restart", "--", "demo");
+    assertThat(e.code()).isEqualTo(2);
+    assertThat(e.err()).contains("--on-failure must be stop or continue, got 'restart'");
+  }
+
   /** A main class needs no arguments (picocli once required one after --). */
   @Test
   @Tag("multiprocess")
