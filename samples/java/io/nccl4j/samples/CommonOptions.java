@@ -52,7 +52,7 @@ final class CommonOptions {
     try {
       return Groups.worldSize(worldSize);
     } catch (IllegalArgumentException e) {
-      throw new SampleException(2, "the launcher's environment is incomplete: " + e.getMessage());
+      throw new SampleException(2, "the launcher's environment: " + e.getMessage());
     }
   }
 

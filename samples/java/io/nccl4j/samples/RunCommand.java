@@ -15,9 +15,12 @@ import picocli.CommandLine.Parameters;
     description = {"Starts N ranks of this node as processes (like torchrun) and runs a command in each.",
         "The command is an nccl4j subcommand (run -- contracts --backend cpu) or, with --class, a Java main"
             + " class on --classpath.",
-        "Each output line is prefixed with its rank. If a rank fails, the others are stopped and the exit"
+        "Each output line is prefixed with its rank. The launcher (of node 0) hosts the job's store, which every rank"
+            + " joins, so that no rank's death takes it with it.",
+        "If a rank fails, the others are stopped (or, with --on-failure=continue, left running) and the exit"
             + " status is the failed rank's: 1 a wrong result, 2 usage, 3 a failed collective (and any other"
-            + " failure of a rank: a signal, another program's code).",
+            + " failure of a rank: a signal, another program's code). The rank blamed is the one whose failure"
+            + " the job's store recorded first, whichever rank exited first.",
         "Several nodes: start it on each with the same --nnodes, --nproc-per-node, --master-addr and"
             + " --master-port, and its own --node-rank."},
     footerHeading = "%nEnvironment (docs/RENDEZVOUS.md):%n",
@@ -36,12 +39,18 @@ final class RunCommand implements Callable<Integer> {
   int nodeRank;
 
   @Option(names = "--master-addr", defaultValue = "127.0.0.1", paramLabel = "ADDR",
-      description = "Rank 0's address. Default: ${DEFAULT-VALUE}.")
+      description = "The store's address: node 0's. Default: ${DEFAULT-VALUE}.")
   String masterAddr;
 
   @Option(names = "--master-port", defaultValue = "0", paramLabel = "PORT",
-      description = "Rank 0's store port; 0 picks a free one (single node). Default: ${DEFAULT-VALUE}.")
+      description = "The store's port, on node 0; 0 picks a free one (single node). Default: ${DEFAULT-VALUE}.")
   int masterPort;
+
+  @Option(names = "--on-failure", defaultValue = "stop", paramLabel = "stop|continue",
+      description = {"When a rank exits non-zero or dies: stop the other ranks, as torchrun stops its workers"
+          + " (default), or continue: leave them running, with the store, for programs that shrink their group"
+          + " to the survivors and go on. The exit status reports the failure either way."})
+  String onFailure;
 
   @Option(names = "--class", paramLabel = "MAIN", description = "Run this Java main class instead of an nccl4j subcommand.")
   String mainClass;
@@ -74,9 +83,14 @@ final class RunCommand implements Callable<Integer> {
       cmd.add(Cli.class.getName());
     }
     cmd.addAll(args);
+    Launcher.OnFailure policy = switch (onFailure.trim().toLowerCase(java.util.Locale.ROOT)) {
+      case "stop" -> Launcher.OnFailure.STOP;
+      case "continue" -> Launcher.OnFailure.CONTINUE;
+      default -> throw new SampleException(2, "--on-failure must be stop or continue, got '" + onFailure + "'");
+    };
     try {
       return ExitCodes.ofRank(new Launcher(cmd).nprocPerNode(nprocPerNode).nodes(nnodes, nodeRank)
-          .master(masterAddr, masterPort).run());
+          .master(masterAddr, masterPort).onFailure(policy).run());
     } catch (IllegalArgumentException e) {
       throw new SampleException(2, e.getMessage());
     }

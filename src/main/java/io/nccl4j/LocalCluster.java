@@ -12,8 +12,6 @@ import java.util.Objects;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.atomic.AtomicLong;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 // Over 400 lines because LocalCluster and its Session are one mechanism — rank threads that
 // create their groups, run tasks, close and check memory — documented for users; which failure
@@ -43,7 +41,6 @@ import org.slf4j.LoggerFactory;
  * {@link RankFailedException}.
  */
 public final class LocalCluster {
-  private static final Logger LOG = LoggerFactory.getLogger(LocalCluster.class);
   private static final AtomicLong RUNS = new AtomicLong();
 
   /** Default operation timeout, as PyTorch's (10 minutes). */
@@ -378,18 +375,21 @@ public final class LocalCluster {
       if (strictMemory) {
         throw new IllegalStateException("rank " + rank + " returned without closing its tensors", leak);
       }
-      LOG.warn("rank {} returned without closing its tensors: {}", rank, leak.getMessage());
+      // Told as the collector's leak reports are: on System.err when no SLF4J provider is bound.
+      io.nccl4j.memory.LeakReport.report("rank " + rank + " returned without closing its tensors: "
+          + leak.getMessage());
     }
     // Tensor.empty(n, dtype) and the other host factories allocate from the process-wide host
     // allocator, which is never closed; what this rank's thread left there is its leak too.
     List<String> host = Allocator.host().liveBlocksAllocatedBy(Thread.currentThread());
     if (!host.isEmpty()) {
       String leak = "rank " + rank + " returned without closing " + host.size() + " host tensor(s) of the"
-          + " process-wide host allocator:\n  " + String.join("\n  ", host);
+          + " process-wide host allocator:\n  " + String.join("\n  ", host)
+          + (io.nccl4j.memory.LeakReport.tracing() ? "" : "\n" + Allocator.TRACE_HINT);
       if (strictMemory) {
         throw new IllegalStateException(leak);
       }
-      LOG.warn(leak);
+      io.nccl4j.memory.LeakReport.report(leak);
     }
   }
 

@@ -235,12 +235,14 @@ public final class Tensor implements AutoCloseable {
 
   /**
    * A host tensor over {@code buffer}'s remaining bytes (position to limit), without a copy: writes
-   * through either are seen by the other. Elements are in native byte order whatever
-   * {@code buffer.order()} says. The tensor keeps the buffer reachable while it or any operation
-   * uses it; closing the tensor frees nothing.
+   * through either are seen by the other. Elements are in native byte order, so a buffer of a
+   * multi-byte dtype must be in it too ({@code buffer.order(ByteOrder.nativeOrder())}; Java's
+   * default is big-endian): its puts and gets then agree with the tensor's elements. The tensor keeps
+   * the buffer reachable while it or any operation uses it; closing the tensor frees nothing.
    *
    * @throws IllegalArgumentException for a heap or read-only buffer (refused, not copied: a copy
-   *     would not alias), a size that is not a whole number of elements, or a misaligned address
+   *     would not alias), a buffer not in native byte order (for a dtype of more than one byte), a
+   *     size that is not a whole number of elements, or a misaligned address
    */
   public static Tensor wrap(ByteBuffer buffer, DType dtype) {
     return TensorBuffers.wrap(buffer, dtype);

@@ -4,6 +4,7 @@ import io.nccl4j.memory.DirectBuffers;
 import io.nccl4j.memory.ExternalMemory;
 import java.lang.ref.Reference;
 import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.util.Objects;
 
 /**
@@ -29,6 +30,15 @@ final class TensorBuffers {
     if (buffer.isReadOnly()) {
       throw new IllegalArgumentException("Tensor.wrap(ByteBuffer) expected a writable buffer, got a read-only one;"
           + " a tensor's memory is written by collectives");
+    }
+    if (dtype.size() > 1 && buffer.order() != ByteOrder.nativeOrder()) {
+      // Honouring the buffer's order would take a byte swap on every access and a copy for every collective: the
+      // tensor's elements are read and written in native order by the kernels, the transports and NCCL.
+      throw new IllegalArgumentException("Tensor.wrap(ByteBuffer) expected a buffer in native byte order ("
+          + ByteOrder.nativeOrder() + " here), got a " + buffer.order() + " one" + (buffer.order() == ByteOrder.BIG_ENDIAN
+          ? " — Java's default for every new ByteBuffer —" : "") + " whose " + dtype + " values put and got through"
+          + " the buffer would not be the tensor's;"
+          + " call buffer.order(ByteOrder.nativeOrder()) before filling and wrapping it");
     }
     long address = DirectBuffers.address(buffer) + buffer.position();
     ExternalMemory memory = ExternalMemory.of(address, buffer.remaining(), Device.cpu()).keepReachable(buffer);

@@ -55,6 +55,27 @@ class TensorOverflowTest {
         .isExactlyInstanceOf(IllegalArgumentException.class).hasMessageContaining(count + " float64 elements");
   }
 
+  /**
+   * Counts whose bytes fit in a long but that no machine can hold: the same OutOfMemoryError, naming the bytes, as
+   * any allocation malloc cannot satisfy — never an IllegalArgumentException without a message (the largest ones
+   * once got that from Unsafe, whose rounding to a word overflowed), and the allocator's count is untouched.
+   */
+  @Test
+  void emptyOfMoreBytesThanAnyMachineAddressesSaysHowManyItAskedFor() {
+    io.nccl4j.memory.Allocator a = io.nccl4j.memory.Allocator.host().child("overflow-test");
+    for (long[] countAndSize : new long[][] {{Long.MAX_VALUE, 1}, {Long.MAX_VALUE / 4, 4}, {(1L << 62) + 1, 1}}) {
+      DType dtype = countAndSize[1] == 1 ? DType.INT8 : DType.FLOAT32;
+      long bytes = countAndSize[0] * countAndSize[1];
+      Throwable e = catchThrowable(() -> Tensor.empty(countAndSize[0], dtype, a));
+      assertThat(e).as("%s %s", countAndSize[0], dtype).isExactlyInstanceOf(OutOfMemoryError.class)
+          .hasMessage("Could not allocate " + bytes + " bytes of host memory: Unable to allocate " + bytes
+              + " bytes: more than any 64-bit machine can address (nccl4j asks malloc for at most 2^62 = "
+              + (1L << 62) + " bytes)");
+    }
+    assertThat(a.allocatedBytes()).isZero();
+    a.close();
+  }
+
   @Test
   void arangeRefusesARangeLongerThanALong() {
     assertThat(catchThrowable(() -> Tensor.arange(Long.MIN_VALUE, Long.MAX_VALUE, DType.INT8)))

@@ -22,14 +22,21 @@ public record DistEnv(String masterAddr, int masterPort, int rank, int worldSize
     int localWorldSize, String source) {
 
   /**
+   * The most ranks a job may have: 2^20, far beyond the largest jobs run (about 10^5 ranks), and few enough that the tables a
+   * rank keeps for every peer (its connections, segments, store keys: words a rank) fit any heap. A larger world is
+   * a mistake in the launch, refused before anything is allocated for it.
+   */
+  public static final int MAX_WORLD_SIZE = 1 << 20;
+
+  /**
    * Checks the numbers.
    *
-   * @throws IllegalArgumentException if {@code worldSize} is below 1, {@code rank} is not in
-   *     0 … worldSize − 1, or {@code localRank} is not in 0 … localWorldSize − 1
+   * @throws IllegalArgumentException if {@code worldSize} is not in 1 … {@link #MAX_WORLD_SIZE}, {@code rank} is
+   *     not in 0 … worldSize − 1, or {@code localRank} is not in 0 … localWorldSize − 1
    */
   public DistEnv {
-    if (worldSize < 1) {
-      throw new IllegalArgumentException("world size must be >= 1, got " + worldSize);
+    if (worldSize < 1 || worldSize > MAX_WORLD_SIZE) {
+      throw new IllegalArgumentException("world size must be in 1.." + MAX_WORLD_SIZE + ", got " + worldSize);
     }
     if (rank < 0 || rank >= worldSize) {
       throw new IllegalArgumentException("rank " + rank + " is outside 0.." + (worldSize - 1));
@@ -85,14 +92,14 @@ public record DistEnv(String masterAddr, int masterPort, int rank, int worldSize
 
   private static DistEnv from(Map<String, String> env, String addr, int port) {
     if (env.containsKey("RANK") || env.containsKey("WORLD_SIZE")) {
-      int size = integer(env, "WORLD_SIZE", 1, Integer.MAX_VALUE);
+      int size = worldSize(env, "WORLD_SIZE");
       int rank = integer(env, "RANK", 0, size - 1);
       int localSize = env.containsKey("LOCAL_WORLD_SIZE") ? integer(env, "LOCAL_WORLD_SIZE", 1, size) : size;
       int localRank = env.containsKey("LOCAL_RANK") ? integer(env, "LOCAL_RANK", 0, localSize - 1) : rank % localSize;
       return new DistEnv(addr, port, rank, size, localRank, localSize, "torchrun");
     }
     if (env.containsKey("OMPI_COMM_WORLD_RANK")) {
-      int size = integer(env, "OMPI_COMM_WORLD_SIZE", 1, Integer.MAX_VALUE);
+      int size = worldSize(env, "OMPI_COMM_WORLD_SIZE");
       int rank = integer(env, "OMPI_COMM_WORLD_RANK", 0, size - 1);
       int localSize = env.containsKey("OMPI_COMM_WORLD_LOCAL_SIZE")
           ? integer(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, size) : size;
@@ -101,7 +108,7 @@ public record DistEnv(String masterAddr, int masterPort, int rank, int worldSize
     }
     if (env.containsKey("PMI_RANK")) {
       // MPICH's and Intel MPI's Hydra; the local rank where they give one.
-      int size = integer(env, "PMI_SIZE", 1, Integer.MAX_VALUE);
+      int size = worldSize(env, "PMI_SIZE");
       int rank = integer(env, "PMI_RANK", 0, size - 1);
       halfSet(env, "MPI_LOCALRANKID", "MPI_LOCALNRANKS");
       int localSize = env.containsKey("MPI_LOCALNRANKS") ? integer(env, "MPI_LOCALNRANKS", 1, size) : size;
@@ -110,7 +117,7 @@ public record DistEnv(String masterAddr, int masterPort, int rank, int worldSize
       return new DistEnv(addr, port, rank, size, localRank, localSize, "pmi");
     }
     if (env.containsKey("SLURM_PROCID")) {
-      int size = integer(env, "SLURM_NTASKS", 1, Integer.MAX_VALUE);
+      int size = worldSize(env, "SLURM_NTASKS");
       int rank = integer(env, "SLURM_PROCID", 0, size - 1);
       // SLURM_NTASKS_PER_NODE may read "4(x2)"; only a plain number is used.
       String perNode = env.getOrDefault("SLURM_NTASKS_PER_NODE", "");
@@ -131,7 +138,7 @@ public record DistEnv(String masterAddr, int masterPort, int rank, int worldSize
    * started directly is a rank when it is its node's only one; more ranks per node need a launcher to start them.
    */
   private static DistEnv kubeflow(Map<String, String> env, String addr, int port) {
-    int nodes = integer(env, "PET_NNODES", 1, Integer.MAX_VALUE);
+    int nodes = worldSize(env, "PET_NNODES");
     int node = integer(env, "PET_NODE_RANK", 0, nodes - 1);
     String perNode = env.getOrDefault("PET_NPROC_PER_NODE", "1").trim();
     if (!perNode.equals("1")) {
@@ -216,6 +223,16 @@ public record DistEnv(String masterAddr, int masterPort, int rank, int worldSize
           + " MASTER_PORT (the address and port of rank 0's store)");
     }
     return v.trim();
+  }
+
+  /** The number of ranks {@code name} gives: 1 … {@link #MAX_WORLD_SIZE}, or an error naming the variable. */
+  private static int worldSize(Map<String, String> env, String name) {
+    String v = required(env, name).trim();
+    if (v.matches("\\d+") && (v.length() > 9 || Integer.parseInt(v) > MAX_WORLD_SIZE)) {
+      throw new IllegalArgumentException(name + " must be in 1.." + MAX_WORLD_SIZE + ", got " + v + ": more ranks than"
+          + " any job has (nccl4j keeps tables of a few words for every rank), a mistake in the launch");
+    }
+    return integer(env, name, 1, MAX_WORLD_SIZE);
   }
 
   private static int integer(Map<String, String> env, String name, int min, int max) {

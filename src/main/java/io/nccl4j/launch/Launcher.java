@@ -20,11 +20,13 @@ import java.util.concurrent.TimeUnit;
 /**
  * Starts the ranks of one node as processes (torchrun's role): {@code nprocPerNode} processes, each
  * with MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE set, each output
- * line prefixed with its rank. If a rank exits non-zero or dies, the others are stopped (SIGTERM,
- * then SIGKILL after a grace period) and {@link #run()} returns non-zero, naming the first failing
- * rank and its status — or the rank it says failed, quoting that rank's exception
- * ({@code RankFailureReport}). A shutdown of the launcher (Ctrl-C, SIGTERM) reaches every rank; a
- * launcher killed outright (SIGKILL) is noticed by each rank that created a group
+ * line prefixed with its rank. The launcher of node 0 hosts the job's store on MASTER_PORT, as torchrun's agent
+ * does, and every rank joins it as a client ({@code LauncherStore}): no rank's death takes the store with it.
+ * If a rank exits non-zero or dies, the others are stopped (SIGTERM, then SIGKILL after a grace period) — or,
+ * under {@link OnFailure#CONTINUE}, left running, for programs that shrink their group and go on — and
+ * {@link #run()} returns non-zero, naming the rank whose failure the job's store recorded first (else the first
+ * to exit), quoting its exception ({@code RankFailureReport}). A shutdown of the launcher (Ctrl-C, SIGTERM)
+ * reaches every rank; a launcher killed outright (SIGKILL) is noticed by each rank that created a group
  * ({@code LauncherWatch}).
  */
 public final class Launcher {
@@ -38,6 +40,18 @@ public final class Launcher {
   private PrintStream out = System.out;
   private PrintStream err = System.err;
   private Map<String, String> extraEnv = Map.of();
+  private OnFailure onFailure = OnFailure.STOP;
+
+  /** What the launcher does with the other ranks when one fails. */
+  public enum OnFailure {
+    /** Stop them (SIGTERM, then SIGKILL after the grace period), as torchrun stops its workers: the default. */
+    STOP,
+    /**
+     * Leave them running, each to end on its own: for programs that shrink their group to the survivors and go
+     * on. The exit status still reports the failure.
+     */
+    CONTINUE
+  }
 
   /** @param command the program every rank runs (executable and arguments) */
   public Launcher(List<String> command) {
@@ -71,7 +85,16 @@ public final class Launcher {
     return this;
   }
 
-  /** Rank 0's address (default 127.0.0.1) and store port (0: a free port, single node only). */
+  /**
+   * What happens to the other ranks when one exits non-zero or dies (default {@link OnFailure#STOP}).
+   * {@link OnFailure#CONTINUE} leaves them running, and the store running for them.
+   */
+  public Launcher onFailure(OnFailure policy) {
+    this.onFailure = Objects.requireNonNull(policy, "policy");
+    return this;
+  }
+
+  /** The store's address (default 127.0.0.1) and port (0: a free port, single node only). */
   public Launcher master(String addr, int port) {
     this.masterAddr = Objects.requireNonNull(addr, "master address");
     if (port < 0 || port > 65535) {
@@ -116,21 +139,47 @@ public final class Launcher {
     }
   }
 
-  /** Runs every local rank to completion; returns 0 when all succeeded, else the first failure's status. */
+  /** Runs every local rank to completion; returns 0 when all succeeded, else the blamed failure's status. */
   public int run() {
-    if (masterPort == 0) {
-      if (nnodes > 1) {
-        throw new IllegalArgumentException("with --nnodes > 1 every node must be given the same --master-port");
-      }
-      masterPort = freePort();
+    if (masterPort == 0 && nnodes > 1) {
+      throw new IllegalArgumentException("with --nnodes > 1 every node must be given the same --master-port");
     }
-    int world = nnodes * nprocPerNode;
+    long worldSize = (long) nnodes * nprocPerNode;
+    if (worldSize > DistEnv.MAX_WORLD_SIZE) {
+      throw new IllegalArgumentException("--nnodes " + nnodes + " × --nproc-per-node " + nprocPerNode + " = "
+          + worldSize + " ranks, more than the " + DistEnv.MAX_WORLD_SIZE + " a job may have");
+    }
+    int world = (int) worldSize;
     // The job's identity: fresh for a job on one node; every node of a larger one must be given the same
     // (NCCL4J_JOB_ID, NCCL4J_JOB_TOKEN), else its ranks are told apart from another job by the address only.
     Map<String, String> own = new java.util.HashMap<>(System.getenv());
     own.putAll(extraEnv);
     JobIdentity job = nnodes == 1 && !own.containsKey(JobIdentity.JOB_ID_ENV) ? JobIdentity.create()
         : JobIdentity.fromEnvironment(own, "nccl4j-run:" + masterAddr + ":" + masterPort);
+    // Node 0's launcher hosts the job's store, where rank 0 would: bound as rank 0 would bind it.
+    LauncherStore store = null;
+    Thread joining = null;
+    if (nodeRank == 0) {
+      DistEnv asRankZero = new DistEnv(masterAddr, Math.max(masterPort, 1), 0, world, 0, nprocPerNode, "launcher");
+      store = LauncherStore.host(BindAddress.choose(asRankZero, own), masterPort, job,
+          ProcessGroups.admitsPyTorch(own));
+      masterPort = store.port();
+    } else {
+      joining = LauncherStore.join(masterAddr, masterPort, job);
+    }
+    try {
+      return runRanks(world, job, store);
+    } finally {
+      if (store != null) {
+        store.close();
+      }
+      if (joining != null) {
+        joining.interrupt();
+      }
+    }
+  }
+
+  private int runRanks(int world, JobIdentity job, LauncherStore store) {
     List<Process> procs = new ArrayList<>();
     List<Thread> pumps = new ArrayList<>();
     RankFailureReport report = new RankFailureReport();
@@ -158,6 +207,8 @@ public final class Launcher {
         env.put("LOCAL_WORLD_SIZE", Integer.toString(nprocPerNode));
         env.put("GROUP_RANK", Integer.toString(nodeRank));
         env.putAll(job.environment());
+        // Every rank, rank 0 too, joins the store node 0's launcher hosts.
+        env.put(LauncherStore.ENV, "1");
         // The rank exits if this process dies, even by SIGKILL, when no hook of ours can run.
         env.put(LauncherWatch.LAUNCHER_PID, Long.toString(ProcessHandle.current().pid()));
         Process p;
@@ -175,6 +226,8 @@ public final class Launcher {
       }
       int firstRank = -1;
       Map<Integer, Integer> failed = new HashMap<>();
+      Map<Integer, Integer> statuses = new java.util.TreeMap<>();
+      java.util.Set<Integer> stopped = new java.util.HashSet<>();
       boolean[] exited = new boolean[procs.size()];
       int remaining = procs.size();
       while (remaining > 0) {
@@ -183,18 +236,39 @@ public final class Launcher {
           if (!exited[i] && !p.isAlive()) {
             exited[i] = true;
             remaining--;
+            int rank = nodeRank * nprocPerNode + i;
             int status = p.exitValue();
-            if (status != 0) {
-              failed.put(nodeRank * nprocPerNode + i, status);
+            statuses.put(rank, status);
+            if (status == 0) {
+              continue;
             }
-            if (status != 0 && firstRank < 0) {
-              firstRank = nodeRank * nprocPerNode + i;
-              if (!stoppedFromOutside(stopping, status)) {
-                err.println("nccl4j run: rank " + firstRank + " " + describe(status) + "; stopping the other ranks");
-                stopAll(procs);
+            failed.put(rank, status);
+            if (firstRank >= 0) {
+              if (onFailure == OnFailure.CONTINUE && !stopping.get()) {
+                err.println("nccl4j run: rank " + rank + " " + describe(status) + " too");
               }
+              continue;
+            }
+            firstRank = rank;
+            if (stoppedFromOutside(stopping, status)) {
+              continue;
+            }
+            if (onFailure == OnFailure.CONTINUE) {
+              err.println("nccl4j run: rank " + rank + " " + describe(status) + "; the other ranks go on"
+                  + " (--on-failure=continue)");
+            } else {
+              err.println("nccl4j run: rank " + rank + " " + describe(status) + "; stopping the other ranks");
+              for (int j = 0; j < procs.size(); j++) {
+                if (!exited[j]) {
+                  stopped.add(nodeRank * nprocPerNode + j);
+                }
+              }
+              stopAll(procs);
             }
           }
+        }
+        if (store != null) {
+          store.publish();
         }
         if (remaining > 0) {
           sleep(20);
@@ -206,15 +280,26 @@ public final class Launcher {
       if (firstRank >= 0 && stopping.get()) {
         return 128 + 15; // the hook said why
       }
-      if (firstRank >= 0) {
-        // Blamed once every rank's output is in: the rank that exited first may only report another.
-        int blamed = report.blame(firstRank, failed);
-        int status = failed.get(blamed);
-        err.println("nccl4j run: failed: " + report.describe(blamed, status)
-            + (blamed == firstRank ? "" : " (reported by rank " + firstRank + ", which exited first)"));
-        return status > 0 && status < 256 ? status : 1;
+      // Blamed once every rank has ended and its output is in: the first failure the store recorded, whichever
+      // rank exited first. Another node's launcher reads what node 0's launcher published.
+      GroupFailure stored = nnodes > 1 ? leaveTogether(store, job, stopping)
+          : store.firstFailure().orElse(null);
+      if (firstRank < 0) {
+        if (stored != null && onFailure == OnFailure.CONTINUE) {
+          err.println("nccl4j run: every rank of this node exited with status 0; the job's store records an earlier"
+              + " failure: " + stored.describe());
+        }
+        return 0;
       }
-      return 0;
+      int lowest = nodeRank * nprocPerNode;
+      RankFailureReport.Verdict v = report.verdict(firstRank, failed, stopped, stored,
+          r -> r >= lowest && r < lowest + nprocPerNode);
+      err.println("nccl4j run: failed: " + v.line());
+      if (onFailure == OnFailure.CONTINUE) {
+        err.println("nccl4j run: the other ranks went on (--on-failure=continue): " + others(statuses, v.rank()));
+      }
+      int status = v.status();
+      return status > 0 && status < 256 ? status : 1;
     } finally {
       try {
         Runtime.getRuntime().removeShutdownHook(hook);
@@ -222,6 +307,50 @@ public final class Launcher {
         // already shutting down: the hook runs
       }
     }
+  }
+
+  /** How long node 0's launcher keeps the store up for the other nodes' launchers, as torchrun's exit barrier. */
+  static final Duration EXIT_BARRIER = Duration.ofSeconds(300);
+
+  /**
+   * The exit barrier of a job across nodes, once this node's ranks have all ended: node 0's launcher keeps the
+   * store up until every node's launcher that joined has said so (at most {@link #EXIT_BARRIER}); another node's
+   * says so and reads the first failure node 0's published. Returns that failure, or null.
+   */
+  private GroupFailure leaveTogether(LauncherStore store, JobIdentity job, java.util.concurrent.atomic.AtomicBoolean stopping) {
+    if (store == null) {
+      return LauncherStore.arriveAndRead(masterAddr, masterPort, job).orElse(null);
+    }
+    try {
+      store.arrive();
+      if (!store.awaitLaunchers(Duration.ZERO, () -> true)) {
+        err.println("nccl4j run: this node's ranks have ended; the job's store stays up until the launchers of the"
+            + " other nodes are done (at most " + EXIT_BARRIER.toSeconds() + " s)");
+        if (!store.awaitLaunchers(EXIT_BARRIER, stopping::get)) {
+          err.println("nccl4j run: closing the job's store without the launchers of every other node");
+        }
+      }
+    } catch (RuntimeException e) {
+      err.println("nccl4j run: the exit barrier of the nodes' launchers failed: " + e.getMessage());
+    }
+    return store.firstFailure().orElse(null);
+  }
+
+  /** {@code ranks 1, 2, 3 exited with status 0; rank 4 exited with status 3}: how every rank but {@code blamed} ended. */
+  private static String others(Map<Integer, Integer> statuses, int blamed) {
+    Map<String, List<Integer>> byEnd = new java.util.LinkedHashMap<>();
+    statuses.forEach((rank, status) -> {
+      if (rank != blamed) {
+        byEnd.computeIfAbsent(describe(status), k -> new ArrayList<>()).add(rank);
+      }
+    });
+    if (byEnd.isEmpty()) {
+      return "none of this node's";
+    }
+    List<String> parts = new ArrayList<>();
+    byEnd.forEach((end, ranks) -> parts.add((ranks.size() == 1 ? "rank " : "ranks ")
+        + ranks.stream().map(String::valueOf).collect(java.util.stream.Collectors.joining(", ")) + " " + end));
+    return String.join("; ", parts);
   }
 
   /**

@@ -25,8 +25,8 @@ import java.util.Locale;
 /**
  * Creates this process's {@link ProcessGroup} in a multi-process job (PyTorch's
  * {@code init_process_group(init_method="env://")}): rank 0 hosts the TCP store at
- * MASTER_ADDR:MASTER_PORT (under torchrun's agent, {@link AgentStore}, the agent hosts it), every rank connects
- * to it, then the backend is made — the CPU backend
+ * MASTER_ADDR:MASTER_PORT (under {@code ./nccl4j run} its launcher hosts it, {@code LauncherStore}; under torchrun's
+ * agent, {@link AgentStore}, the agent), every rank connects to it, then the backend is made — the CPU backend
  * over TCP connections between the ranks, or NCCL on GPU {@code LOCAL_RANK} with the unique id
  * handed from rank 0 through the store.
  */
@@ -54,14 +54,15 @@ public final class ProcessGroups {
 
   /**
    * This process's connection to the job's store, made once: rank 0 hosts the server, which lives until the
-   * process ends, so that one process can create several groups in turn — except under torchrun's agent
-   * ({@code agent} not null), whose PyTorch store every rank joins as a client, in the namespace of the attempt.
+   * process ends, so that one process can create several groups in turn — except under a launcher that hosts the
+   * store itself: {@code ./nccl4j run} ({@code launcherStore}) and torchrun's agent ({@code agent} not null, whose
+   * PyTorch store every rank joins in the namespace of the attempt), where every rank joins it as a client.
    * Each rank then claims its rank in the store: a second claim is another process with this rank — another job
    * on the same port whose id is the same (a job without a launcher's id) — and fails before it touches anything
    * of the first job.
    */
   private static Rendezvous sharedStore(DistEnv env, JobIdentity job, InetAddress bind, AgentStore agent,
-      Duration timeout) {
+      boolean launcherStore, Duration timeout) {
     String key = env.masterAddr() + ":" + env.masterPort() + "/" + job.id() + "/" + env.rank()
         + (agent == null ? "" : agent.prefix());
     // One lock per connection, not one for all: a rank that waits for the store to appear must not keep the
@@ -69,7 +70,7 @@ public final class ProcessGroups {
     synchronized (LOCKS.computeIfAbsent(key, k -> new Object())) {
       Rendezvous r = STORES.get(key);
       if (r == null) {
-        TcpStore s = env.rank() == 0 && agent == null
+        TcpStore s = env.rank() == 0 && agent == null && !launcherStore
             ? TcpStore.hostAndConnect(bind, env.masterPort(), timeout, job, admitsPyTorch(System.getenv()))
             : TcpStore.connect(env.masterAddr(), env.masterPort(), timeout, job);
         Store root = agent == null ? s : new PrefixStore(agent.prefix(), s);
@@ -211,28 +212,32 @@ public final class ProcessGroups {
   public static Joined init(DistEnv env, String backend, Duration timeout, io.nccl4j.Validation mode) {
     LauncherWatch.startIfLaunched(env.rank());
     java.util.Map<String, String> vars = System.getenv();
-    return init(env, identity(env, vars), BindAddress.choose(env, vars), AgentStore.from(vars).orElse(null), backend,
-        timeout, mode);
+    return init(env, identity(env, vars), BindAddress.choose(env, vars), AgentStore.from(vars).orElse(null),
+        LauncherStore.hostedByLauncher(vars), backend, timeout, mode);
   }
 
   /** With the job's identity and the address to listen on given (what tests of two jobs in one JVM need). */
   static Joined init(DistEnv env, JobIdentity job, InetAddress bind, String backend, Duration timeout,
       io.nccl4j.Validation mode) {
-    return init(env, job, bind, null, backend, timeout, mode);
+    return init(env, job, bind, null, false, backend, timeout, mode);
   }
 
-  /** {@code agent}: torchrun's agent store, which every rank joins as a client; null: rank 0 hosts the store. */
-  static Joined init(DistEnv env, JobIdentity job, InetAddress bind, AgentStore agent, String backend,
-      Duration timeout, io.nccl4j.Validation mode) {
-    return join(env, groupStore(env, job, bind, agent, timeout), job, bind, backend, timeout, mode);
+  /**
+   * {@code agent}: torchrun's agent store, which every rank joins as a client; {@code launcherStore}: the store
+   * {@code ./nccl4j run} hosts, which every rank joins as a client; neither: rank 0 hosts the store.
+   */
+  static Joined init(DistEnv env, JobIdentity job, InetAddress bind, AgentStore agent, boolean launcherStore,
+      String backend, Duration timeout, io.nccl4j.Validation mode) {
+    return join(env, groupStore(env, job, bind, agent, launcherStore, timeout), job, bind, backend, timeout, mode);
   }
 
   /**
    * The namespace of this process's next group in the job's store ({@code pg<n>}), connecting to the store first
    * when this process has not yet.
    */
-  static Store groupStore(DistEnv env, JobIdentity job, InetAddress bind, AgentStore agent, Duration timeout) {
-    Store root = sharedStore(env, job, bind, agent, timeout).root();
+  static Store groupStore(DistEnv env, JobIdentity job, InetAddress bind, AgentStore agent, boolean launcherStore,
+      Duration timeout) {
+    Store root = sharedStore(env, job, bind, agent, launcherStore, timeout).root();
     return new PrefixStore(groupPrefix(nextGroup(root)), root);
   }
 

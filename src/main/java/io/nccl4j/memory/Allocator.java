@@ -18,12 +18,17 @@ import java.util.concurrent.atomic.AtomicLong;
  * {@code reset_peak_memory_stats()}. Bytes are counted exactly (no rounding), from allocation until
  * the block's last reference is released.
  *
- * <p>{@link #close()} refuses to close while blocks are live and lists them; with the system
- * property {@code nccl4j.memory.debug=true} each entry includes the stack that allocated it.
+ * <p>{@link #close()} refuses to close while blocks are live and lists them; under
+ * {@code NCCL4J_LEAKS=trace} ({@link LeakReport#tracing()}; the older system property
+ * {@code nccl4j.memory.debug=true} too) each entry includes the stack that allocated it.
  * Thread-safe.
  */
 public final class Allocator implements AutoCloseable {
+  /** The older switch for allocation stacks, kept: {@code NCCL4J_LEAKS=trace} is the one for every leak report. */
   private static final boolean DEBUG = Boolean.getBoolean("nccl4j.memory.debug");
+  /** What a report without allocation stacks says to get them. */
+  public static final String TRACE_HINT = "(run with NCCL4J_LEAKS=trace or -Dnccl4j.leaks=trace to see where each"
+      + " was allocated)";
   private static final Allocator HOST = new Allocator("host", null, MemoryResource.HOST);
 
   private final String name;
@@ -120,7 +125,7 @@ public final class Allocator implements AutoCloseable {
     }
     long address = resource.allocate(bytes);
     MemoryBlock block = new MemoryBlock(this, address, bytes, description,
-        DEBUG ? new Throwable("allocated here") : null);
+        tracing() ? new Throwable("allocated here") : null);
     live.add(block);
     allocationCount.incrementAndGet();
     for (Allocator a = this; a != null; a = a.parent) {
@@ -173,7 +178,7 @@ public final class Allocator implements AutoCloseable {
    * Closes this allocator. Idempotent.
    *
    * @throws IllegalStateException if blocks allocated here or in a child are still live; the
-   *     message lists them (with allocation stacks under {@code -Dnccl4j.memory.debug=true})
+   *     message lists them (with allocation stacks under {@code NCCL4J_LEAKS=trace})
    */
   @Override
   public void close() {
@@ -188,7 +193,7 @@ public final class Allocator implements AutoCloseable {
     if (!leaks.isEmpty()) {
       throw new IllegalStateException("Allocator " + name + " closed with " + leaks.size()
           + " live allocation(s), " + allocated.get() + " bytes:\n  " + String.join("\n  ", leaks)
-          + (DEBUG ? "" : "\n(run with -Dnccl4j.memory.debug=true to see where each was allocated)"));
+          + (tracing() ? "" : "\n" + TRACE_HINT));
     }
     closed = true;
     for (Allocator c : children) {
@@ -216,6 +221,11 @@ public final class Allocator implements AutoCloseable {
       entry += "\n    " + sw.toString().replace("\n", "\n    ").trim();
     }
     return entry;
+  }
+
+  /** Whether blocks capture where they were allocated: {@code NCCL4J_LEAKS=trace}, or the older property. */
+  private static boolean tracing() {
+    return DEBUG || LeakReport.tracing();
   }
 
   private void ensureOpen() {

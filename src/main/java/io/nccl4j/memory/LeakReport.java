@@ -16,8 +16,9 @@ import org.slf4j.helpers.NOPLoggerFactory;
  * read).
  *
  * <p>{@code -Dnccl4j.leaks=} or {@code NCCL4J_LEAKS=}, a comma-separated list: {@code trace} makes
- * every owner capture where it was allocated (a stack per allocation) so that the report says
- * where; {@code free} also frees a leaked tensor's memory when it is collected. Freeing is not the
+ * every owner and every allocator's block capture where it was allocated (a stack per allocation) so
+ * that every report says where — the collector's, a rank's unclosed tensors, an allocator closed with
+ * live blocks; {@code free} also frees a leaked tensor's memory when it is collected. Freeing is not the
  * default because the allocators' counts are exact and read at moments the program chooses (a
  * rank's strictMemory check, the memory experiment's steady and peak figures, a soak test's
  * baseline): a free at whatever moment the collector picks would move a process-wide count under
@@ -60,7 +61,12 @@ public final class LeakReport {
     return COUNT.get();
   }
 
-  static void report(String message) {
+  /**
+   * Tells a leak: as a warning through SLF4J, or on System.err ({@code nccl4j WARN …}) when no SLF4J provider is
+   * bound; counted in {@link #count()}. For what nccl4j finds unclosed: a tensor the collector found, a rank of
+   * {@code LocalCluster} that returned without closing its tensors.
+   */
+  public static void report(String message) {
     COUNT.incrementAndGet();
     // Asked at report time, not in a static initialiser, when SLF4J has finished choosing a provider.
     if (LoggerFactory.getILoggerFactory() instanceof NOPLoggerFactory) {

@@ -31,8 +31,23 @@ public final class NativeMemory {
     }
   }
 
-  /** Allocates {@code bytes} of uninitialized native memory (malloc); at least 16-byte aligned. */
+  /**
+   * The most bytes asked of malloc: 2^62, beyond what any 64-bit machine addresses (x86-64 and arm64 at most 2^57).
+   * Larger requests are refused here with a message; Unsafe would throw an IllegalArgumentException without one for
+   * the largest (its rounding up to a word overflows).
+   */
+  static final long MAX_BYTES = 1L << 62;
+
+  /**
+   * Allocates {@code bytes} of uninitialized native memory (malloc); at least 16-byte aligned.
+   *
+   * @throws OutOfMemoryError when the memory cannot be had, saying how much was asked
+   */
   public static long allocate(long bytes) {
+    if (bytes > MAX_BYTES) {
+      throw new OutOfMemoryError("Unable to allocate " + bytes + " bytes: more than any 64-bit machine can address"
+          + " (nccl4j asks malloc for at most 2^62 = " + MAX_BYTES + " bytes)");
+    }
     // malloc(0) may return NULL; a one-byte block keeps every live allocation a distinct address.
     long a = U.allocateMemory(Math.max(1, bytes));
     LIVE.increment();

@@ -6,6 +6,9 @@ import java.util.ArrayDeque;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.BiConsumer;
+import java.util.function.Predicate;
 
 /**
  * What a {@link TcpStoreServer} serves, as PyTorch's libuv server keeps it: the keys (a {@link HashStore}), the
@@ -41,7 +44,16 @@ final class ServerStore {
   private final HashStore values = new HashStore(Duration.ofDays(365));
   private final Map<String, Queue> queues = new HashMap<>();
   private final PendingWaits waits = new PendingWaits();
+  /** Who sees the writes of which keys ({@link #watch}). */
+  private final List<Watch> watches = new CopyOnWriteArrayList<>();
   private boolean closed;
+
+  private record Watch(Predicate<String> keys, BiConsumer<String, byte[]> listener) {}
+
+  /** From now on, {@code listener} sees every write of a key {@code keys} accepts: its key and new value. */
+  void watch(Predicate<String> keys, BiConsumer<String, byte[]> listener) {
+    watches.add(new Watch(keys, listener));
+  }
 
   synchronized void set(String key, byte[] value) {
     ensureOpen();
@@ -57,11 +69,15 @@ final class ServerStore {
 
   synchronized byte[] compareSet(String key, byte[] expected, byte[] desired) {
     ensureOpen();
+    byte[] before = values.getNow(key);
     byte[] v = values.compareSet(key, expected, desired);
     // PyTorch's server wakes the key's waiters even when the call set nothing, so that a woken reader can find the key
-    // absent; here only a key that is set after the call releases them.
+    // absent; here only a key that is set after the call releases them, and only a change is a write to watchers.
     if (values.getNow(key) != null) {
-      written(key);
+      wake(key);
+      if (before == null || !java.util.Arrays.equals(before, v)) {
+        watched(key);
+      }
     }
     return v;
   }
@@ -230,8 +246,26 @@ final class ServerStore {
   }
 
   private void written(String key) {
+    wake(key);
+    watched(key);
+  }
+
+  private void wake(String key) {
     waits.written(key);
     notifyAll();
+  }
+
+  private void watched(String key) {
+    for (Watch w : watches) {
+      byte[] v;
+      if (w.keys().test(key) && (v = values.getNow(key)) != null) {
+        try {
+          w.listener().accept(key, v.clone());
+        } catch (RuntimeException e) {
+          // a watcher's mistake must not fail the client whose write it watched: the write is applied
+        }
+      }
+    }
   }
 
   private void ensureOpen() {

@@ -11,10 +11,13 @@ import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
 import java.time.Duration;
+import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BiConsumer;
+import java.util.function.Predicate;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -129,6 +132,18 @@ public final class TcpStoreServer implements AutoCloseable {
   /** The address the server listens on (the wildcard address when it listens on every interface). */
   public InetAddress address() {
     return server.getInetAddress();
+  }
+
+  /**
+   * From now on, calls {@code listener} with the key and the new value of every write of a key that {@code keys}
+   * accepts — a set, append, add, multi-set, a compare-and-set that sets, a departure notice — in the order the
+   * store applies them. Keys are as clients send them (nccl4j's and PyTorch's put {@code /} before a user's key).
+   * The listener runs on the writing client's thread while the store is locked, before the client hears that its
+   * write is done: it must return at once and must not call this store (a client of it included). For the host of
+   * a job's store that is not one of the job's ranks (the launcher), which learns what the ranks leave there.
+   */
+  public void watch(Predicate<String> keys, BiConsumer<String, byte[]> listener) {
+    store.watch(Objects.requireNonNull(keys, "keys"), Objects.requireNonNull(listener, "listener"));
   }
 
   /** The TCP port the server listens on: the one asked for, or the one chosen for port 0. */

@@ -52,19 +52,35 @@ public final class TraceAnalysis {
     return dumps;
   }
 
+  /**
+   * What a directory without dumps means: a rank writes its dump at its group's first failure, or when asked, so a
+   * run where nothing failed leaves none (and no directory: the first dump creates it).
+   */
+  public static final String NO_DUMPS = "no flight-recorder dumps (rank*.json): no rank wrote one. A rank writes"
+      + " rank<r>.json at its group's first failure (a timeout, an abort, a mismatch, a peer's failure) when"
+      + " NCCL4J_FLIGHT_RECORDER_DIR names this directory, or when the program asks (pg.dumpFlightRecorder): a run"
+      + " where nothing failed leaves none";
+
   private static final String[] FIELDS = {"op", "numelIn", "numelOut", "dtype", "reduceOp", "peer", "inputSplits",
       "outputSplits"};
+
+  /** True when no dump holds collective {@code seq} completed. */
+  private static boolean noneCompleted(List<RankDump> dumps, long seq) {
+    return dumps.stream().map(d -> d.collectives().get(seq))
+        .noneMatch(e -> e != null && e.path("state").asText().equals("completed"));
+  }
 
   /**
    * From the oldest sequence number every rank's dump still holds to the newest any rank recorded:
    * the first collective some ranks never issued or issued with other arguments (op, counts, dtype,
-   * reduce op, peer, splits); else the first not completed on every rank; else consistent. The
-   * lines also say which ranks dumped, and each rank's last collective and reason.
+   * reduce op, peer, splits) — ranks without a dump count as never having issued the first collective
+   * that every rank with a dump issued and none completed; else the first not completed on every rank;
+   * else consistent. The lines also say which ranks dumped, and each rank's last collective and reason.
    */
   public static Result analyze(List<RankDump> dumps) {
     List<String> out = new ArrayList<>();
     if (dumps.isEmpty()) {
-      return new Result(false, List.of("no rank*.json dumps found"));
+      return new Result(false, List.of(NO_DUMPS));
     }
     int world = dumps.get(0).worldSize();
     List<Integer> missingRanks = new ArrayList<>();
@@ -117,6 +133,13 @@ public final class TraceAnalysis {
       if (!absent.isEmpty() && reference != null) {
         issues.add(0, "ranks " + absent + " never issued collective #" + seq + " (" + reference.path("op").asText()
             + " on rank " + referenceRank + ")");
+      }
+      if (issues.isEmpty() && !missingRanks.isEmpty() && reference != null && noneCompleted(dumps, seq)) {
+        // Every rank that dumped issued it and waits in it: the ranks without a dump are the ones it waits for.
+        issues.add("ranks " + missingRanks + " never issued collective #" + seq + " as far as the dumps show: they"
+            + " left no dump, and every rank that did issued it (" + reference.path("op").asText() + " on rank "
+            + referenceRank + ") and none completed it (a rank killed in it leaves no dump either: the reasons"
+            + " above say which)");
       }
       if (!issues.isEmpty()) {
         out.add("first divergence at collective #" + seq + ":");

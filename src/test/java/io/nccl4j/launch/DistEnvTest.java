@@ -313,7 +313,28 @@ class DistEnvTest {
     assertThat(error(env)).isEqualTo("RANK must be an integer, got 'two'");
     env.put("RANK", "0");
     env.put("WORLD_SIZE", "0");
-    assertThat(error(env)).isEqualTo("WORLD_SIZE must be in 1..2147483647, got 0");
+    assertThat(error(env)).isEqualTo("WORLD_SIZE must be in 1..1048576, got 0");
+  }
+
+  /**
+   * A world too large for any job is refused by the variable's name before anything is allocated for it (each rank
+   * keeps tables with a word per rank): 2147483647 once gave an OutOfMemoryError from deep in the transport.
+   */
+  @Test
+  void aWorldLargerThanAnyJobIsRefusedNamingTheVariable() {
+    Map<String, String> env = torchrun(0, 4, 0, 4);
+    env.put("WORLD_SIZE", "2147483647");
+    assertThat(error(env)).isEqualTo("WORLD_SIZE must be in 1..1048576, got 2147483647: more ranks than any job has"
+        + " (nccl4j keeps tables of a few words for every rank), a mistake in the launch");
+    env.put("WORLD_SIZE", "99999999999");
+    assertThat(error(env)).startsWith("WORLD_SIZE must be in 1..1048576, got 99999999999: ");
+    env.put("WORLD_SIZE", "1048576");
+    assertThat(DistEnv.from(env).worldSize()).isEqualTo(1 << 20);
+    Map<String, String> mpi = new java.util.HashMap<>(Map.of("MASTER_ADDR", "127.0.0.1", "MASTER_PORT", "29500",
+        "OMPI_COMM_WORLD_RANK", "0", "OMPI_COMM_WORLD_SIZE", "2000000", "OMPI_COMM_WORLD_LOCAL_RANK", "0"));
+    assertThat(error(mpi)).startsWith("OMPI_COMM_WORLD_SIZE must be in 1..1048576, got 2000000: ");
+    assertThat(catchThrowable(() -> new DistEnv("h", 1, 0, Integer.MAX_VALUE, 0, 1, "torchrun")))
+        .isInstanceOf(IllegalArgumentException.class).hasMessage("world size must be in 1..1048576, got 2147483647");
   }
 
   @Test
@@ -415,7 +436,7 @@ class DistEnvTest {
     assertThat(catchThrowable(() -> new DistEnv("h", 1, 2, 2, 0, 1, "torchrun")))
         .isInstanceOf(IllegalArgumentException.class).hasMessage("rank 2 is outside 0..1");
     assertThat(catchThrowable(() -> new DistEnv("h", 1, 0, 0, 0, 1, "torchrun")))
-        .isInstanceOf(IllegalArgumentException.class).hasMessage("world size must be >= 1, got 0");
+        .isInstanceOf(IllegalArgumentException.class).hasMessage("world size must be in 1..1048576, got 0");
     assertThat(catchThrowable(() -> new DistEnv("h", 1, 0, 1, 1, 1, "torchrun")))
         .isInstanceOf(IllegalArgumentException.class).hasMessage("local rank 1 is outside 0..0");
   }

@@ -54,6 +54,23 @@ class LauncherTest {
         .hasMessage("with --nnodes > 1 every node must be given the same --master-port");
   }
 
+  /** Once nnodes × nproc-per-node overflowed: ranks started with a negative WORLD_SIZE, and the launcher said 0. */
+  @Test
+  void aWorldLargerThanAnyJobIsRefusedBeforeAnyRankStarts() {
+    ByteArrayOutputStream sink = new ByteArrayOutputStream();
+    PrintStream ps = new PrintStream(sink, true, StandardCharsets.UTF_8);
+    Launcher overflowing = new Launcher(List.of("true")).nprocPerNode(2).nodes(1 << 30, 0).master("127.0.0.1",
+        Launcher.freePort()).output(ps, ps);
+    assertThatThrownBy(overflowing::run).isInstanceOf(IllegalArgumentException.class)
+        .hasMessage("--nnodes 1073741824 × --nproc-per-node 2 = 2147483648 ranks, more than the 1048576 a job may"
+            + " have");
+    Launcher large = new Launcher(List.of("true")).nprocPerNode(8).nodes(200_000, 0).master("127.0.0.1",
+        Launcher.freePort()).output(ps, ps);
+    assertThatThrownBy(large::run).isInstanceOf(IllegalArgumentException.class)
+        .hasMessageStartingWith("--nnodes 200000 × --nproc-per-node 8 = 1600000 ranks, more than the 1048576");
+    assertThat(sink.toString(StandardCharsets.UTF_8)).isEmpty();
+  }
+
   @Test
   void aCommandThatCannotStartIsNamed() {
     ByteArrayOutputStream sink = new ByteArrayOutputStream();

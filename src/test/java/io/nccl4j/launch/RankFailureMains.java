@@ -142,7 +142,7 @@ public final class RankFailureMains {
     Map<String, String> vars = System.getenv();
     JobIdentity job = ProcessGroups.identity(env, vars);
     InetAddress bind = BindAddress.choose(env, vars);
-    Store store = ProcessGroups.groupStore(env, job, bind, null, timeout);
+    Store store = ProcessGroups.groupStore(env, job, bind, null, false, timeout);
     Store halting = new InterceptingStore(store, "transport/addr/" + env.rank(), () -> {
       store.set("test/victim-halts", new byte[] {1});
       say("rank " + env.rank() + " halts before publishing its transport address");

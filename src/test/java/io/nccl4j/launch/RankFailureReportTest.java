@@ -3,12 +3,14 @@ package io.nccl4j.launch;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.util.Map;
+import java.util.Set;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
  * The launcher's report of a failed job: it quotes the failed rank's exception line (the JVM's, or
- * the CLI's one-line error), and blames the rank that a first-exiting rank only reported.
+ * the CLI's one-line error), and blames the rank whose failure the job's store recorded first — never a rank
+ * that a line of output names.
  */
 @Tag("unit")
 class RankFailureReportTest {
@@ -34,16 +36,55 @@ class RankFailureReportTest {
         + RankFailureReport.MAX_QUOTE + "… [cut]".length());
   }
 
+  private static final java.util.function.IntPredicate LOCAL = r -> r >= 0 && r < 4;
+
   @Test
-  void aRankThatOnlyReportedAnotherPassesTheBlameOnWhenThatRankFailedToo() {
+  void withoutAFailureInTheStoreTheFirstRankToExitIsBlamedWhateverItsOutputSays() {
     RankFailureReport r = new RankFailureReport();
+    // Rank 0's line names rank 2, but a rank's output is only quoted: the blame comes from the store.
     r.errorLine(0, "Exception in thread \"main\" io.nccl4j.PeerFailureException: rank 2 failed:"
         + " IllegalStateException: input corrupt");
-    r.errorLine(1, "nccl4j: CollectiveTimeoutException: rank 2 timed out: Watchdog caught …");
-    assertThat(r.blame(0, Map.of(0, 1, 2, 1))).isEqualTo(2);
-    assertThat(r.blame(1, Map.of(1, 3, 2, 3))).isEqualTo(2);
-    // Rank 2 did not fail here (another node's rank, or it exited cleanly): the reporter stays blamed.
-    assertThat(r.blame(0, Map.of(0, 1))).isZero();
-    assertThat(r.blame(2, Map.of(0, 1, 2, 1))).isEqualTo(2);
+    RankFailureReport.Verdict v = r.verdict(0, Map.of(0, 1, 2, 1), Set.of(), null, LOCAL);
+    assertThat(v.rank()).isZero();
+    assertThat(v.status()).isEqualTo(1);
+    assertThat(v.line()).isEqualTo("rank 0 exited with status 1: io.nccl4j.PeerFailureException: rank 2 failed:"
+        + " IllegalStateException: input corrupt");
+  }
+
+  @Test
+  void theRankTheStoreNamesIsBlamedWithItsOwnStatusAndWordsWhenItEndedOnItsOwn() {
+    RankFailureReport r = new RankFailureReport();
+    r.errorLine(0, "Exception in thread \"main\" java.lang.RuntimeException: step 3 failed");
+    r.errorLine(2, "Exception in thread \"main\" java.lang.IllegalStateException: input corrupt");
+    GroupFailure stored = new GroupFailure(GroupFailure.Kind.FAILED, 2,
+        "rank 2 failed: IllegalStateException: input corrupt");
+    RankFailureReport.Verdict v = r.verdict(0, Map.of(0, 1, 2, 7), Set.of(), stored, LOCAL);
+    assertThat(v.rank()).isEqualTo(2);
+    assertThat(v.status()).isEqualTo(7);
+    assertThat(v.line()).isEqualTo("rank 2 exited with status 7: java.lang.IllegalStateException: input corrupt"
+        + " (the first failure the job's store records; rank 0, which exited with status 1, exited first)");
+  }
+
+  @Test
+  void aBlamedRankTheLauncherStoppedIsNamedWithTheStoresWordsAndTheFirstExitsStatus() {
+    RankFailureReport r = new RankFailureReport();
+    GroupFailure stored = new GroupFailure(GroupFailure.Kind.FAILED, 3, "rank 3 failed: OutOfMemoryError: heap");
+    // Rank 3 was still ending when rank 1 exited; the launcher's SIGTERM is not its own failure.
+    RankFailureReport.Verdict v = r.verdict(1, Map.of(1, 3, 3, 143), Set.of(0, 2, 3), stored, LOCAL);
+    assertThat(v.rank()).isEqualTo(3);
+    assertThat(v.status()).isEqualTo(3);
+    assertThat(v.line()).isEqualTo("rank 3 failed: OutOfMemoryError: heap (the first failure the job's store"
+        + " records; rank 1, which exited with status 3, exited first)");
+  }
+
+  @Test
+  void aRankOfAnotherNodeIsNamedAsSuch() {
+    RankFailureReport r = new RankFailureReport();
+    GroupFailure stored = new GroupFailure(GroupFailure.Kind.TIMED_OUT, 6, "rank 6 timed out: Watchdog caught …");
+    RankFailureReport.Verdict v = r.verdict(2, Map.of(2, 3), Set.of(0, 1, 3), stored, LOCAL);
+    assertThat(v.rank()).isEqualTo(6);
+    assertThat(v.status()).isEqualTo(3);
+    assertThat(v.line()).isEqualTo("rank 6 timed out: Watchdog caught … (the first failure the job's store records,"
+        + " at a rank of another node; rank 2, which exited with status 3, exited first)");
   }
 }

@@ -243,10 +243,11 @@ class AllocatorTest {
         .hasMessageContaining("leaky: direct block (16 bytes)")
         .hasMessageContaining("leaky/rank1: int64[3] on cpu (24 bytes)")
         .satisfies(e -> {
-          if (Boolean.getBoolean("nccl4j.memory.debug")) {
+          if (Boolean.getBoolean("nccl4j.memory.debug") || LeakReport.tracing()) {
             assertThat(e.getMessage()).contains("allocated here");
           } else {
-            assertThat(e.getMessage()).contains("(run with -Dnccl4j.memory.debug=true to see where each was allocated)");
+            assertThat(e.getMessage()).contains("(run with NCCL4J_LEAKS=trace or -Dnccl4j.leaks=trace to see where"
+                + " each was allocated)");
           }
         });
     assertThat(r.isClosed()).isFalse();

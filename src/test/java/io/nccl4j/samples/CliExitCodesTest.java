@@ -150,4 +150,33 @@ class CliExitCodesTest {
     assertThat(killed.code()).as(killed.err()).isEqualTo(3);
     assertThat(errLines(killed)).contains("nccl4j run: failed: rank 1 was killed by signal 9 (SIGKILL)");
   }
+
+  /**
+   * A rank given a world no job has (WORLD_SIZE=2147483647): one line naming the variable and exit 2, before it
+   * hosts or joins anything — once a java.lang.OutOfMemoryError from the shared-memory set-up's per-rank table.
+   */
+  @Test
+  @Tag("multiprocess")
+  void aWorldLargerThanAnyJobIsAUsageErrorNamingTheVariableNotAnOutOfMemoryError() throws Exception {
+    ProcessBuilder pb = new ProcessBuilder(java.nio.file.Paths.get(System.getProperty("java.home"), "bin", "java")
+        .toString(), "-Xmx256m", "-XX:+UseSerialGC", "-cp", System.getProperty("java.class.path"),
+        Cli.class.getName(), "contracts", "--backend", "cpu").redirectErrorStream(true);
+    java.util.Map<String, String> env = pb.environment();
+    List.of("LOCAL_RANK", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+        "SLURM_PROCID", "SLURM_NTASKS", "PET_NODE_RANK", "PET_NNODES", "NCCL4J_LAUNCHER_PID").forEach(env::remove);
+    env.putAll(java.util.Map.of("RANK", "0", "WORLD_SIZE", "2147483647", "MASTER_ADDR", "127.0.0.1", "MASTER_PORT",
+        Integer.toString(Launcher.freePort())));
+    Process p = pb.start();
+    String out;
+    try {
+      out = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+      assertThat(p.waitFor(io.nccl4j.testing.TestTime.scaledSeconds(120), java.util.concurrent.TimeUnit.SECONDS))
+          .as(out).isTrue();
+    } finally {
+      p.destroyForcibly();
+    }
+    assertThat(p.exitValue()).as(out).isEqualTo(2);
+    assertThat(out).contains("nccl4j: the launcher's environment: WORLD_SIZE must be in 1..1048576, got 2147483647:"
+        + " more ranks than any job has").doesNotContain("OutOfMemoryError");
+  }
 }

@@ -352,11 +352,45 @@ class CliTest {
     assertThat(e.out()).contains("consistent: every rank issued the same collectives #1..1 and completed them");
   }
 
+  /** The first dump creates the directory: a run where nothing failed leaves none, and that is what is said. */
   @Test
-  void traceAnalyzeOfAMissingDirectoryExitsTwo(@TempDir Path dir) {
-    CapturedRun e = execute("trace", "analyze", dir.resolve("absent").toString());
+  void traceAnalyzeOfADirectoryNoRankCreatedSaysThatNoRankDumped(@TempDir Path dir) {
+    CapturedRun e = execute("trace", "analyze", dir.resolve("dumps").toString());
+    assertThat(e.code()).as(e.err()).isEqualTo(1);
+    assertThat(e.out()).startsWith(dir.resolve("dumps") + " does not exist: no flight-recorder dumps (rank*.json): no"
+        + " rank wrote one.").contains("a run where nothing failed leaves none");
+    assertThat(e.err()).doesNotContain("is not a directory");
+  }
+
+  @Test
+  void traceAnalyzeOfAFileExitsTwo(@TempDir Path dir) throws java.io.IOException {
+    Path file = java.nio.file.Files.writeString(dir.resolve("rank0.json"), "{}");
+    CapturedRun e = execute("trace", "analyze", file.toString());
     assertThat(e.code()).isEqualTo(2);
-    assertThat(e.err()).contains(dir.resolve("absent") + " is not a directory");
+    assertThat(e.err()).contains(file + " is not a directory");
+  }
+
+  /**
+   * Rank 3 of 4 skips the second all-reduce and returns: the others' second all-reduce fails and they dump; rank 3,
+   * whose own operations all completed, leaves no dump, and the analysis names it as the rank that never issued it.
+   */
+  @Test
+  void traceAnalyzeNamesARankThatNeverIssuedTheCollectiveAndLeftNoDump(@TempDir Path dir) {
+    org.assertj.core.api.Assertions.catchThrowable(() -> io.nccl4j.LocalCluster.of(4)
+        .timeout(java.time.Duration.ofSeconds(60)).run(pg -> {
+          pg.dumpFlightRecorderOnFailure(dir);
+          try (io.nccl4j.Tensor t = pg.zeros(4, io.nccl4j.DType.INT32)) {
+            pg.allReduce(t, io.nccl4j.ReduceOp.SUM);
+            if (pg.rank() != 3) {
+              pg.allReduce(t, io.nccl4j.ReduceOp.SUM);
+            }
+          }
+        }));
+    CapturedRun e = execute("trace", "analyze", dir.toString());
+    assertThat(e.code()).as(e.err()).isEqualTo(1);
+    assertThat(e.out().lines().toList()).as(e.out()).contains("ranks with a dump: 3 of 4 (no dump from ranks [3])",
+        "first divergence at collective #2:");
+    assertThat(e.out()).contains("  ranks [3] never issued collective #2 as far as the dumps show");
   }
 
   @Test
@@ -376,6 +410,13 @@ class CliTest {
     CapturedRun e = execute("run", "--nproc-per-node", "2");
     assertThat(e.code()).isEqualTo(2);
     assertThat(e.err()).contains("give the nccl4j command to run after --");
+  }
+
+  @Test
+  void runRefusesAnOnFailurePolicyItDoesNotKnow() {
+    CapturedRun e = execute("run", "--nproc-per-node", "2", "--on-failure=restart", "--", "demo");
+    assertThat(e.code()).isEqualTo(2);
+    assertThat(e.err()).contains("--on-failure must be stop or continue, got 'restart'");
   }
 
   /** A main class needs no arguments (picocli once required one after --). */

@@ -195,9 +195,39 @@ class FlightRecorderTest {
   }
 
   @Test
-  void anEmptyDirectoryIsNotConsistent(@TempDir Path dir) throws IOException {
+  void anEmptyDirectoryIsNotConsistentAndSaysThatNoRankDumped(@TempDir Path dir) throws IOException {
     TraceAnalysis.Result r = TraceAnalysis.analyze(TraceAnalysis.load(dir));
     assertThat(r.consistent()).isFalse();
-    assertThat(r.lines()).containsExactly("no rank*.json dumps found");
+    assertThat(r.lines()).containsExactly("no flight-recorder dumps (rank*.json): no rank wrote one. A rank writes"
+        + " rank<r>.json at its group's first failure (a timeout, an abort, a mismatch, a peer's failure) when"
+        + " NCCL4J_FLIGHT_RECORDER_DIR names this directory, or when the program asks (pg.dumpFlightRecorder): a run"
+        + " where nothing failed leaves none");
+  }
+
+  @Test
+  void aRankWithoutADumpIsNamedWhereEveryRankWithOneWaitsInACollectiveItNeverIssued(@TempDir Path dir)
+      throws IOException {
+    // Ranks 0..2 completed #1 and wait in #2; rank 3 left no dump (it skipped #2 and went on, or exited).
+    for (int r = 0; r < 3; r++) {
+      write(dir, r, 4, entry(1, "ALLREDUCE", 4, "completed") + "," + entry(2, "ALLREDUCE", 8, r == 1 ? "started"
+          : "failed"));
+    }
+    TraceAnalysis.Result r = TraceAnalysis.analyze(TraceAnalysis.load(dir));
+    assertThat(r.consistent()).isFalse();
+    assertThat(r.lines()).contains("ranks with a dump: 3 of 4 (no dump from ranks [3])",
+        "first divergence at collective #2:", "  ranks [3] never issued collective #2 as far as the dumps show: they"
+            + " left no dump, and every rank that did issued it (ALLREDUCE on rank 0) and none completed it (a rank"
+            + " killed in it leaves no dump either: the reasons above say which)");
+  }
+
+  @Test
+  void aRankWithoutADumpIsNotNamedForACollectiveSomeRankCompleted(@TempDir Path dir) throws IOException {
+    // Rank 0 completed #2 (a broadcast's root may): nothing says that rank 2 never issued it.
+    write(dir, 0, 3, entry(1, "BROADCAST", 4, "completed") + "," + entry(2, "BROADCAST", 4, "completed"));
+    write(dir, 1, 3, entry(1, "BROADCAST", 4, "completed") + "," + entry(2, "BROADCAST", 4, "failed"));
+    TraceAnalysis.Result r = TraceAnalysis.analyze(TraceAnalysis.load(dir));
+    assertThat(r.lines()).noneMatch(l -> l.contains("never issued"));
+    assertThat(r.lines()).last().isEqualTo(
+        "no divergence; first collective not completed everywhere: #2 BROADCAST: rank 1 failed");
   }
 }
