@@ -20,12 +20,15 @@ final class StoredFailure {
 
   private StoredFailure() {}
 
-  /** Leaves {@code f} in {@code store}, on a thread of its own: the store may be gone too, and the failing path never waits. */
+  /**
+   * Leaves {@code f} in {@code store} unless a failure is there already (the first one is the cause), on a thread of
+   * its own: the store may be gone too, and the failing path never waits.
+   */
   static void leave(Store store, int rank, Failure f) {
     byte[] frame = TcpFrames.abortFrame(TcpFrames.abortKind(f), f.rank, f.message.getBytes(StandardCharsets.UTF_8));
     Thread t = new Thread(() -> {
       try {
-        store.set(KEY, frame);
+        store.compareSet(KEY, new byte[0], frame); // the first failure left stays: later ones are its consequences
       } catch (RuntimeException e) {
         LOG.debug("rank {}: could not leave the failure in the store: {}", rank, e.toString());
       }
