@@ -103,9 +103,10 @@ final class CrossRankValidation {
       cheapBuffer.copyFrom(host);
       Collective.Buffer b = cheapBuffer.collectiveBuffer();
       Collective check = Collective.Call.allReduce(-mine.seq(), b, b, ReduceOp.MAX).withTimeout(limit);
-      Backend.Submission s = backend.submit(check, true);
+      java.util.concurrent.CompletableFuture<CollectiveStats> done = io.nccl4j.spi.Completions.submit(backend, check,
+          true);
       try {
-        s.done().get(Durations.toMillis(Durations.plus(limit, Duration.ofSeconds(30))), TimeUnit.MILLISECONDS);
+        done.get(Durations.toMillis(Durations.plus(limit, Duration.ofSeconds(30))), TimeUnit.MILLISECONDS);
       } catch (ExecutionException e) {
         throw e.getCause() instanceof RuntimeException ? (RuntimeException) e.getCause()
             : new BackendException(String.valueOf(e.getCause()), e.getCause());

@@ -1,24 +1,20 @@
 package io.nccl4j;
 
-import io.nccl4j.spi.Backend;
 import java.time.Duration;
 
-/**
- * The Work of a coalesced group and of each operation in it: completed by the group once the
- * backend reports the whole group.
- */
+/** The Work of one operation of a coalesced group: completed by the group once the backend reports the whole group. */
 final class GroupWork extends AbstractWork {
   private final Duration timeout;
-  private volatile Backend.StreamWaiter streamWaiter;
+  /** The group once it is closed and issued; null while it is open. */
+  private volatile InFlightGroup group;
 
-  GroupWork(OpType op, long seq, Duration timeout, Backend.StreamWaiter streamWaiter) {
+  GroupWork(OpType op, long seq, Duration timeout) {
     super(op, seq);
     this.timeout = timeout;
-    this.streamWaiter = streamWaiter;
   }
 
-  void setStreamWaiter(Backend.StreamWaiter w) {
-    streamWaiter = w;
+  void belongsTo(InFlightGroup g) {
+    group = g;
   }
 
   @Override
@@ -28,11 +24,7 @@ final class GroupWork extends AbstractWork {
 
   @Override
   boolean waitOnDevice(DeviceStream consumer) {
-    Backend.StreamWaiter w = streamWaiter;
-    if (w == null) {
-      return false;
-    }
-    w.waitOn(consumer);
-    return true;
+    InFlightGroup g = group;
+    return g != null && g.waitOnDevice(consumer);
   }
 }

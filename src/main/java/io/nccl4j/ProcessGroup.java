@@ -644,11 +644,28 @@ public final class ProcessGroup implements AutoCloseable {
 
   /** An open group of operations; see {@link ProcessGroup#coalesce()}. */
   public final class Coalesced implements AutoCloseable {
-    private final CoalescedOps ops = new CoalescedOps();
-    private GroupWork groupWork;
+    private final java.util.List<Collective> ops = new java.util.ArrayList<>();
+    private final java.util.List<Tensor> tensors = new java.util.ArrayList<>();
+    private final java.util.List<GroupWork> works = new java.util.ArrayList<>();
+    private Work groupWork;
     private boolean closed;
 
     private Coalesced() {}
+
+    /** Collects a checked, validated member; its Work completes with the group. */
+    private GroupWork add(Collective c, Tensor input, Tensor output) {
+      GroupWork w = new GroupWork(c.op(), c.seq(), c.timeoutOr(timeout()));
+      ops.add(c);
+      tensors.add(input);
+      tensors.add(output);
+      works.add(w);
+      return w;
+    }
+
+    /** The group is given up before it was issued: every member's Work fails with {@code e}. */
+    private void abandon(RuntimeException e) {
+      works.forEach(w -> w.finish(null, e));
+    }
 
     /** The Work of the whole group, available after {@link #close()}. */
     public Work work() {
@@ -672,7 +689,8 @@ public final class ProcessGroup implements AutoCloseable {
         }
         closed = true;
         coalescing = null;
-        groupWork = ops.submit(backend, completer, collectiveSeq, timeout());
+        long seq = ops.isEmpty() ? collectiveSeq : ops.get(ops.size() - 1).seq();
+        groupWork = new InFlightGroup(completer, seq, timeout(), ops, tensors, works).issue();
       }
     }
   }
@@ -897,7 +915,7 @@ public final class ProcessGroup implements AutoCloseable {
       if (coalescing != null) {
         IllegalStateException e = new IllegalStateException(this + " was closed while a coalesced group was open;"
             + " its " + coalescing.size() + " operation(s) were never enqueued");
-        coalescing.ops.abandon(e);
+        coalescing.abandon(e);
         coalescing = null;
       }
       closed = true;
@@ -946,7 +964,7 @@ public final class ProcessGroup implements AutoCloseable {
     if (coalescing != null) {
       Collective c = o.describe(seq, own);
       validation.validate(c);
-      return coalescing.ops.add(c, o.input(), o.output(), timeout());
+      return coalescing.add(c, o.input(), o.output());
     }
     InFlightOperation work = new InFlightOperation(completer, o, seq, own);
     validation.validate(work);

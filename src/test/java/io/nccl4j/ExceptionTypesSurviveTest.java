@@ -204,10 +204,9 @@ class ExceptionTypesSurviveTest {
     }
 
     @Override
-    public Submission submit(Collective collective) {
-      CompletableFuture<CollectiveStats> done = new CompletableFuture<>();
-      CompletableFuture.runAsync(() -> done.completeExceptionally(failure));
-      return Submission.hostOnly(done);
+    public void submit(Collective collective, boolean callerWaits, Completion completion) {
+      // Reported from another thread, as a backend's completion usually is.
+      CompletableFuture.runAsync(() -> completion.completed(null, failure));
     }
 
     @Override

@@ -43,10 +43,8 @@ class FingerprintDigestsTest {
     @Override public Device device() { return b.device(); }
     @Override public Allocator allocator() { return b.allocator(); }
     @Override public Duration timeout() { return b.timeout(); }
-    @Override public Submission submit(Collective c) { return b.submit(c); }
-    @Override public Submission submit(Collective c, boolean callerWaits) { return b.submit(c, callerWaits); }
     @Override public void submit(Collective c, boolean w, Completion done) { b.submit(c, w, done); }
-    @Override public Submission submitGroup(List<Collective> ops) { return b.submitGroup(ops); }
+    @Override public void submitGroup(List<Collective> ops, Completion done) { b.submitGroup(ops, done); }
     @Override public long waitSpinNanos() { return b.waitSpinNanos(); }
     @Override public void validation(Validation mode) { }
     @Override public boolean checksInBand() { return false; }

@@ -11,6 +11,7 @@ import io.nccl4j.cpu.transport.TcpTransport;
 import io.nccl4j.cpu.transport.Transport;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.spi.Collective;
+import io.nccl4j.spi.Completions;
 import io.nccl4j.store.HashStore;
 import java.time.Duration;
 import java.util.List;
@@ -102,14 +103,14 @@ class ResourceLifecycleTest {
     Transport transport = fabric.endpoint(0);
     try (Allocator alloc = Allocator.host().child("lifecycle" + RUNS.incrementAndGet())) {
       CpuBackend b = new CpuBackend(transport, alloc, TIMEOUT);
-      assertThat(b.submit(barrier(1)).done().get(30, TimeUnit.SECONDS)).isNotNull();
+      assertThat(Completions.submit(b, barrier(1), false).get(30, TimeUnit.SECONDS)).isNotNull();
       b.close();
       b.close();
       b.abort(new BackendException("after close"));
       b.abort(new BackendException("again"));
-      assertThat(catchThrowable(() -> b.submit(barrier(2)))).isExactlyInstanceOf(IllegalStateException.class)
+      assertThat(catchThrowable(() -> Completions.submit(b, barrier(2), false))).isExactlyInstanceOf(IllegalStateException.class)
           .hasMessage("CPU backend of rank 0 is closed");
-      assertThat(catchThrowable(() -> b.submitGroup(List.of(barrier(2)))))
+      assertThat(catchThrowable(() -> Completions.submitGroup(b, List.of(barrier(2)))))
           .isExactlyInstanceOf(IllegalStateException.class).hasMessage("CPU backend of rank 0 is closed");
       // The backend closed its transport.
       assertThat(catchThrowable(() -> transport.post(new Tag(Tag.Channel.COLLECTIVE, OpType.BARRIER, 3),
@@ -124,12 +125,12 @@ class ResourceLifecycleTest {
       b.abort(new BackendException("first cause"));
       b.abort(new BackendException("second cause"));
       assertThat(b.isBroken()).isTrue();
-      Throwable e = catchThrowable(() -> b.submit(barrier(1)).done().get(30, TimeUnit.SECONDS));
+      Throwable e = catchThrowable(() -> Completions.submit(b, barrier(1), false).get(30, TimeUnit.SECONDS));
       assertThat(e).hasCauseInstanceOf(BackendException.class);
       assertThat(e.getCause()).hasMessage("Process group is broken by an earlier failure: first cause");
       b.close();
       b.close();
-      assertThat(catchThrowable(() -> b.submit(barrier(2)))).isExactlyInstanceOf(IllegalStateException.class)
+      assertThat(catchThrowable(() -> Completions.submit(b, barrier(2), false))).isExactlyInstanceOf(IllegalStateException.class)
           .hasMessage("CPU backend of rank 0 is closed");
     }
   }

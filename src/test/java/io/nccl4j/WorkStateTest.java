@@ -24,7 +24,7 @@ class WorkStateTest {
   private static final Duration DID_NOT_HANG = Duration.ofSeconds(10);
 
   private static GroupWork work() {
-    return new GroupWork(OpType.ALLREDUCE, 7, Duration.ofSeconds(30), null);
+    return new GroupWork(OpType.ALLREDUCE, 7, Duration.ofSeconds(30));
   }
 
   @Test

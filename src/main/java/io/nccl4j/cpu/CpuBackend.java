@@ -16,7 +16,6 @@ import io.nccl4j.spi.Backend;
 import io.nccl4j.spi.Collective;
 import java.time.Duration;
 import java.util.Objects;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
@@ -156,23 +155,16 @@ public final class CpuBackend implements Backend {
     return timeout;
   }
 
-  @Override
-  public Submission submit(Collective c) {
-    return submit(c, false);
-  }
-
   /** With {@code callerWaits}, runs on the calling thread when nothing is ahead (no hand-off). */
   @Override
-  public Submission submit(Collective c, boolean callerWaits) {
+  public void submit(Collective c, boolean callerWaits, Completion completion) {
     if (closed) {
       throw new IllegalStateException("CPU backend of rank " + rank() + " is closed");
     }
-    CompletableFuture<CollectiveStats> f = new CompletableFuture<>();
-    CompletableFuture<Long> started = new CompletableFuture<>();
     long enqueued = System.nanoTime();
     Runnable task = () -> {
-      started.complete(System.nanoTime());
-      run(c, enqueued, f);
+      completion.started(System.nanoTime());
+      runGuarded(java.util.List.of(c), enqueued, completion, deadline -> execute(c, deadline));
     };
     try {
       if (!callerWaits || !stream.tryRunInline(task)) {
@@ -181,7 +173,6 @@ public final class CpuBackend implements Backend {
     } catch (RejectedExecutionException e) {
       throw new IllegalStateException("CPU backend of rank " + rank() + " is closed", e);
     }
-    return new Submission(f, null, started);
   }
 
   /**
@@ -190,22 +181,19 @@ public final class CpuBackend implements Backend {
    * ranks cannot deadlock, whatever their order in the group.
    */
   @Override
-  public Submission submitGroup(java.util.List<Collective> ops) {
+  public void submitGroup(java.util.List<Collective> ops, Completion completion) {
     if (closed) {
       throw new IllegalStateException("CPU backend of rank " + rank() + " is closed");
     }
-    CompletableFuture<CollectiveStats> f = new CompletableFuture<>();
-    CompletableFuture<Long> started = new CompletableFuture<>();
     long enqueued = System.nanoTime();
     try {
       stream.execute(() -> {
-        started.complete(System.nanoTime());
-        runGuarded(ops, enqueued, f, deadline -> executeGroup(ops, deadline));
+        completion.started(System.nanoTime());
+        runGuarded(ops, enqueued, completion, deadline -> executeGroup(ops, deadline));
       });
     } catch (RejectedExecutionException e) {
       throw new IllegalStateException("CPU backend of rank " + rank() + " is closed", e);
     }
-    return new Submission(f, null, started);
   }
 
   private CollectiveStats executeGroup(java.util.List<Collective> ops, long deadline) {
@@ -254,27 +242,19 @@ public final class CpuBackend implements Backend {
     CollectiveStats run(long deadline);
   }
 
-  private void run(Collective c, long enqueued, CompletableFuture<CollectiveStats> f) {
-    runGuarded(c, enqueued, f, deadline -> execute(c, deadline));
-  }
-
-  private void runGuarded(Collective c, long enqueued, CompletableFuture<CollectiveStats> f, Body body) {
-    runGuarded(java.util.List.of(c), enqueued, f, body);
-  }
-
-  private void runGuarded(java.util.List<Collective> ops, long enqueued, CompletableFuture<CollectiveStats> f,
-      Body body) {
+  private void runGuarded(java.util.List<Collective> ops, long enqueued, Completion f, Body body) {
     Collective c = ops.get(0);
     BackendException b = broken;
     if (b != null) {
-      f.completeExceptionally(stillBroken(b));
+      f.completed(null, stillBroken(b));
       return;
     }
     current = ops;
     Duration limit = c.timeoutOr(timeout);
     long deadline = Durations.deadline(enqueued, limit);
+    CollectiveStats stats;
     try {
-      f.complete(body.run(deadline));
+      stats = body.run(deadline);
     } catch (TransportTimeoutException e) {
       long ranMs = (System.nanoTime() - enqueued) / 1_000_000;
       CollectiveTimeoutException t = new CollectiveTimeoutException(
@@ -284,24 +264,28 @@ public final class CpuBackend implements Backend {
               + " milliseconds before timing out. Rank " + rank() + " was " + e.getMessage() + ".",
           e.timedOutRank() < 0 ? rank() : e.timedOutRank());
       fail(f, t);
+      return;
     } catch (BackendException e) {
       fail(f, e);
+      return;
     } catch (RuntimeException | Error e) {
       fail(f, new BackendException("Rank " + rank() + ": internal error in the CPU backend during " + c.label()
           + ": " + e, e));
+      return;
     } finally {
       current = null;
     }
+    f.completed(stats, null);
   }
 
-  private void fail(CompletableFuture<CollectiveStats> f, BackendException e) {
+  private void fail(Completion f, BackendException e) {
     broken = e;
     if (transport.sharedMemory() != null && transport.sharedMemory().peersMayStillWrite() && current != null) {
       keepMemory(current, e);
     }
     transport.fail(rank(), e);
     LOG.debug("rank {}: operation failed: {}", rank(), e.getMessage());
-    f.completeExceptionally(e);
+    f.completed(null, e);
   }
 
   /**

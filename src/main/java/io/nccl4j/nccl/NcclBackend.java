@@ -78,20 +78,6 @@ public final class NcclBackend implements Backend {
   private final CommunicatorFamily family;
   private volatile boolean closed;
 
-  /** Completes a future, for the future-based forms of submit. */
-  private static final class FutureCompletion implements Completion {
-    final CompletableFuture<CollectiveStats> future = new CompletableFuture<>();
-
-    @Override
-    public void completed(CollectiveStats stats, Throwable error) {
-      if (error != null) {
-        future.completeExceptionally(error);
-      } else {
-        future.complete(stats);
-      }
-    }
-  }
-
   /**
    * @param comm this rank's communicator; the backend owns it and closes (or aborts) it
    * @param allocator where this rank's tensors come from (memory of the communicator's device)
@@ -212,13 +198,6 @@ public final class NcclBackend implements Backend {
   // ------------------------------------------------------------------ submit
 
   @Override
-  public Submission submit(Collective c) {
-    FutureCompletion f = new FutureCompletion();
-    Collective first = submitOps(c, null, f);
-    return new Submission(f.future, first == null ? null : consumer -> waitStream(first, consumer));
-  }
-
-  @Override
   public void submit(Collective c, boolean callerWaits, Completion completion) {
     submitOps(c, null, completion);
   }
@@ -234,12 +213,13 @@ public final class NcclBackend implements Backend {
     return true;
   }
 
-  /** One NCCL group (ncclGroupStart/End) around every operation; one completion event for all. */
+  /**
+   * One NCCL group (ncclGroupStart/End) around every operation; one completion event for all, kept in flight under
+   * the first operation (what {@link #waitStream} finds).
+   */
   @Override
-  public Submission submitGroup(List<Collective> ops) {
-    FutureCompletion f = new FutureCompletion();
-    Collective first = submitOps(null, ops, f);
-    return new Submission(f.future, first == null ? null : consumer -> waitStream(first, consumer));
+  public void submitGroup(List<Collective> ops, Completion completion) {
+    submitOps(null, ops, completion);
   }
 
   /**

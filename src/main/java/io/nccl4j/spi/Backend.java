@@ -4,16 +4,16 @@ import io.nccl4j.CollectiveStats;
 import io.nccl4j.Device;
 import io.nccl4j.memory.Allocator;
 import java.time.Duration;
-import java.util.concurrent.CompletableFuture;
 
 /**
  * What a backend implements; {@link io.nccl4j.ProcessGroup} does the rest (checks, sequence
  * numbers, keeping buffers alive, Work handles). One instance per rank.
  *
- * <p>Contract: {@link #submit} is called from one thread at a time, in the order the application
- * issued operations; the returned futures complete in that order; a backend failure completes the
- * future exceptionally with a {@link io.nccl4j.BackendException} and leaves the backend broken, so
- * that every later submit fails with the same cause.
+ * <p>Contract: {@link #submit} and {@link #submitGroup} are called from one thread at a time, in the order
+ * the application issued operations; their completions are reported in that order, once each; a backend
+ * failure reports a {@link io.nccl4j.BackendException} and leaves the backend broken, so that every later
+ * operation is reported failed with the same cause. One completion model for single operations and
+ * groups: the caller's {@link Completion}.
  */
 public interface Backend extends AutoCloseable {
   /** Short name: {@code cpu}, {@code nccl}. */
@@ -35,35 +35,16 @@ public interface Backend extends AutoCloseable {
   Duration timeout();
 
   /**
-   * Enqueues one operation and returns at once. The future completes with the operation's
-   * statistics (or null when the backend has none) or exceptionally with its failure.
+   * Enqueues one operation and returns at once, reporting its outcome to {@code completion} — which may be called
+   * before this returns, on this thread or another. With {@code callerWaits} (the blocking form of a collective) a
+   * backend may run the operation on the calling thread when nothing is ahead of it, and return it completed. A
+   * device stream waits for the operation through {@link #waitStream}. The caller keeps everything it needs at
+   * completion in the one object it passes ({@link io.nccl4j.ProcessGroup} passes the operation's Work, which is
+   * also the Collective); {@link Completions} adapts it to a future for callers that want one.
+   *
+   * @throws IllegalStateException when the backend is closed (the completion is then never called)
    */
-  Submission submit(Collective collective);
-
-  /**
-   * Like {@link #submit(Collective)}, when the caller is going to wait for the operation at once
-   * (the blocking form of a collective): a backend may then run it on the calling thread if nothing
-   * is ahead of it, and return it completed. The default simply submits.
-   */
-  default Submission submit(Collective collective, boolean callerWaits) {
-    return submit(collective);
-  }
-
-  /**
-   * Like {@link #submit(Collective, boolean)}, reporting to {@code completion} rather than through
-   * futures, so that a caller can keep everything it needs at completion in one object (the process
-   * group passes the operation's Work, which is also the Collective). The completion may be called
-   * before this returns, on this thread or another. A device stream waits for the operation through
-   * {@link #waitStream}. The default adapts {@link #submit(Collective, boolean)}; backends override
-   * it to avoid the futures.
-   */
-  default void submit(Collective collective, boolean callerWaits, Completion completion) {
-    Submission s = submit(collective, callerWaits);
-    if (s.started() != null) {
-      s.started().thenAccept(completion::started);
-    }
-    s.done().whenComplete(completion::completed);
-  }
+  void submit(Collective collective, boolean callerWaits, Completion completion);
 
   /**
    * Makes {@code consumer} wait, without blocking the host, for {@code collective}, an operation
@@ -155,42 +136,17 @@ public interface Backend extends AutoCloseable {
   /**
    * Enqueues several operations as one group (NCCL's ncclGroupStart/ncclGroupEnd): they may run
    * concurrently — a rank can send to and receive from the same peer in one group without
-   * deadlock — and complete together. The default runs them one after another, which is only
-   * correct for groups without point-to-point cycles.
+   * deadlock — and complete together, reported once to {@code completion}; a device stream waits for the
+   * group through {@link #waitStream} with its first operation. The default runs them one after another,
+   * which is only correct for groups without point-to-point cycles.
+   *
+   * @throws IllegalStateException when the backend is closed (the completion is then never called)
    */
-  default Submission submitGroup(java.util.List<Collective> ops) {
-    java.util.List<CompletableFuture<CollectiveStats>> all = new java.util.ArrayList<>();
+  default void submitGroup(java.util.List<Collective> ops, Completion completion) {
+    Completions.Countdown all = new Completions.Countdown(ops.size(), completion);
     for (Collective c : ops) {
-      all.add(submit(c).done());
+      submit(c, false, all);
     }
-    CompletableFuture<CollectiveStats> done = CompletableFuture.allOf(all.toArray(new CompletableFuture<?>[0]))
-        .thenApply(v -> null);
-    return Submission.hostOnly(done);
-  }
-
-  /**
-   * What {@link #submit} returns: completion on the host, how to make a device stream wait for the
-   * operation (null for backends without device streams), and when it started executing
-   * ({@link System#nanoTime()}; null when the backend cannot tell).
-   */
-  record Submission(CompletableFuture<CollectiveStats> done, StreamWaiter streamWaiter,
-      CompletableFuture<Long> started) {
-    /** A submission whose start time is not known ({@code started} null). */
-    public Submission(CompletableFuture<CollectiveStats> done, StreamWaiter streamWaiter) {
-      this(done, streamWaiter, null);
-    }
-
-    /** A submission of a backend without device streams: completion on the host only, start not known. */
-    public static Submission hostOnly(CompletableFuture<CollectiveStats> done) {
-      return new Submission(done, null, null);
-    }
-  }
-
-  /** Makes a device stream wait for one submitted operation. */
-  @FunctionalInterface
-  interface StreamWaiter {
-    /** Makes {@code consumer} wait for the operation without blocking the host. */
-    void waitOn(io.nccl4j.DeviceStream consumer);
   }
 
   /**
