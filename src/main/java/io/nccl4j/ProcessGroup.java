@@ -14,7 +14,7 @@ import java.util.function.Supplier;
 // Over 400 lines because it is the whole user-facing API of a group: about seventy public methods,
 // each documented, each a few lines. Its mechanisms live apart: Operation (the arguments of a call),
 // InFlightOperation (the one object per call), OperationCompleter (observers and completion),
-// CrossRankValidation, CoalescedOps, FlightRecorderDumps and Checks; the list and uneven forms in
+// CrossRankValidation, InFlightGroup, FlightRecorderDumps and Checks; the list and uneven forms in
 // ListCollectives (ListChecks), the object collectives in ObjectCollectives, the monitored barrier
 // in MonitoredBarrier, each behind a one-line entry point here.
 
