@@ -4,7 +4,6 @@ import io.nccl4j.CollectiveMismatchException;
 import io.nccl4j.PeerFailureException;
 import io.nccl4j.memory.NativeMemory;
 import java.util.concurrent.ConcurrentLinkedQueue;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
 
 /**
@@ -14,12 +13,6 @@ import java.util.concurrent.locks.LockSupport;
  * is how NCCL's P2P transport reads a peer's buffer on one node.
  */
 final class Mailboxes {
-  private static final int POSTED = 0;
-  private static final int READING = 1;
-  private static final int CONSUMED = 2;
-  private static final int REJECTED = 3;
-  private static final int WITHDRAWN = 4;
-
   private final LocalFabric fabric;
   private final int size;
   private final Mailbox[] boxes;
@@ -33,20 +26,13 @@ final class Mailboxes {
     }
   }
 
-  private static final class Message {
-    final Tag tag;
+  /** A message: a posted send the receiving thread takes and reads straight from the sender's memory. */
+  private static final class Message extends PostedSend {
     final int from;
-    final long address;
-    final long bytes;
-    final Thread sender = Thread.currentThread();
-    final AtomicInteger state = new AtomicInteger(POSTED);
-    volatile String rejection;
 
     Message(Tag tag, int from, long address, long bytes) {
-      this.tag = tag;
+      super(tag, address, bytes);
       this.from = from;
-      this.address = address;
-      this.bytes = bytes;
     }
   }
 
@@ -112,7 +98,7 @@ final class Mailboxes {
     }
     box.waiter = null;
     fabric.waitingForMessage(rank, null);
-    if (!m.state.compareAndSet(POSTED, READING)) {
+    if (!m.take()) {
       // The sender withdrew it after failing; the fabric is failed, so report that.
       fabric.checkFailed();
       throw new PeerFailureException(from, "rank " + from + " withdrew its message for " + tag);
@@ -123,8 +109,7 @@ final class Mailboxes {
           + ", but rank " + rank + " expects " + dstBytes + " bytes from rank " + from;
     }
     if (problem != null) {
-      m.rejection = problem;
-      finish(m, REJECTED);
+      m.finish(false, problem);
       throw new CollectiveMismatchException(problem);
     }
     try {
@@ -134,13 +119,8 @@ final class Mailboxes {
         combiner.combine(m.address, dst, 0, dstBytes);
       }
     } finally {
-      finish(m, CONSUMED);
+      m.finish(true, null);
     }
-  }
-
-  private static void finish(Message m, int state) {
-    m.state.set(state);
-    LockSupport.unpark(m.sender);
   }
 
   private void awaitConsumed(int rank, Message m, long deadline, int to) {
@@ -148,28 +128,28 @@ final class Mailboxes {
     int s;
     boolean published = false;
     try {
-      while ((s = m.state.get()) == POSTED || s == READING) {
+      while ((s = m.state()) == PostedSend.POSTED || s == PostedSend.TAKEN) {
         if (!published && m.tag.channel() == Tag.Channel.COLLECTIVE) {
           fabric.waitingForMessage(rank, m.tag); // peers that wait for this rank compare fingerprints with it
           published = true;
         }
-        if (s == POSTED) {
+        if (s == PostedSend.POSTED) {
           boolean peerHere;
           try {
             peerHere = waitable(rank, to, deadline, m.tag, false);
           } catch (RuntimeException e) {
             // Since the look above the peer may have taken the message, finished its part, and ended the
             // group (an abort after a barrier): then this send succeeded.
-            s = m.state.get();
-            if (s != POSTED && s != READING) {
+            if (!m.pending()) {
+              s = m.state();
               break;
             }
             throw e;
           }
           if (!peerHere) {
             // The peer left; it may have taken the message just before leaving.
-            s = m.state.get();
-            if (s != POSTED && s != READING) {
+            if (!m.pending()) {
+              s = m.state();
               break;
             }
             throw fabric.departedError(rank, to, "waiting for rank " + to + " to receive " + m.tag);
@@ -182,18 +162,18 @@ final class Mailboxes {
         fabric.waitingForMessage(rank, null);
       }
     }
-    if (s == REJECTED) {
-      throw new CollectiveMismatchException(m.rejection);
+    if (s == PostedSend.FAILED) {
+      throw new CollectiveMismatchException(m.why()); // the receiver refused it: a mismatch
     }
   }
 
   /** Makes sure no peer reads a message whose memory the caller is about to give up. */
   private static void withdraw(Message m) {
-    if (m.state.compareAndSet(POSTED, WITHDRAWN)) {
+    if (m.withdraw()) {
       return;
     }
     // A reader is copying right now; that takes bounded time.
-    while (m.state.get() == READING) {
+    while (m.taken()) {
       Thread.onSpinWait();
     }
   }

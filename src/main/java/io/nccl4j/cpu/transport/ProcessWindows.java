@@ -385,7 +385,7 @@ final class ProcessWindows implements SharedMemory {
     protocol.arrive(use, tag, deadline);
     WindowFaults.arrived(use);
     long[][] all = verify(parity, use, tag, algorithm, bytes, addresses.length);
-    Window w = new ProcessWindow(tag, use, deadline, exitBarrier, all);
+    Window w = new ProtocolWindow(protocol, use, tag, deadline, exitBarrier, all);
     if (all == null) {
       w.close(); // every rank sees a buffer outside the segments and leaves at once
       ShmCurrent.way(ShmSegment.current(ws[me]), ShmCurrent.UNDECIDED); // and goes on, over messages
@@ -506,45 +506,6 @@ final class ProcessWindows implements SharedMemory {
     }
     if (world) {
       segments[rank].closeChannel();
-    }
-  }
-
-  private final class ProcessWindow implements Window {
-    /** The collective the window serves, for the errors that name it. */
-    private final Tag tag;
-    private final long use;
-    private final long deadline;
-    private final boolean exitBarrier;
-    private final long[][] all;
-    private boolean closed;
-
-    ProcessWindow(Tag tag, long use, long deadline, boolean exitBarrier, long[][] all) {
-      this.tag = tag;
-      this.use = use;
-      this.deadline = deadline;
-      this.exitBarrier = exitBarrier;
-      this.all = all;
-    }
-
-    @Override
-    public long address(int r, int index) {
-      return all[r][index];
-    }
-
-    @Override
-    public void close() {
-      if (!closed) {
-        closed = true;
-        protocol.leave(use, tag, deadline, exitBarrier);
-      }
-    }
-
-    @Override
-    public void abandon() {
-      if (!closed) {
-        closed = true;
-        protocol.abandon(use);
-      }
     }
   }
 }

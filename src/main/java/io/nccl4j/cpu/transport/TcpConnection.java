@@ -10,8 +10,6 @@ import java.io.OutputStream;
 import java.net.Socket;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -211,13 +209,13 @@ final class TcpConnection {
         continue;
       }
       Send job = (Send) next;
-      if (!job.state.compareAndSet(Send.QUEUED, Send.WRITING)) {
+      if (!job.take()) {
         continue;
       }
       try {
         awaitAttached(job.deadline, job.tag, "waiting for rank " + peer + " to connect (" + job.tag + ")");
       } catch (RuntimeException e) {
-        job.finish(Send.FAILED, e.getMessage());
+        job.finish(false, e.getMessage());
         continue;
       }
       writeLock.lock();
@@ -236,23 +234,23 @@ final class TcpConnection {
         if (direct != null && job.bytes > 0) {
           o.flush(); // the header first, on the same socket
           for (long off = 0; off < job.bytes; ) {
-            off += direct.write(job.src + off, job.bytes - off);
+            off += direct.write(job.address + off, job.bytes - off);
           }
         } else {
           for (long off = 0; off < job.bytes; ) {
             int part = (int) Math.min(TcpTransport.CHUNK, job.bytes - off);
-            NativeMemory.copyToArray(job.src + off, buf, 0, part);
+            NativeMemory.copyToArray(job.address + off, buf, 0, part);
             o.write(buf, 0, part);
             off += part;
           }
         }
         o.flush();
-        job.finish(Send.DONE, null);
+        job.finish(true, null);
       } catch (IOException e) {
-        job.finish(Send.FAILED, "connection to rank " + peer + " failed while sending " + job.tag + ": "
+        job.finish(false, "connection to rank " + peer + " failed while sending " + job.tag + ": "
             + e.getMessage());
       } catch (RuntimeException e) {
-        job.finish(Send.FAILED, e.getMessage());
+        job.finish(false, e.getMessage());
       } finally {
         writeLock.unlock();
       }
@@ -334,65 +332,44 @@ final class TcpConnection {
     }
   }
 
-  /** A posted send: queued for the writer thread. */
-  private final class Send implements Transport.PendingSend {
-    static final int QUEUED = 0;
-    static final int WRITING = 1;
-    static final int DONE = 2;
-    static final int FAILED = 3;
-    static final int CANCELLED = 4;
-
-    final Tag tag;
-    final long src;
-    final long bytes;
+  /** A posted send, queued for the connection's writer thread, which takes it and writes it to the socket. */
+  private final class Send extends PostedSend implements Transport.PendingSend {
     final long deadline;
-    final Thread owner = Thread.currentThread();
-    final AtomicInteger state = new AtomicInteger(QUEUED);
-    volatile String error;
 
     Send(Tag tag, long src, long bytes, long deadline) {
-      this.tag = tag;
-      this.src = src;
-      this.bytes = bytes;
+      super(tag, src, bytes);
       this.deadline = deadline;
-    }
-
-    void finish(int s, String err) {
-      error = err;
-      state.set(s);
-      LockSupport.unpark(owner);
     }
 
     @Override
     public void await() {
-      int s;
-      for (int round = 0; (s = state.get()) == QUEUED || s == WRITING; round++) {
+      for (int round = 0; pending(); round++) {
         transport.checkFailed();
         if (System.nanoTime() - deadline > 0) {
           throw new TransportTimeoutException("waiting for rank " + peer + " to take " + tag);
         }
         TcpTransport.SLICES.pause(round, deadline);
       }
-      if (s == FAILED) {
+      if (state() == FAILED) {
         // A failure already recorded (a peer's abort frame, a timeout) is the cause, not this connection;
         // so is one a third rank is leaving in the store: a peer that finished its part of a mismatched
         // collective (a broadcast it took itself the root of) closes and breaks this send, while the rank
         // that received its data finds the mismatch.
         transport.checkFailed();
         transport.awaitStoredFailure(TcpTransport.STORED_FAILURE_GRACE_NANOS);
-        throw lost(error);
+        throw lost(why());
       }
     }
 
     @Override
     public void cancel() {
-      if (state.compareAndSet(QUEUED, CANCELLED)) {
+      if (withdraw()) {
         return;
       }
-      if (state.get() == WRITING) {
+      if (taken()) {
         // The writer is reading our memory; closing the socket stops it within one write.
         close();
-        TcpTransport.awaitFor(() -> state.get() != WRITING);
+        TcpTransport.awaitFor(() -> !taken());
       }
     }
   }

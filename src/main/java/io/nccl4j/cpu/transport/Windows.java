@@ -268,30 +268,6 @@ final class Windows implements WindowWords {
     for (int q = 0; q < size; q++) {
       all[q] = slot.published.get(q).addresses();
     }
-    WindowProtocol protocol = protocols[rank];
-    return new SharedMemory.Window() {
-      private boolean closed;
-
-      @Override
-      public long address(int r, int index) {
-        return all[r][index];
-      }
-
-      @Override
-      public void close() {
-        if (!closed) {
-          closed = true;
-          protocol.leave(use, tag, deadline, exitBarrier);
-        }
-      }
-
-      @Override
-      public void abandon() {
-        if (!closed) {
-          closed = true;
-          protocol.abandon(use);
-        }
-      }
-    };
+    return new ProtocolWindow(protocols[rank], use, tag, deadline, exitBarrier, all);
   }
 }
