@@ -96,7 +96,7 @@ class ExceptionTypesSurviveTest {
     try (ProcessGroup pg = ProcessGroup.create(new FailingBackend(original)); Tensor t = pg.zeros(4, DType.FLOAT32)) {
       Work w = pg.allReduceAsync(t, ReduceOp.SUM);
       assertSameFailure(catchThrowable(w::waitFor), original);
-      assertSameFailure(catchThrowable(() -> w.waitFor(Duration.ofSeconds(60))), original);
+      assertSameFailure(catchThrowable(() -> w.waitFor(TestTime.seconds(60))), original);
       assertThat(w.exception()).containsSame(original);
     }
   }

@@ -106,7 +106,7 @@ class LongTimeoutTest {
 
   @Test
   void shortStoreTimeoutsStillExpireWithTheirValueInTheMessage() {
-    try (HashStore store = new HashStore(Duration.ofSeconds(60))) {
+    try (HashStore store = new HashStore(TestTime.seconds(60))) {
       Throwable e = org.assertj.core.api.Assertions.catchThrowable(() -> store.wait(List.of("absent"),
           Duration.ofMillis(50)));
       assertThat(e).isInstanceOf(io.nccl4j.store.StoreTimeoutException.class).hasMessageContaining("50 ms");

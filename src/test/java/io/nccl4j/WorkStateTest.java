@@ -25,7 +25,7 @@ class WorkStateTest {
   private static final Duration DID_NOT_HANG = TestTime.seconds(10);
 
   private static GroupWork work() {
-    return new GroupWork(OpType.ALLREDUCE, 7, Duration.ofSeconds(30), null);
+    return new GroupWork(OpType.ALLREDUCE, 7, TestTime.seconds(30), null);
   }
 
   @Test

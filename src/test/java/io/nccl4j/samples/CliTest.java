@@ -332,7 +332,7 @@ class CliTest {
   @Test
   void traceAnalyzeNamesTheFirstDivergenceAndExitsOne(@TempDir Path dir) {
     org.assertj.core.api.Assertions.catchThrowable(() -> io.nccl4j.LocalCluster.of(2)
-        .timeout(java.time.Duration.ofSeconds(60)).run(pg -> {
+        .timeout(TestTime.seconds(60)).run(pg -> {
           pg.dumpFlightRecorderOnFailure(dir);
           try (io.nccl4j.Tensor t = pg.zeros(pg.rank() == 0 ? 4 : 5, io.nccl4j.DType.INT32)) {
             pg.allReduce(t, io.nccl4j.ReduceOp.SUM);
@@ -346,7 +346,7 @@ class CliTest {
 
   @Test
   void traceAnalyzeOfAHealthyJobExitsZero(@TempDir Path dir) {
-    io.nccl4j.LocalCluster.of(2).timeout(java.time.Duration.ofSeconds(60)).run(pg -> {
+    io.nccl4j.LocalCluster.of(2).timeout(TestTime.seconds(60)).run(pg -> {
       pg.barrier();
       pg.dumpFlightRecorder(dir, "on demand");
     });

@@ -73,7 +73,7 @@ class SharedMemoryProcessesTest {
       while (!run.isDone()) {
         try {
           segmentsSeen.accumulateAndGet(job.segments().size(), Math::max);
-          Thread.sleep(10);
+          Thread.sleep(10); // kept: the sampling period of what the job has in /dev/shm while it runs
         } catch (IOException | InterruptedException e) {
           return;
         }
