@@ -15,6 +15,7 @@ import io.nccl4j.nccl.Nccl;
 import io.nccl4j.nccl.NcclBackend;
 import io.nccl4j.spi.Collective;
 import io.nccl4j.trace.CollectiveObserver;
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
@@ -77,7 +78,7 @@ import org.junit.jupiter.api.Test;
 @Tag("multirank")
 class BadInputTest {
   private static final int P = 4;
-  private static final Duration TIMEOUT = Duration.ofSeconds(60);
+  private static final Duration TIMEOUT = TestTime.seconds(60);
 
   private static LocalCluster cluster(int p) {
     return LocalCluster.of(p).timeout(TIMEOUT).strictMemory(true).validation(Validation.OFF);
@@ -547,7 +548,7 @@ class BadInputTest {
               e[2] = catchThrowable(pg::barrier);
               rank0TimedOut.countDown();
             } else {
-              assertThat(rank0TimedOut.await(60, TimeUnit.SECONDS)).isTrue();
+              assertThat(rank0TimedOut.await(TestTime.scaledSeconds(60), TimeUnit.SECONDS)).isTrue();
               e[0] = catchThrowable(() -> pg.allReduce(t, ReduceOp.SUM));
               e[1] = catchThrowable(() -> pg.allReduce(t, ReduceOp.SUM));
               e[2] = catchThrowable(pg::barrier);
@@ -599,7 +600,7 @@ class BadInputTest {
           e[1] = catchThrowable(() -> pg.broadcastAsync(t, 0));
           e[2] = catchThrowable(pg::coalesce);
         } else {
-          assertThat(aborted.await(60, TimeUnit.SECONDS)).isTrue();
+          assertThat(aborted.await(TestTime.scaledSeconds(60), TimeUnit.SECONDS)).isTrue();
           e[0] = catchThrowable(() -> pg.allReduce(t, ReduceOp.SUM));
           e[1] = catchThrowable(pg::barrier);
         }

@@ -2,7 +2,12 @@ package io.nccl4j;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.nccl4j.testing.TestTime;
+import io.nccl4j.testing.Waits;
 import java.time.Duration;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.Map;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicIntegerArray;
 import org.junit.jupiter.api.Tag;
@@ -12,23 +17,33 @@ import org.junit.jupiter.params.provider.ValueSource;
 /** Barrier: no rank leaves before every rank has entered. */
 @Tag("multirank")
 class BarrierTest {
-  private static final Duration TIMEOUT = Duration.ofSeconds(60);
+  private static final Duration TIMEOUT = TestTime.seconds(60);
 
   @ParameterizedTest
   @ValueSource(ints = {2, 3, 4, 5, 8})
   void noRankLeavesBeforeEveryRankEntered(int p) {
     int rounds = 2;
     AtomicIntegerArray entered = new AtomicIntegerArray(rounds * p);
+    List<Map<ProcessGroup, Work>> inBarrier = new ArrayList<>();
+    for (int round = 0; round < rounds; round++) {
+      inBarrier.add(new ConcurrentHashMap<>());
+    }
     List<Long> seqs = LocalCluster.of(p).timeout(TIMEOUT).strictMemory(true).call(pg -> {
       int r = pg.rank();
       for (int round = 0; round < rounds; round++) {
-        // A different latecomer each round: the last rank, then rank 0.
+        // A different latecomer each round: the last rank, then rank 0. It enters once every other rank's barrier
+        // is executing (waiting for it), so that a barrier letting them out early is seen.
         int late = round == 0 ? p - 1 : 0;
+        Map<ProcessGroup, Work> others = inBarrier.get(round);
         if (r == late) {
-          Thread.sleep(200);
+          Waits.await("the other " + (p - 1) + " ranks in barrier " + (round + 1)).until(() -> others.size() == p - 1);
+          others.forEach(Waits::untilStarted);
         }
         entered.set(round * p + r, r + 1);
         Work w = pg.barrierAsync();
+        if (r != late) {
+          others.put(pg, w);
+        }
         assertThat(w.opType()).isEqualTo(OpType.BARRIER);
         assertThat(w.sequenceNumber()).isEqualTo(round + 1);
         w.waitFor();

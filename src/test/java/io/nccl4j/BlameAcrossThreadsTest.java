@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.catchThrowable;
 
 import io.nccl4j.cpu.CpuCluster;
 import io.nccl4j.cpu.CpuOptions;
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -24,7 +25,7 @@ class BlameAcrossThreadsTest {
   void everyRankNamesTheRankThatThrewAndQuotesIt(CpuOptions.Algorithms algorithms) {
     String message = "rank 2 found its input corrupt (distinctive 7f3a) " + "x".repeat(1100);
     IllegalStateException thrown = new IllegalStateException(message);
-    LocalCluster cluster = LocalCluster.of(3).timeout(Duration.ofSeconds(60))
+    LocalCluster cluster = LocalCluster.of(3).timeout(TestTime.seconds(60))
         .backend(CpuCluster.of(CpuOptions.defaults().withAlgorithms(algorithms)));
     long start = System.nanoTime();
     Throwable caught = catchThrowable(() -> cluster.run(pg -> {
@@ -38,7 +39,7 @@ class BlameAcrossThreadsTest {
     }));
 
     assertThat(Duration.ofNanos(System.nanoTime() - start)).as("no rank waited for the 60 s timeout")
-        .isLessThan(Duration.ofSeconds(20));
+        .isLessThan(TestTime.seconds(20));
     assertThat(caught).isExactlyInstanceOf(RankFailedException.class);
     RankFailedException e = (RankFailedException) caught;
     assertThat(e.rank()).isEqualTo(2);

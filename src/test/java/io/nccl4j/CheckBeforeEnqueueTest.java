@@ -6,6 +6,7 @@ import static io.nccl4j.testing.RankTensors.sentinel;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -21,7 +22,7 @@ import org.junit.jupiter.api.Test;
 @Tag("multirank")
 class CheckBeforeEnqueueTest {
   private static final int P = 4;
-  private static final Duration TIMEOUT = Duration.ofSeconds(60);
+  private static final Duration TIMEOUT = TestTime.seconds(60);
 
   private static UsageException rejected(ProcessGroup pg, ThrowingCallable call, String torchMessage) {
     long before = pg.sequenceNumber();

@@ -3,6 +3,7 @@ package io.nccl4j;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.List;
 import org.junit.jupiter.api.Tag;
@@ -11,7 +12,7 @@ import org.junit.jupiter.api.Test;
 @Tag("multirank")
 class CoalescedGroupTest {
   private static LocalCluster cluster(int p) {
-    return LocalCluster.of(p).timeout(Duration.ofSeconds(60)).strictMemory(true);
+    return LocalCluster.of(p).timeout(TestTime.seconds(60)).strictMemory(true);
   }
 
   /** Every rank sends right and receives from the left at once: deadlocks without a group. */

@@ -2,6 +2,7 @@ package io.nccl4j;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -25,7 +26,7 @@ import org.junit.jupiter.api.Test;
  */
 @Tag("multirank")
 class ConcurrentCollectivesTest {
-  private static final Duration TIMEOUT = Duration.ofSeconds(60);
+  private static final Duration TIMEOUT = TestTime.seconds(60);
   private static final int THREADS = 4;
 
   /** Value of element j of thread t's k-th collective on rank r: distinct for every (r, t, k, j). */

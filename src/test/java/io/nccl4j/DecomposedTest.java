@@ -3,6 +3,7 @@ package io.nccl4j;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.nccl4j.Decomposed.Lifetime;
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.List;
 import org.junit.jupiter.api.Tag;
@@ -15,7 +16,7 @@ import org.junit.jupiter.params.provider.EnumSource;
  */
 @Tag("multirank")
 class DecomposedTest {
-  private static final Duration TIMEOUT = Duration.ofSeconds(60);
+  private static final Duration TIMEOUT = TestTime.seconds(60);
   private static final int P = 4;
   private static final long KIB = 1024;
 

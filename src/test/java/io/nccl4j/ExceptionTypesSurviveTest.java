@@ -3,6 +3,7 @@ package io.nccl4j;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
+import io.nccl4j.testing.TestTime;
 import com.tngtech.archunit.core.domain.JavaClass;
 import com.tngtech.archunit.core.domain.JavaModifier;
 import com.tngtech.archunit.core.importer.ClassFileImporter;
@@ -95,7 +96,7 @@ class ExceptionTypesSurviveTest {
     try (ProcessGroup pg = ProcessGroup.create(new FailingBackend(original)); Tensor t = pg.zeros(4, DType.FLOAT32)) {
       Work w = pg.allReduceAsync(t, ReduceOp.SUM);
       assertSameFailure(catchThrowable(w::waitFor), original);
-      assertSameFailure(catchThrowable(() -> w.waitFor(Duration.ofSeconds(60))), original);
+      assertSameFailure(catchThrowable(() -> w.waitFor(TestTime.seconds(60))), original);
       assertThat(w.exception()).containsSame(original);
     }
   }
@@ -104,7 +105,7 @@ class ExceptionTypesSurviveTest {
   @MethodSource("failureTypes")
   void aRankTaskThrowingItReachesTheCallerOfRunAsTheCause(Class<?> type) {
     RuntimeException original = FACTORIES.get(type).get();
-    Throwable caught = catchThrowable(() -> LocalCluster.of(2).timeout(Duration.ofSeconds(60)).run(pg -> {
+    Throwable caught = catchThrowable(() -> LocalCluster.of(2).timeout(TestTime.seconds(60)).run(pg -> {
       if (pg.rank() == 1) {
         throw original;
       }
@@ -200,7 +201,7 @@ class ExceptionTypesSurviveTest {
 
     @Override
     public Duration timeout() {
-      return Duration.ofSeconds(60);
+      return TestTime.seconds(60);
     }
 
     @Override

@@ -5,6 +5,7 @@ import static io.nccl4j.testing.RankTensors.rankData;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.concurrent.CountDownLatch;
@@ -20,8 +21,8 @@ import org.junit.jupiter.api.Test;
  */
 @Tag("multirank")
 class FailurePropagationTest {
-  private static final Duration TIMEOUT = Duration.ofSeconds(60);
-  private static final Duration NO_HANG = Duration.ofSeconds(30);
+  private static final Duration TIMEOUT = TestTime.seconds(60);
+  private static final Duration NO_HANG = TestTime.seconds(30);
 
   private static void assertNoHang(long startNanos) {
     assertThat(Duration.ofNanos(System.nanoTime() - startNanos)).isLessThan(NO_HANG);
@@ -99,7 +100,7 @@ class FailurePropagationTest {
     AtomicReferenceArray<Throwable> onFuture = new AtomicReferenceArray<>(p);
     Throwable thrown = catchThrowable(() -> LocalCluster.of(p).timeout(TIMEOUT).run(pg -> {
       if (pg.rank() == 0) {
-        assertThat(issued.await(30, TimeUnit.SECONDS)).isTrue();
+        assertThat(issued.await(TestTime.scaledSeconds(30), TimeUnit.SECONDS)).isTrue();
         throw new RuntimeException("boom");
       }
       try (Tensor t = rankData(pg, 10, 100)) {
@@ -111,7 +112,7 @@ class FailurePropagationTest {
         assertThat(w.isSuccess()).isFalse();
         assertThat(w.stats()).isEmpty();
         onWork.set(pg.rank(), w.exception().orElseThrow());
-        onFuture.set(pg.rank(), catchThrowable(() -> w.future().get(30, TimeUnit.SECONDS)));
+        onFuture.set(pg.rank(), catchThrowable(() -> w.future().get(TestTime.scaledSeconds(30), TimeUnit.SECONDS)));
         assertThat(w.toString()).startsWith("Work(SeqNum=1, OpType=ALLREDUCE, failed: ");
       }
     }));
@@ -161,7 +162,7 @@ class FailurePropagationTest {
       try (Tensor t = rankData(pg, 8, 100)) {
         if (pg.rank() == 1) {
           // Joins only after rank 0's collective has timed out.
-          assertThat(rank0TimedOut.await(30, TimeUnit.SECONDS)).isTrue();
+          assertThat(rank0TimedOut.await(TestTime.scaledSeconds(30), TimeUnit.SECONDS)).isTrue();
           Throwable e = catchThrowable(() -> pg.allReduce(t, ReduceOp.SUM));
           seen.set(1, e);
           throw (Exception) e;

@@ -10,6 +10,7 @@ import io.nccl4j.spi.Backend;
 import io.nccl4j.spi.ClusterBackend;
 import io.nccl4j.spi.Collective;
 import io.nccl4j.store.HashStore;
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicReferenceArray;
@@ -24,9 +25,9 @@ import org.junit.jupiter.api.Test;
  */
 @Tag("multirank")
 class FingerprintDigestsTest {
-  private static final Duration TIMEOUT = Duration.ofSeconds(90);
+  private static final Duration TIMEOUT = TestTime.seconds(90);
   /** Several checker periods, far below the timeout: a mismatch found by the digests, not by waiting. */
-  private static final Duration FOUND = Duration.ofSeconds(30);
+  private static final Duration FOUND = TestTime.seconds(30);
 
   /** A CPU backend that ignores the validation mode and says it cannot check in band. */
   static final class Blind implements Backend {
@@ -88,7 +89,7 @@ class FingerprintDigestsTest {
     try (Tensor x = rankData(pg, 4, DType.FLOAT32, 10)) {
       for (int i = 0; i < 100_000; i++) {
         pg.allReduce(x, ReduceOp.MAX);
-        sleep(10);
+        sleep(10); // kept: the pace of a job that goes on, over which the digests' periodic check runs
       }
     }
   }
@@ -143,10 +144,7 @@ class FingerprintDigestsTest {
         for (int i = 0; i < 20; i++) {
           pg.allReduce(x, ReduceOp.SUM);
         }
-        long until = System.nanoTime() + FOUND.toNanos();
-        while (!store.check(List.of("nccl4j/digest/" + pg.rank())) && System.nanoTime() < until) {
-          sleep(20);
-        }
+        store.wait(List.of("nccl4j/digest/" + pg.rank()), FOUND); // published within a few checker periods
         pg.barrier();
         return java.nio.ByteBuffer.wrap(store.get("nccl4j/digest/" + pg.rank(), TIMEOUT)).getLong();
       }

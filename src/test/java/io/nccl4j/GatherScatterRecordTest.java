@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.catchThrowable;
 import io.nccl4j.spi.Collective;
 import io.nccl4j.spi.Fingerprint;
 import io.nccl4j.trace.FlightRecorder;
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.List;
 import org.junit.jupiter.api.Tag;
@@ -64,7 +65,7 @@ class GatherScatterRecordTest {
 
   @Test
   void aRankGatheringAnotherCountFailsWithTheMismatch() {
-    List<Throwable> errors = LocalCluster.of(2).timeout(Duration.ofSeconds(20)).call(pg -> {
+    List<Throwable> errors = LocalCluster.of(2).timeout(TestTime.seconds(20)).call(pg -> {
       try (Tensor in = Tensor.zeros(pg.rank() == 0 ? 2 : 3, DType.INT32);
            Tensor out = pg.rank() == 0 ? Tensor.zeros(4, DType.INT32) : null) {
         return catchThrowable(() -> pg.gatherIntoTensor(out, in, 0));

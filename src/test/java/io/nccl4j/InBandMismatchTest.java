@@ -8,6 +8,7 @@ import io.nccl4j.cpu.CpuCluster;
 import io.nccl4j.cpu.CpuOptions;
 import io.nccl4j.cpu.transport.TcpThreadsCluster;
 import io.nccl4j.spi.ClusterBackend;
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -30,8 +31,8 @@ import org.junit.jupiter.params.provider.MethodSource;
 @Tag("multirank")
 class InBandMismatchTest {
   /** Far above what any scenario needs; a scenario that ran into it would have hung. */
-  private static final Duration TIMEOUT = Duration.ofSeconds(60);
-  private static final Duration NO_HANG = Duration.ofSeconds(30);
+  private static final Duration TIMEOUT = TestTime.seconds(60);
+  private static final Duration NO_HANG = TestTime.seconds(30);
 
   static Stream<Arguments> fabrics() {
     return Stream.of(

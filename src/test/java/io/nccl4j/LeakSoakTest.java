@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.NativeMemory;
+import io.nccl4j.testing.TestTime;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -26,7 +27,7 @@ import org.junit.jupiter.api.io.TempDir;
  */
 @Tag("multirank")
 class LeakSoakTest {
-  private static final Duration TIMEOUT = Duration.ofSeconds(60);
+  private static final Duration TIMEOUT = TestTime.seconds(60);
   private static final int COLLECTIVES = 100_000;
   private static final int WINDOW = 4;
   private static final long N = 8;
@@ -199,7 +200,7 @@ class LeakSoakTest {
     Process p = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile()).start();
     String out;
     try {
-      boolean done = p.waitFor(120, TimeUnit.SECONDS);
+      boolean done = p.waitFor(TestTime.scaledSeconds(120), TimeUnit.SECONDS);
       out = Files.readString(log, StandardCharsets.UTF_8);
       assertThat(done).as("child JVM did not finish; output:%n%s", out).isTrue();
     } finally {

@@ -3,6 +3,7 @@ package io.nccl4j;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.List;
 import org.junit.jupiter.api.Tag;
@@ -12,7 +13,7 @@ import org.junit.jupiter.api.Test;
 class LocalClusterSessionTest {
   @Test
   void groupsSurviveAcrossTasks() {
-    try (LocalCluster.Session s = LocalCluster.of(3).timeout(Duration.ofSeconds(60)).strictMemory(true).open()) {
+    try (LocalCluster.Session s = LocalCluster.of(3).timeout(TestTime.seconds(60)).strictMemory(true).open()) {
       for (int round = 1; round <= 3; round++) {
         final long base = 100L * round;
         List<long[]> results = s.call(pg -> {
@@ -33,7 +34,7 @@ class LocalClusterSessionTest {
 
   @Test
   void aFailedTaskBreaksTheSessionAndNamesTheRank() {
-    LocalCluster.Session s = LocalCluster.of(2).timeout(Duration.ofSeconds(60)).open();
+    LocalCluster.Session s = LocalCluster.of(2).timeout(TestTime.seconds(60)).open();
     assertThatThrownBy(() -> s.call(pg -> {
       if (pg.rank() == 1) {
         throw new IllegalStateException("boom on 1");

@@ -6,6 +6,7 @@ import io.nccl4j.cpu.transport.TcpThreadsCluster;
 import io.nccl4j.store.HashStore;
 import io.nccl4j.store.Store;
 import io.nccl4j.store.TcpStore;
+import io.nccl4j.testing.TestTime;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
@@ -59,7 +60,7 @@ class LongTimeoutTest {
   @ParameterizedTest
   @MethodSource("longTimeouts")
   void perCallTimeout(Duration timeout) {
-    LocalCluster.of(2).timeout(Duration.ofSeconds(60)).strictMemory(true).run(pg -> {
+    LocalCluster.of(2).timeout(TestTime.seconds(60)).strictMemory(true).run(pg -> {
       try (Tensor t = pg.empty(4, DType.INT64); var scope = pg.withTimeout(timeout)) {
         t.fill(1);
         pg.allReduce(t, ReduceOp.SUM);
@@ -98,13 +99,14 @@ class LongTimeoutTest {
       // what a wait that cannot expire does
     }
     setter.set("k", "v".getBytes(StandardCharsets.UTF_8));
-    assertThat(new String(got.get(30, TimeUnit.SECONDS), StandardCharsets.UTF_8)).isEqualTo("v");
+    assertThat(new String(got.get(TestTime.scaledSeconds(30), TimeUnit.SECONDS), StandardCharsets.UTF_8))
+        .isEqualTo("v");
     store.wait(List.of("k"), timeout);
   }
 
   @Test
   void shortStoreTimeoutsStillExpireWithTheirValueInTheMessage() {
-    try (HashStore store = new HashStore(Duration.ofSeconds(60))) {
+    try (HashStore store = new HashStore(TestTime.seconds(60))) {
       Throwable e = org.assertj.core.api.Assertions.catchThrowable(() -> store.wait(List.of("absent"),
           Duration.ofMillis(50)));
       assertThat(e).isInstanceOf(io.nccl4j.store.StoreTimeoutException.class).hasMessageContaining("50 ms");

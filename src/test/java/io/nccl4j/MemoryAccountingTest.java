@@ -4,6 +4,7 @@ import static io.nccl4j.testing.RankTensors.rankData;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.List;
 import org.junit.jupiter.api.Tag;
@@ -12,7 +13,7 @@ import org.junit.jupiter.api.Test;
 /** Each rank's allocator accounts exactly for its tensors and returns to zero. */
 @Tag("multirank")
 class MemoryAccountingTest {
-  private static final Duration TIMEOUT = Duration.ofSeconds(60);
+  private static final Duration TIMEOUT = TestTime.seconds(60);
   private static final int P = 4;
 
   private static long sum(long i) {

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.List;
 import java.util.regex.Pattern;
@@ -16,7 +17,11 @@ import org.junit.jupiter.api.Test;
  */
 @Tag("multirank")
 class MonitoredBarrierTest {
-  private static final Duration SHORT = Duration.ofMillis(300);
+  /**
+   * The barrier's timeout, under test: the ranks that pass must reach rank 0 within it on a busy machine too, so it
+   * scales (TestTime) together with the messages that quote it.
+   */
+  private static final Duration SHORT = TestTime.scaled(Duration.ofMillis(300));
 
   /** After the barrier, an all-reduce of (rank + 1) on every rank: the group still works. */
   private static long sumOfRanksPlusOne(ProcessGroup pg) {
@@ -29,8 +34,8 @@ class MonitoredBarrierTest {
   @Test
   void everyRankPassesWhenAllArriveAndAgainOnTheNextCall() {
     List<Long> sums = LocalCluster.of(3).call(pg -> {
-      pg.monitoredBarrier(Duration.ofSeconds(30), false);
-      pg.monitoredBarrier(Duration.ofSeconds(30), true);
+      pg.monitoredBarrier(TestTime.seconds(30), false);
+      pg.monitoredBarrier(TestTime.seconds(30), true);
       pg.monitoredBarrier();
       return sumOfRanksPlusOne(pg);
     });
@@ -39,12 +44,12 @@ class MonitoredBarrierTest {
 
   @Test
   void rankZeroNamesTheFirstMissingRankAndTheOthersPointAtIt() {
-    List<Object> outcomes = LocalCluster.of(3).timeout(Duration.ofSeconds(20)).call(pg -> {
+    List<Object> outcomes = LocalCluster.of(3).timeout(TestTime.seconds(20)).call(pg -> {
       Throwable e = pg.rank() == 2 ? null : catchThrowable(() -> pg.monitoredBarrier(SHORT, false));
       long sum = sumOfRanksPlusOne(pg);
       return e == null ? sum : List.of(e, sum);
     });
-    String first = "[Rank 0]: Rank 2 failed to pass monitoredBarrier in 300 ms";
+    String first = "[Rank 0]: Rank 2 failed to pass monitoredBarrier in " + SHORT.toMillis() + " ms";
     Throwable zero = (Throwable) ((List<?>) outcomes.get(0)).get(0);
     assertThat(zero).isInstanceOf(CollectiveTimeoutException.class);
     assertThat(((CollectiveTimeoutException) zero).timedOutRank()).isEqualTo(2);
@@ -62,9 +67,9 @@ class MonitoredBarrierTest {
 
   @Test
   void withWaitAllRanksRankZeroNamesEveryMissingRank() {
-    List<Throwable> errors = LocalCluster.of(5).timeout(Duration.ofSeconds(20)).call(pg ->
+    List<Throwable> errors = LocalCluster.of(5).timeout(TestTime.seconds(20)).call(pg ->
         pg.rank() == 2 || pg.rank() == 4 ? null : catchThrowable(() -> pg.monitoredBarrier(SHORT, true)));
-    String message = "[Rank 0]: Ranks 2, 4 failed to pass monitoredBarrier in 300 ms";
+    String message = "[Rank 0]: Ranks 2, 4 failed to pass monitoredBarrier in " + SHORT.toMillis() + " ms";
     assertThat(errors.get(0)).isInstanceOf(CollectiveTimeoutException.class).hasMessage(message);
     assertThat(((CollectiveTimeoutException) errors.get(0)).timedOutRank()).isEqualTo(2);
     for (int r : new int[] {1, 3}) {

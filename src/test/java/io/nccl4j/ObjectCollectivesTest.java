@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
+import io.nccl4j.testing.TestTime;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -110,7 +111,7 @@ class ObjectCollectivesTest {
 
   @Test
   void aLengthAbovePeersLimitIsRefusedBeforeAllocating() {
-    List<Throwable> errors = LocalCluster.of(2).timeout(Duration.ofSeconds(3)).call(pg -> catchThrowable(() ->
+    List<Throwable> errors = LocalCluster.of(2).timeout(TestTime.seconds(3)).call(pg -> catchThrowable(() ->
         pg.allGatherObject(pg.rank() == 1 ? "ten bytes!" : "ok", capped(pg.rank() == 0 ? 4 : 100))));
     assertThat(errors.get(0)).isInstanceOf(BackendException.class).hasMessage("rank 0: rank 1 announced an object of"
         + " 10 bytes; expected 0..4 (the codec's maxEncodedBytes)");
@@ -127,7 +128,7 @@ class ObjectCollectivesTest {
 
   @Test
   void scatterObjectListChecksTheSourcesListBeforeAnyCollective() {
-    List<Throwable> errors = LocalCluster.of(2).timeout(Duration.ofSeconds(2)).call(pg -> catchThrowable(() ->
+    List<Throwable> errors = LocalCluster.of(2).timeout(TestTime.seconds(2)).call(pg -> catchThrowable(() ->
         pg.scatterObjectList(pg.rank() == 0 ? List.of("only one") : null, 0, ObjectCodec.utf8())));
     assertThat(errors.get(0)).isInstanceOf(UsageException.class).hasMessage("ProcessGroupNCCL::scatter: Incorrect"
         + " input list size 1. Input list size should be 2, same as size of the process group. (rank 0)");

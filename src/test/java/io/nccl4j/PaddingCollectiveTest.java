@@ -2,6 +2,7 @@ package io.nccl4j;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.List;
 import org.junit.jupiter.api.Tag;
@@ -15,7 +16,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  */
 @Tag("multirank")
 class PaddingCollectiveTest {
-  private static final Duration TIMEOUT = Duration.ofSeconds(60);
+  private static final Duration TIMEOUT = TestTime.seconds(60);
   private static final long M = 1003;
 
   /** Element i of rank r: distinct, both signs: (i·7919 + r·104729) mod 20011 − 10005. */

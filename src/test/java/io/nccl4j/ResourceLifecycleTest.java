@@ -13,6 +13,7 @@ import io.nccl4j.memory.Allocator;
 import io.nccl4j.spi.Collective;
 import io.nccl4j.spi.Completions;
 import io.nccl4j.store.HashStore;
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -48,7 +49,7 @@ import org.junit.jupiter.api.Test;
  */
 @org.junit.jupiter.api.Tag("multirank")
 class ResourceLifecycleTest {
-  private static final Duration TIMEOUT = Duration.ofSeconds(60);
+  private static final Duration TIMEOUT = TestTime.seconds(60);
   private static final AtomicLong RUNS = new AtomicLong();
 
   @Test
@@ -103,7 +104,7 @@ class ResourceLifecycleTest {
     Transport transport = fabric.endpoint(0);
     try (Allocator alloc = Allocator.host().child("lifecycle" + RUNS.incrementAndGet())) {
       CpuBackend b = new CpuBackend(transport, alloc, TIMEOUT);
-      assertThat(Completions.submit(b, barrier(1), false).get(30, TimeUnit.SECONDS)).isNotNull();
+      assertThat(Completions.submit(b, barrier(1), false).get(TestTime.scaledSeconds(30), TimeUnit.SECONDS)).isNotNull();
       b.close();
       b.close();
       b.abort(new BackendException("after close"));
@@ -125,7 +126,8 @@ class ResourceLifecycleTest {
       b.abort(new BackendException("first cause"));
       b.abort(new BackendException("second cause"));
       assertThat(b.isBroken()).isTrue();
-      Throwable e = catchThrowable(() -> Completions.submit(b, barrier(1), false).get(30, TimeUnit.SECONDS));
+      Throwable e = catchThrowable(() -> Completions.submit(b, barrier(1), false).get(TestTime.scaledSeconds(30),
+          TimeUnit.SECONDS));
       assertThat(e).hasCauseInstanceOf(BackendException.class);
       assertThat(e.getCause()).hasMessage("Process group is broken by an earlier failure: first cause");
       b.close();
@@ -181,8 +183,8 @@ class ResourceLifecycleTest {
     List<CompletableFuture<TcpTransport>> fs = List.of(
         CompletableFuture.supplyAsync(() -> new TcpTransport(0, 2, store, "127.0.0.1", TIMEOUT)),
         CompletableFuture.supplyAsync(() -> new TcpTransport(1, 2, store, "127.0.0.1", TIMEOUT)));
-    TcpTransport t0 = fs.get(0).get(30, TimeUnit.SECONDS);
-    TcpTransport t1 = fs.get(1).get(30, TimeUnit.SECONDS);
+    TcpTransport t0 = fs.get(0).get(TestTime.scaledSeconds(30), TimeUnit.SECONDS);
+    TcpTransport t1 = fs.get(1).get(TestTime.scaledSeconds(30), TimeUnit.SECONDS);
     try {
       t0.close();
       t0.close();

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.nccl4j.cpu.transport.TcpThreadsCluster;
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.List;
 import org.junit.jupiter.api.Tag;
@@ -17,7 +18,7 @@ import org.junit.jupiter.params.provider.ValueSource;
 @Tag("multirank")
 class ShrinkTest {
   private static LocalCluster cluster(String transport, int worldSize) {
-    LocalCluster c = LocalCluster.of(worldSize).timeout(Duration.ofSeconds(60));
+    LocalCluster c = LocalCluster.of(worldSize).timeout(TestTime.seconds(60));
     return transport.equals("tcp") ? c.backend(new TcpThreadsCluster()) : c;
   }
 

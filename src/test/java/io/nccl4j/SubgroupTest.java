@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.catchThrowable;
 
 import io.nccl4j.cpu.transport.TcpThreadsCluster;
 import io.nccl4j.spi.Subgroup;
+import io.nccl4j.testing.TestTime;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -21,7 +22,7 @@ import org.junit.jupiter.params.provider.ValueSource;
 @Tag("multirank")
 class SubgroupTest {
   private static LocalCluster cluster(String transport, int worldSize) {
-    LocalCluster c = LocalCluster.of(worldSize).timeout(Duration.ofSeconds(60)).strictMemory(true);
+    LocalCluster c = LocalCluster.of(worldSize).timeout(TestTime.seconds(60)).strictMemory(true);
     return transport.equals("tcp") ? c.backend(new TcpThreadsCluster()) : c;
   }
 

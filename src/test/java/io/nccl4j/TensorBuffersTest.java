@@ -6,10 +6,12 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.DirectBuffers;
 import io.nccl4j.memory.MemoryResource;
+import io.nccl4j.testing.Waits;
 import java.lang.ref.Reference;
 import java.lang.ref.WeakReference;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.time.Duration;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterEach;
@@ -38,17 +40,21 @@ class TensorBuffersTest {
     alloc.close();
   }
 
-  private static void awaitCollection(String what, BooleanSupplier done) throws InterruptedException {
-    for (int round = 0; round < 600; round++) {
+  /** Collects until {@code done}, under a 12 s guard scaled by TestTime; the failure says {@code what}. */
+  private static void awaitCollection(String what, BooleanSupplier done) {
+    Waits.await(what, Duration.ofSeconds(12)).pollInterval(Duration.ofMillis(20)).until(() -> {
       if (done.getAsBoolean()) {
-        return;
+        return true;
       }
       System.gc();
-      Thread.sleep(20);
-    }
-    throw new AssertionError(what + " after 600 rounds of System.gc()");
+      return false;
+    });
   }
 
+  /**
+   * Kept as sleeps: collections in which something must NOT happen (a buffer still referenced is not collected), so
+   * there is no event to wait for; a few rounds give a broken reference every chance to be cleared.
+   */
   private static void gcRounds(int rounds) throws InterruptedException {
     for (int i = 0; i < rounds; i++) {
       System.gc();

@@ -7,6 +7,7 @@ import static org.assertj.core.api.Assertions.catchThrowable;
 
 import io.nccl4j.spi.Collective;
 import io.nccl4j.trace.CollectiveObserver;
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -25,7 +26,7 @@ import org.junit.jupiter.api.Test;
  */
 @Tag("multirank")
 class TimeoutTest {
-  private static final Duration NO_HANG = Duration.ofSeconds(10);
+  private static final Duration NO_HANG = TestTime.seconds(10);
 
   @Test
   void theDefaultTimeoutIsTenMinutesLikePyTorch() {
@@ -43,7 +44,7 @@ class TimeoutTest {
     catchThrowable(() -> LocalCluster.of(2).timeout(Duration.ofMinutes(5)).run(pg -> {
       try (Tensor t = rankData(pg, 6, 100)) {
         if (pg.rank() == 1) {
-          timedOut.await(60, TimeUnit.SECONDS); // joins only after rank 0 gave up
+          timedOut.await(TestTime.scaledSeconds(60), TimeUnit.SECONDS); // joins only after rank 0 gave up
           return;
         }
         long start = System.nanoTime();
@@ -66,7 +67,7 @@ class TimeoutTest {
   @Test
   void timeoutScopesNestAndRestoreThePreviousOne() {
     List<Duration> seen = Collections.synchronizedList(new ArrayList<>());
-    LocalCluster.of(1).timeout(Duration.ofSeconds(30)).run(pg -> {
+    LocalCluster.of(1).timeout(Duration.ofSeconds(30)).run(pg -> { // a value asserted below, not a guard
       pg.addObserver(new CollectiveObserver() {
         @Override
         public void enqueued(int rank, Collective c, String rangePath, long nanos) {
@@ -117,7 +118,7 @@ class TimeoutTest {
     AtomicLong laterMs = new AtomicLong();
     catchThrowable(() -> LocalCluster.of(2).timeout(Duration.ofMillis(500)).run(pg -> {
       if (pg.rank() == 1) {
-        release.await(60, TimeUnit.SECONDS); // never joins
+        release.await(TestTime.scaledSeconds(60), TimeUnit.SECONDS); // never joins
         return;
       }
       try (Tensor a = rankData(pg, 4, 100); Tensor b = rankData(pg, 5, 100); Tensor c = rankData(pg, 6, 100)) {

@@ -6,6 +6,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
 import io.nccl4j.store.HashStore;
+import io.nccl4j.testing.TestTime;
+import io.nccl4j.testing.Waits;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -22,8 +24,8 @@ import org.junit.jupiter.api.Test;
  */
 @Tag("multirank")
 class ValidationTest {
-  private static final Duration TIMEOUT = Duration.ofSeconds(60);
-  private static final Duration NO_HANG = Duration.ofSeconds(30);
+  private static final Duration TIMEOUT = TestTime.seconds(60);
+  private static final Duration NO_HANG = TestTime.seconds(30);
 
   /** Runs {@code body} on every rank of a 3-rank group with {@code mode}; returns each rank's error. */
   private static List<Throwable> errors(Validation mode, Consumer<ProcessGroup> body) {
@@ -276,9 +278,13 @@ class ValidationTest {
   void aRankThatSkipsACollectiveIsNamedInsteadOfHanging() {
     AtomicReferenceArray<Throwable> seen = new AtomicReferenceArray<>(3);
     long start = System.nanoTime();
-    catchThrowable(() -> LocalCluster.of(3).timeout(Duration.ofMillis(800)).validation(Validation.DETAIL).run(pg -> {
+    // The timeout under test: ranks 0 and 1 must both reach the collective within it on a busy machine too, so it
+    // scales (TestTime) with the message that quotes it.
+    Duration timeout = TestTime.scaled(Duration.ofMillis(800));
+    catchThrowable(() -> LocalCluster.of(3).timeout(timeout).validation(Validation.DETAIL).run(pg -> {
       if (pg.rank() == 2) {
-        Thread.sleep(2500);
+        // Skips the collective, and stays in the group until both others have given up on it.
+        Waits.await("ranks 0 and 1 timed out", NO_HANG).until(() -> seen.get(0) != null && seen.get(1) != null);
         return;
       }
       try (Tensor t = rankData(pg, 4, DType.INT32, 100)) {
@@ -289,7 +295,7 @@ class ValidationTest {
     for (int r = 0; r < 2; r++) {
       assertThat(seen.get(r)).as("rank %d", r).isInstanceOf(CollectiveTimeoutException.class);
       assertThat(seen.get(r).getMessage()).contains("Rank " + r + " is running collective: CollectiveFingerPrint(")
-          .contains("but ranks [2] did not reach collective #1 within 800 ms");
+          .contains("but ranks [2] did not reach collective #1 within " + timeout.toMillis() + " ms");
     }
   }
 

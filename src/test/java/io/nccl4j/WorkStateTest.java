@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
@@ -21,10 +22,10 @@ import org.junit.jupiter.api.Test;
  */
 @Tag("unit")
 class WorkStateTest {
-  private static final Duration DID_NOT_HANG = Duration.ofSeconds(10);
+  private static final Duration DID_NOT_HANG = TestTime.seconds(10);
 
   private static GroupWork work() {
-    return new GroupWork(OpType.ALLREDUCE, 7, Duration.ofSeconds(30));
+    return new GroupWork(OpType.ALLREDUCE, 7, TestTime.seconds(30));
   }
 
   @Test
@@ -37,7 +38,7 @@ class WorkStateTest {
       waited.set(w.waitFor(DID_NOT_HANG));
     });
     waiter.start();
-    assertThat(waiting.await(10, TimeUnit.SECONDS)).isTrue();
+    assertThat(waiting.await(TestTime.scaledSeconds(10), TimeUnit.SECONDS)).isTrue();
     // Give the waiter time to mark itself waiting; the outcome is the same either way.
     waiter.join(100);
     CompletableFuture<Work> f = w.future();
@@ -50,10 +51,11 @@ class WorkStateTest {
     waiter.join(DID_NOT_HANG.toMillis());
     assertThat(waiter.isAlive()).isFalse();
     assertThat(waited.get()).isTrue();
-    assertThat(f.get(10, TimeUnit.SECONDS)).isSameAs(w);
+    assertThat(f.get(TestTime.scaledSeconds(10), TimeUnit.SECONDS)).isSameAs(w);
     assertThat(w.stats()).contains(stats);
     assertThat(w.isSuccess()).isTrue();
-    assertThat(w.future().get(10, TimeUnit.SECONDS)).as("a future asked for afterwards").isSameAs(w);
+    assertThat(w.future().get(TestTime.scaledSeconds(10), TimeUnit.SECONDS)).as("a future asked for afterwards")
+        .isSameAs(w);
   }
 
   @Test
@@ -77,9 +79,11 @@ class WorkStateTest {
     assertThat(w.exception()).containsSame(cause);
     assertThatThrownBy(() -> assertTimeoutPreemptively(DID_NOT_HANG, () -> w.waitFor()))
         .isInstanceOf(BackendException.class).hasMessage("rank 1 left");
-    assertThatThrownBy(() -> before.get(10, TimeUnit.SECONDS)).isInstanceOf(ExecutionException.class)
+    assertThatThrownBy(() -> before.get(TestTime.scaledSeconds(10), TimeUnit.SECONDS))
+        .isInstanceOf(ExecutionException.class)
         .hasCauseReference(cause);
-    assertThatThrownBy(() -> w.future().get(10, TimeUnit.SECONDS)).isInstanceOf(ExecutionException.class)
+    assertThatThrownBy(() -> w.future().get(TestTime.scaledSeconds(10), TimeUnit.SECONDS))
+        .isInstanceOf(ExecutionException.class)
         .hasCauseReference(cause);
     assertThat(w.toString()).isEqualTo("Work(SeqNum=7, OpType=ALLREDUCE, failed: rank 1 left)");
   }
@@ -94,12 +98,15 @@ class WorkStateTest {
     assertThat(w.waitFor(Duration.ofMillis(50))).isTrue();
   }
 
-  /** A Work whose waiters poll (as the NCCL backend's do) for up to ten seconds before blocking. */
+  /**
+   * A Work whose waiters poll (as the NCCL backend's do) for up to ten seconds before blocking; the ten seconds scale
+   * (TestTime) with the bound that tells a limited wait from one that polled them out.
+   */
   private static AbstractWork spinning() {
     return new AbstractWork(OpType.BARRIER, 3) {
       @Override
       Duration waitTimeout() {
-        return Duration.ofSeconds(30);
+        return TestTime.seconds(30);
       }
 
       @Override
@@ -109,7 +116,7 @@ class WorkStateTest {
 
       @Override
       long spinNanos() {
-        return Duration.ofSeconds(10).toNanos();
+        return TestTime.seconds(10).toNanos();
       }
     };
   }
@@ -119,7 +126,7 @@ class WorkStateTest {
     AbstractWork w = spinning();
     long t0 = System.nanoTime();
     assertThat(w.waitFor(Duration.ofMillis(50))).as("the limit bounds the polling").isFalse();
-    assertThat(Duration.ofNanos(System.nanoTime() - t0)).isLessThan(Duration.ofSeconds(5));
+    assertThat(Duration.ofNanos(System.nanoTime() - t0)).isLessThan(TestTime.seconds(5));
 
     AtomicReference<Boolean> waited = new AtomicReference<>();
     Thread waiter = new Thread(() -> waited.set(w.waitFor(DID_NOT_HANG)));

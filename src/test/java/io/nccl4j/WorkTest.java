@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.nccl4j.cpu.CpuCluster;
 import io.nccl4j.cpu.CpuOptions;
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -19,9 +20,9 @@ import org.junit.jupiter.params.provider.ValueSource;
 /** Work handles on the CPU backend: ordering, polling, waiting, futures, stats, buffer lifetime. */
 @Tag("multirank")
 class WorkTest {
-  private static final Duration TIMEOUT = Duration.ofSeconds(60);
+  private static final Duration TIMEOUT = TestTime.seconds(60);
   /** Bound for latches between ranks: proves "no hang", never measures speed. */
-  private static final long LATCH_SECONDS = 30;
+  private static final long LATCH_SECONDS = TestTime.scaledSeconds(30);
 
   private static LocalCluster cluster(int p) {
     return LocalCluster.of(p).timeout(TIMEOUT).strictMemory(true);
@@ -53,10 +54,11 @@ class WorkTest {
   void asyncCollectivesCompleteInIssueOrder(int p) {
     int n = 10;
     long count = 257;
+    CountDownLatch othersIssued = new CountDownLatch(p - 1);
     cluster(p).run(pg -> {
       if (pg.rank() == 0) {
-        // Give the other ranks time to have all ten pending (no timing is asserted).
-        Thread.sleep(50);
+        // Joins once the other ranks have all ten pending.
+        assertThat(othersIssued.await(LATCH_SECONDS, TimeUnit.SECONDS)).as("the other ranks issued theirs").isTrue();
       }
       List<Tensor> tensors = new ArrayList<>();
       List<Work> works = new ArrayList<>();
@@ -72,6 +74,9 @@ class WorkTest {
             completionOrder.add(done.sequenceNumber());
             return done;
           }));
+        }
+        if (pg.rank() != 0) {
+          othersIssued.countDown();
         }
         for (int k = 0; k < n; k++) {
           assertThat(works.get(k).sequenceNumber()).isEqualTo(k + 1);

@@ -14,6 +14,8 @@ public final class HashStore implements Store {
   private final Map<String, byte[]> map = new HashMap<>();
   private final Duration timeout;
   private boolean closed;
+  /** Threads blocked in a get or wait for keys not yet set. */
+  private int waiting;
 
   /** An empty store whose {@link #get(String)} waits up to {@code timeout} by default. */
   public HashStore(Duration timeout) {
@@ -78,13 +80,21 @@ public final class HashStore implements Store {
         throw new StoreTimeoutException("HashStore: timed out after " + Durations.describe(wait) + " waiting for keys "
             + keys + " (missing: " + keys.stream().filter(k -> !map.containsKey(k)).toList() + ")");
       }
+      waiting++;
       try {
         wait(Math.max(1, left / 1_000_000));
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
         throw new StoreTimeoutException("HashStore: interrupted while waiting for keys " + keys);
+      } finally {
+        waiting--;
       }
     }
+  }
+
+  /** How many threads are blocked in a get or wait now: what a test waits for before it sets a key they await. */
+  synchronized int waiting() {
+    return waiting;
   }
 
   /** The value of {@code key} now, or null. */

@@ -74,6 +74,12 @@ final class PendingWaits {
     }
   }
 
+  /** How many waits still await {@code key}: what a test waits for before it writes the key. */
+  int pending(String key) {
+    ArrayDeque<Wait> waits = byKey.get(key);
+    return waits == null ? 0 : waits.size();
+  }
+
   /** Forgets {@code w} (CANCEL_WAIT, a new wait, its client gone); true when it was done already. */
   boolean cancel(Wait w) {
     for (String k : w.keys) {

@@ -238,6 +238,11 @@ final class ServerStore {
     return waits.cancel(w);
   }
 
+  /** How many WAITs and BARRIERs (blocking pops among them) still await {@code key}. */
+  synchronized int pendingWaits(String key) {
+    return waits.pending(key);
+  }
+
   /** Closes the store: pending waits end with IllegalStateException. */
   synchronized void close() {
     closed = true;

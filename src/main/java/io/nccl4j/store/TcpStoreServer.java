@@ -228,7 +228,8 @@ public final class TcpStoreServer implements AutoCloseable {
     drainAndClose();
   }
 
-  private static final Duration DRAIN = Duration.ofSeconds(2);
+  /** How long close() lets requests being answered finish. */
+  static final Duration DRAIN = Duration.ofSeconds(2);
 
   private synchronized void drainAndClose() {
     if (closed) {
@@ -252,6 +253,24 @@ public final class TcpStoreServer implements AutoCloseable {
       }
     }
     store.close();
+  }
+
+  /**
+   * How many of its clients' WAITs, BARRIERs and blocking pops await {@code key} now: what a test that needs a
+   * client blocked on the server before it acts waits for, in place of a sleep.
+   */
+  int pendingWaits(String key) {
+    return store.pendingWaits(key);
+  }
+
+  /** How many requests the server has begun to read and not yet answered (a blocked get or wait aside). */
+  int answering() {
+    return answering.get();
+  }
+
+  /** How many client connections the server holds open (handshaking or served). */
+  int connections() {
+    return clients.size();
   }
 
   @Override

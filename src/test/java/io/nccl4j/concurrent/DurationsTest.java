@@ -59,7 +59,7 @@ class DurationsTest {
   @Test
   void nearDeadlinesExpire() throws InterruptedException {
     long d = Durations.deadlineFromNow(Duration.ofMillis(1));
-    Thread.sleep(5);
+    Thread.sleep(5); // kept: the scenario is time passing beyond a 1 ms deadline
     assertThat(Durations.expired(d)).isTrue();
     assertThat(Durations.nanosLeft(d)).isZero();
     assertThat(Durations.deadline(100, Duration.ofSeconds(-5))).as("a negative timeout is now").isEqualTo(100);

@@ -4,7 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.nccl4j.spi.ClusterBackend;
-import java.time.Duration;
+import io.nccl4j.testing.TestTime;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Tag;
@@ -14,7 +14,7 @@ import org.junit.jupiter.api.Test;
 @Tag("unit")
 class CpuOptionsTest {
   private static List<String> chosen(CpuCluster cluster, int p) {
-    ClusterBackend.Run run = cluster.start(p, Duration.ofSeconds(30), "options-test-" + System.nanoTime());
+    ClusterBackend.Run run = cluster.start(p, TestTime.seconds(30), "options-test-" + System.nanoTime());
     List<CpuBackend> backends = new ArrayList<>();
     try {
       List<String> out = new ArrayList<>();

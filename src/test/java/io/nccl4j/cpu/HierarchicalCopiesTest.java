@@ -8,6 +8,7 @@ import io.nccl4j.Tensor;
 import io.nccl4j.Work;
 import io.nccl4j.cpu.transport.ShmThreadsCluster;
 import io.nccl4j.testing.TestData;
+import io.nccl4j.testing.TestTime;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -49,7 +50,7 @@ class HierarchicalCopiesTest {
   @ParameterizedTest(name = "{0} ranks, root {1}, {2} int64")
   @MethodSource("cases")
   void everyRankGetsTheRootsValues(int p, int root, long count) {
-    List<String> wrong = LocalCluster.of(p).timeout(Duration.ofSeconds(60)).strictMemory(true)
+    List<String> wrong = LocalCluster.of(p).timeout(TestTime.seconds(60)).strictMemory(true)
         .backend(new ShmThreadsCluster(segments, 64L << 20, rank -> "host-" + rank % 2, CpuOptions.fromEnvironment()))
         .call(pg -> {
           List<String> bad = new ArrayList<>();
@@ -87,7 +88,7 @@ class HierarchicalCopiesTest {
   @ParameterizedTest(name = "{0} ranks, {1} int64 each")
   @MethodSource("gathers")
   void allGatherPutsEveryRanksValuesInTheirPlaces(int p, long q) {
-    List<String> wrong = LocalCluster.of(p).timeout(Duration.ofSeconds(60)).strictMemory(true)
+    List<String> wrong = LocalCluster.of(p).timeout(TestTime.seconds(60)).strictMemory(true)
         .backend(new ShmThreadsCluster(segments, 64L << 20, rank -> "host-" + rank % 2, CpuOptions.fromEnvironment()))
         .call(pg -> {
           List<String> bad = new ArrayList<>();

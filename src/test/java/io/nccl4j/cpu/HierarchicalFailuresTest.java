@@ -9,6 +9,7 @@ import io.nccl4j.PeerFailureException;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
 import io.nccl4j.cpu.transport.ShmThreadsCluster;
+import io.nccl4j.testing.TestTime;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
@@ -25,7 +26,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  */
 @Tag("multirank")
 class HierarchicalFailuresTest {
-  private static final Duration TIMEOUT = Duration.ofSeconds(60);
+  private static final Duration TIMEOUT = TestTime.seconds(60);
 
   @TempDir
   static Path segments;

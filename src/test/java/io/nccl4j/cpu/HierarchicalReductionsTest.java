@@ -11,6 +11,7 @@ import io.nccl4j.Work;
 import io.nccl4j.cpu.transport.ShmThreadsCluster;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.testing.TestData;
+import io.nccl4j.testing.TestTime;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -37,7 +38,7 @@ import org.junit.jupiter.params.provider.MethodSource;
  */
 @Tag("multirank")
 class HierarchicalReductionsTest {
-  private static final Duration TIMEOUT = Duration.ofSeconds(60);
+  private static final Duration TIMEOUT = TestTime.seconds(60);
 
   @TempDir
   static Path segments;

@@ -10,6 +10,7 @@ import io.nccl4j.Tensor;
 import io.nccl4j.Work;
 import io.nccl4j.cpu.transport.TcpThreadsCluster;
 import io.nccl4j.spi.ClusterBackend;
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -31,7 +32,7 @@ import org.junit.jupiter.params.provider.MethodSource;
  */
 @Tag("unit")
 class RingKernelsTest {
-  private static final Duration TIMEOUT = Duration.ofSeconds(60);
+  private static final Duration TIMEOUT = TestTime.seconds(60);
 
   static Stream<Arguments> cases() {
     List<Arguments> out = new ArrayList<>();

@@ -1,5 +1,6 @@
 package io.nccl4j.cpu;
 
+import io.nccl4j.testing.TestTime;
 import java.util.Locale;
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -28,7 +29,7 @@ import org.junit.jupiter.params.provider.MethodSource;
  */
 @Tag("unit")
 class SharedMemoryKernelsTest {
-  private static final Duration TIMEOUT = Duration.ofSeconds(60);
+  private static final Duration TIMEOUT = TestTime.seconds(60);
 
   static Stream<Arguments> cases() {
     List<Arguments> out = new ArrayList<>();

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.catchThrowable;
 
 import io.nccl4j.store.JobIdentity;
 import io.nccl4j.store.TcpStore;
+import io.nccl4j.testing.TestTime;
 import java.net.InetAddress;
 import java.time.Duration;
 import java.util.Map;
@@ -23,7 +24,7 @@ class BindAddressTest {
     assertThat(BindAddress.choose(master("127.0.0.1"), Map.of()).isLoopbackAddress()).isTrue();
     assertThat(BindAddress.choose(master("localhost"), Map.of()).isLoopbackAddress()).isTrue();
     try (TcpStore host = TcpStore.hostAndConnect(BindAddress.choose(master("127.0.0.1"), Map.of()), 0,
-        Duration.ofSeconds(30), JobIdentity.create())) {
+        TestTime.seconds(30), JobIdentity.create())) {
       assertThat(host.server().address().isLoopbackAddress()).as("rank 0's store").isTrue();
     }
   }

@@ -3,6 +3,7 @@ package io.nccl4j.launch;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.nccl4j.PeerFailureException;
+import io.nccl4j.testing.TestTime;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -20,12 +21,12 @@ import org.junit.jupiter.api.Test;
  * exception while its peers wait for it inside a collective. Every peer's exception names rank 2
  * and quotes its exception — type and message, cut after 1024 characters with a marker — not a
  * closed connection; the launcher's summary names rank 2 and quotes the line its JVM printed. The
- * ranks' group timeout is 60 s: nothing here waits for it.
+ * ranks' group timeout is 60 s: nothing here waits for it (it scales by TestTime with the bound that shows so).
  */
 @Tag("multiprocess")
 class BlameAcrossProcessesTest {
   /** Guards against a hang only: the launcher must be done well within it. */
-  private static final Duration GUARD = Duration.ofSeconds(240);
+  private static final Duration GUARD = TestTime.seconds(240);
   private static final String MARKER = "rank 2 found its input corrupt (distinctive 7f3a)";
 
   private ChildJvms children;
@@ -48,7 +49,8 @@ class BlameAcrossProcessesTest {
     ByteArrayOutputStream err = new ByteArrayOutputStream();
     PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
     PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8);
-    Launcher launcher = new Launcher(ChildJvms.javaCommand(BlameMains.ThrowMidCollective.class, "60000", "2",
+    Launcher launcher = new Launcher(ChildJvms.javaCommand(BlameMains.ThrowMidCollective.class,
+        Long.toString(TestTime.scaledMillis(60, TimeUnit.SECONDS)), "2",
         message)).nprocPerNode(3).grace(Duration.ofSeconds(30)).output(o, e);
     long start = System.nanoTime();
     int status = CompletableFuture.supplyAsync(launcher::run).get(GUARD.toSeconds(), TimeUnit.SECONDS);
@@ -59,7 +61,7 @@ class BlameAcrossProcessesTest {
 
     assertThat(status).as(all).isEqualTo(1);
     // Three JVMs start and end in this; what matters is that nobody waited for the 60 s timeout.
-    assertThat(took).as(all).isLessThan(Duration.ofSeconds(45));
+    assertThat(took).as(all).isLessThan(TestTime.seconds(45));
     assertThat(outLines).as(all).contains("[rank 2] rank 2 throws");
     String quoted = "rank 2 failed: IllegalStateException: " + message.substring(0, 1024) + "… ["
         + (message.length() - 1024) + " more characters]";

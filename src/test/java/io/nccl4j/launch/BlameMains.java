@@ -6,6 +6,7 @@ import io.nccl4j.ProcessGroup;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
 import io.nccl4j.Work;
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -30,7 +31,7 @@ final class BlameMains {
       CountDownLatch reported = new CountDownLatch(1);
       Runtime.getRuntime().addShutdownHook(new Thread(() -> {
         try {
-          reported.await(30, TimeUnit.SECONDS);
+          reported.await(TestTime.scaledSeconds(30), TimeUnit.SECONDS);
         } catch (InterruptedException e) {
           Thread.currentThread().interrupt();
         }

@@ -1,5 +1,6 @@
 package io.nccl4j.launch;
 
+import io.nccl4j.testing.TestTime;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
@@ -36,10 +37,10 @@ final class ChildJvms {
     return Paths.get(System.getProperty("java.home"), "bin", "java").toString();
   }
 
-  /** Light JVMs: eight may share two cores. */
+  /** Light JVMs: eight may share two cores. Their guards scale as this JVM's do (TestTime). */
   static List<String> jvm(String classpath) {
     return new ArrayList<>(List.of(java(), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-        "-Djava.awt.headless=true", "-cp", classpath));
+        "-Djava.awt.headless=true", "-Dnccl4j.test.time.factor=" + TestTime.factor(), "-cp", classpath));
   }
 
   /** {@code main} with this JVM's classpath. */

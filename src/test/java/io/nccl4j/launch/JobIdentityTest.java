@@ -10,6 +10,7 @@ import io.nccl4j.Tensor;
 import io.nccl4j.Validation;
 import io.nccl4j.store.JobIdentity;
 import io.nccl4j.store.TcpStore;
+import io.nccl4j.testing.TestTime;
 import java.net.InetAddress;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -29,8 +30,8 @@ import org.junit.jupiter.api.Test;
 @Tag("multirank")
 @Tag("multiprocess")
 class JobIdentityTest {
-  private static final Duration TIMEOUT = Duration.ofSeconds(60);
-  private static final Duration FAST = Duration.ofSeconds(20);
+  private static final Duration TIMEOUT = TestTime.seconds(60);
+  private static final Duration FAST = TestTime.seconds(20);
   private static final InetAddress LOOPBACK = InetAddress.getLoopbackAddress();
 
   private static DistEnv rank(int port, int rank, int size) {

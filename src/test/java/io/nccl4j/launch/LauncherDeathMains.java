@@ -2,6 +2,7 @@ package io.nccl4j.launch;
 
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
+import io.nccl4j.testing.TestTime;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Arrays;
@@ -26,16 +27,16 @@ public final class LauncherDeathMains {
    */
   public static final class LongRank {
     public static void main(String[] args) throws Exception {
-      try (ProcessGroups.Joined j = ProcessGroups.init("cpu", Duration.ofSeconds(60))) {
+      try (ProcessGroups.Joined j = ProcessGroups.init("cpu", TestTime.seconds(60))) {
         try (Tensor t = Tensor.ofLongs(1, 2)) {
           j.group().allReduce(t, ReduceOp.SUM);
         }
-        String addr = new String(j.store().get("transport/addr/" + j.env().rank(), Duration.ofSeconds(60)),
+        String addr = new String(j.store().get("transport/addr/" + j.env().rank(), TestTime.seconds(60)),
             StandardCharsets.UTF_8);
         System.out.println("READY " + j.env().rank() + " " + ProcessHandle.current().pid() + " "
             + j.env().masterPort() + " " + addr.substring(addr.lastIndexOf(':') + 1));
         System.out.flush();
-        Thread.sleep(600_000);
+        Thread.sleep(600_000); // kept: the scenario, a long job the launcher's death must end
       }
     }
   }
@@ -46,7 +47,7 @@ public final class LauncherDeathMains {
       LauncherWatch.startIfLaunched(5);
       System.out.println("WATCHING " + LauncherWatch.watching());
       System.out.flush();
-      Thread.sleep(600_000);
+      Thread.sleep(600_000); // kept: the scenario, a rank that only its watch can end
     }
   }
 }

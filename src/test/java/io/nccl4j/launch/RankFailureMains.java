@@ -10,6 +10,7 @@ import io.nccl4j.Work;
 import io.nccl4j.store.JobIdentity;
 import io.nccl4j.store.Store;
 import io.nccl4j.testing.InterceptingStore;
+import io.nccl4j.testing.Waits;
 import java.net.InetAddress;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -248,7 +249,7 @@ public final class RankFailureMains {
           warmUp(pg);
           if (isVictim) {
             say("rank " + rank + " ready");
-            Thread.sleep(120_000);
+            Thread.sleep(120_000); // kept: the scenario, a victim alive until the test kills it
             System.exit(0);
           }
           survive(pg, true);
@@ -346,12 +347,11 @@ public final class RankFailureMains {
           warmUp(pg);
           say("rank " + rank + " ready");
           java.nio.file.Path go = java.nio.file.Path.of(args[3]);
-          while (!java.nio.file.Files.exists(go)) {
-            Thread.sleep(10);
-          }
+          Waits.await("the test's go file " + go, java.time.Duration.ofSeconds(60))
+              .until(() -> java.nio.file.Files.exists(go));
           // The rank that reads from the victim starts at once, the next in the ring 600 ms later...
           int place = Math.floorMod(rank - victim - 1, env.worldSize());
-          Thread.sleep(600L * place);
+          Thread.sleep(600L * place); // kept: the scenario, ranks that are deliberately late by turns
           survive(pg, false);
           leave(j.store(), rank, survivors, timeout);
           break;
@@ -488,7 +488,7 @@ public final class RankFailureMains {
             say("rank " + rank + " looping");
           }
           try {
-            Thread.sleep(5);
+            Thread.sleep(5); // kept: the pace of a loop of collectives that a stop interrupts
           } catch (InterruptedException ie) {
             Thread.currentThread().interrupt();
           }

@@ -215,15 +215,16 @@ class RankFailureProcessTest {
 
   private static void kill(String signal, long pid) throws Exception {
     Process k = new ProcessBuilder("kill", "-" + signal, Long.toString(pid)).inheritIO().start();
-    assertThat(k.waitFor(10, TimeUnit.SECONDS)).isTrue();
+    assertThat(k.waitFor(TestTime.scaledSeconds(10), TimeUnit.SECONDS)).isTrue();
     assertThat(k.exitValue()).as("kill -%s %d", signal, pid).isZero();
   }
 
   /** Cleanup of a stopped rank (SIGKILL ends a stopped process too; SIGCONT first, to be plain). */
   private static void resumeAndKill(Process p) throws Exception {
-    new ProcessBuilder("kill", "-CONT", Long.toString(p.pid())).inheritIO().start().waitFor(10, TimeUnit.SECONDS);
+    new ProcessBuilder("kill", "-CONT", Long.toString(p.pid())).inheritIO().start()
+        .waitFor(TestTime.scaledSeconds(10), TimeUnit.SECONDS);
     p.destroyForcibly();
-    p.waitFor(10, TimeUnit.SECONDS);
+    p.waitFor(TestTime.scaledSeconds(10), TimeUnit.SECONDS);
   }
 
   /**

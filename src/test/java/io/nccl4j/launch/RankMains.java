@@ -4,6 +4,8 @@ import io.nccl4j.DType;
 import io.nccl4j.ProcessGroup;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
+import io.nccl4j.testing.TestTime;
+import io.nccl4j.testing.Waits;
 import java.io.IOException;
 import java.time.Duration;
 import java.util.Arrays;
@@ -16,7 +18,8 @@ import java.util.Arrays;
 public final class RankMains {
   private RankMains() {}
 
-  static final Duration TIMEOUT = Duration.ofSeconds(60);
+  /** The ranks' group timeout: a guard, scaled as the test's (TestTime; the test passes its factor). */
+  static final Duration TIMEOUT = TestTime.seconds(60);
 
   /** Rank-encoded input: element i of rank r is {@code 100·(r+1) + i}. */
   static Tensor input(ProcessGroup pg, int count) {
@@ -39,7 +42,7 @@ public final class RankMains {
   static void killMyself() throws IOException, InterruptedException {
     long pid = ProcessHandle.current().pid();
     new ProcessBuilder("kill", "-9", Long.toString(pid)).inheritIO().start().waitFor();
-    Thread.sleep(60_000); // not reached
+    Thread.sleep(60_000); // kept: not reached; the signal ends the process while it sleeps
   }
 
   /** Prints the launcher's variables, one line to stdout and one to stderr. */
@@ -99,7 +102,8 @@ public final class RankMains {
           if (env.rank() == 1) {
             Runtime.getRuntime().halt(1);
           }
-          // The others wait for the launcher to stop them (it restarts the job when rank 1 fails).
+          // The others wait for the launcher to stop them (it restarts the job when rank 1 fails): kept, the
+          // scenario is a rank that hangs until stopped.
           Thread.sleep(TIMEOUT.toMillis());
           System.exit(2);
         }
@@ -183,7 +187,7 @@ public final class RankMains {
         System.out.flush();
         killMyself();
       }
-      Thread.sleep(120_000);
+      Thread.sleep(120_000); // kept: the scenario is ranks busy until the launcher stops them
       System.exit(0);
     }
   }
@@ -207,24 +211,23 @@ public final class RankMains {
       if (env.rank() == 1) {
         j.store().set("rank1/pid", Long.toString(ProcessHandle.current().pid()).getBytes());
         if (pending) {
-          // Wait until rank 0 is inside its second all-reduce.
+          // Wait until rank 0 is inside its second all-reduce (it says so once the collective has started).
           j.store().get("rank0/waiting", TIMEOUT);
-          Thread.sleep(500);
         }
         killMyself();
       }
       long peer = Long.parseLong(new String(j.store().get("rank1/pid", TIMEOUT)));
       if (!pending) {
         // Rank 1 is gone before rank 0 starts its next collective.
-        long until = System.nanoTime() + TIMEOUT.toNanos();
-        while (ProcessHandle.of(peer).map(ProcessHandle::isAlive).orElse(false) && !isZombie(peer)
-            && System.nanoTime() < until) {
-          Thread.sleep(20);
-        }
+        Waits.await("rank 1 (pid " + peer + ") gone", Duration.ofSeconds(60)).until(() ->
+            !ProcessHandle.of(peer).map(ProcessHandle::isAlive).orElse(false) || isZombie(peer));
       }
       long start = System.nanoTime();
       try {
         io.nccl4j.Work w = pg.allReduceAsync(t, ReduceOp.SUM);
+        if (pending) {
+          Waits.untilStarted(pg, w);
+        }
         j.store().set("rank0/waiting", new byte[] {1});
         w.waitFor();
         System.out.println("second all-reduce returned " + Arrays.toString(t.toLongArray()));
@@ -258,7 +261,7 @@ public final class RankMains {
       if (env.rank() == 1) {
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
           try {
-            Thread.sleep(300_000);
+            Thread.sleep(300_000); // kept: the scenario is a hook that never ends
           } catch (InterruptedException e) {
             // killed
           }
@@ -266,13 +269,10 @@ public final class RankMains {
         System.out.println("pid " + ProcessHandle.current().pid());
         System.out.flush();
         java.nio.file.Files.writeString(marker, "ready");
-        Thread.sleep(300_000);
+        Thread.sleep(300_000); // kept: the scenario is a rank that goes on until killed
         System.exit(0);
       }
-      long until = System.nanoTime() + TIMEOUT.toNanos();
-      while (!java.nio.file.Files.exists(marker) && System.nanoTime() < until) {
-        Thread.sleep(20);
-      }
+      Waits.await("rank 1's marker " + marker, Duration.ofSeconds(60)).until(() -> java.nio.file.Files.exists(marker));
       System.out.println("rank 0 fails now");
       System.out.flush();
       System.exit(1);
@@ -284,7 +284,7 @@ public final class RankMains {
     public static void main(String[] args) throws Exception {
       System.out.println("pid " + ProcessHandle.current().pid());
       System.out.flush();
-      Thread.sleep(1000L * (args.length > 0 ? Integer.parseInt(args[0]) : 300));
+      Thread.sleep(1000L * (args.length > 0 ? Integer.parseInt(args[0]) : 300)); // kept: the scenario
       System.exit(0);
     }
   }

@@ -15,6 +15,7 @@ import io.nccl4j.store.StoreTimeoutException;
 import io.nccl4j.store.TcpStore;
 import io.nccl4j.store.TcpStoreServer;
 import io.nccl4j.testing.TorchPythons;
+import io.nccl4j.testing.TestTime;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.time.Duration;
@@ -34,7 +35,7 @@ import org.junit.jupiter.api.Test;
  */
 @Tag("multiprocess")
 class SharedNcclGroupTest {
-  private static final Duration TIMEOUT = Duration.ofSeconds(60);
+  private static final Duration TIMEOUT = TestTime.seconds(60);
 
   private CallLog log;
   private FakeNccl fake;
@@ -83,7 +84,7 @@ class SharedNcclGroupTest {
         assertThat(pg.validation()).isEqualTo(Validation.OFF);
         store.set("java-joined", new byte[] {1});
       }
-      assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
+      assertThat(p.waitFor(TestTime.scaledSeconds(60), TimeUnit.SECONDS)).isTrue();
       assertThat(p.exitValue()).isZero();
     } finally {
       p.destroyForcibly();
@@ -100,7 +101,7 @@ class SharedNcclGroupTest {
           + " s = d.TCPStore('127.0.0.1', " + server.port() + ", 2, False, timeout=datetime.timedelta(seconds=60));"
           + " print(s.get('nccl_unique_id').hex(), flush=True)").start();
       String hex = new String(p.getInputStream().readAllBytes(), UTF_8).trim();
-      assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
+      assertThat(p.waitFor(TestTime.scaledSeconds(60), TimeUnit.SECONDS)).isTrue();
       assertThat(fake.initIds).hasSize(1);
       assertThat(hex).isEqualTo(HexFormat.of().formatHex(fake.initIds.get(0)));
     }

@@ -4,6 +4,7 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.nccl4j.testing.TorchPythons;
+import io.nccl4j.testing.TestTime;
 import java.io.IOException;
 import java.net.ServerSocket;
 import java.nio.file.Files;
@@ -64,7 +65,7 @@ class TorchrunTest {
     Process p = pb.start();
     p.getOutputStream().close();
     String out = new String(p.getInputStream().readAllBytes(), UTF_8);
-    assertThat(p.waitFor(120, TimeUnit.SECONDS)).isTrue();
+    assertThat(p.waitFor(TestTime.scaledSeconds(120), TimeUnit.SECONDS)).isTrue();
     assertThat(p.exitValue()).as(out).isZero();
     long[] expected = RankMains.expectedSum(ranks, 6);
     for (int r = 0; r < ranks; r++) {
@@ -98,7 +99,7 @@ class TorchrunTest {
     Process p = pb.start();
     p.getOutputStream().close();
     String out = new String(p.getInputStream().readAllBytes(), UTF_8);
-    assertThat(p.waitFor(180, TimeUnit.SECONDS)).isTrue();
+    assertThat(p.waitFor(TestTime.scaledSeconds(180), TimeUnit.SECONDS)).isTrue();
     assertThat(p.exitValue()).as(out).isZero();
     String expected = Arrays.toString(RankMains.expectedSum(2, 6));
     assertThat(out).as(out).contains("attempt=0 rank=1 result=" + expected)

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.nccl4j.DType;
 import io.nccl4j.Device;
 import io.nccl4j.Tensor;
+import io.nccl4j.testing.TestTime;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
@@ -343,7 +344,7 @@ class AllocatorTest {
         start.countDown();
         long grand = 0;
         for (Future<Long> f : futures) {
-          grand += f.get(5, TimeUnit.MINUTES);
+          grand += f.get(TestTime.scaledSeconds(300), TimeUnit.SECONDS);
         }
         assertThat(grand).isPositive();
       } finally {

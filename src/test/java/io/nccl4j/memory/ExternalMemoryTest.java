@@ -9,6 +9,8 @@ import io.nccl4j.LocalCluster;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
 import io.nccl4j.Work;
+import io.nccl4j.testing.TestTime;
+import io.nccl4j.testing.Waits;
 import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.List;
@@ -48,11 +50,15 @@ class ExternalMemoryTest {
     alloc.close();
   }
 
-  private static void awaitGc(String what, AtomicInteger released) throws InterruptedException {
-    for (int round = 0; round < 600 && released.get() == 0; round++) {
+  /** Collects until {@code released} is told, under a 12 s guard scaled by TestTime; then it is told exactly once. */
+  private static void awaitGc(String what, AtomicInteger released) {
+    Waits.await(what, Duration.ofSeconds(12)).pollInterval(Duration.ofMillis(20)).until(() -> {
+      if (released.get() != 0) {
+        return true;
+      }
       System.gc();
-      Thread.sleep(20);
-    }
+      return false;
+    });
     assertThat(released.get()).as(what).isEqualTo(1);
   }
 
@@ -171,10 +177,11 @@ class ExternalMemoryTest {
     CountDownLatch checked = new CountDownLatch(1);
     AtomicInteger released = new AtomicInteger();
     int n = 64;
-    List<double[]> results = LocalCluster.of(2).timeout(Duration.ofSeconds(60)).call(pg -> {
+    List<double[]> results = LocalCluster.of(2).timeout(TestTime.seconds(60)).call(pg -> {
       try (Tensor owner = Tensor.arange(100L * pg.rank(), 100L * pg.rank() + n, DType.FLOAT32, pg.allocator())) {
         if (pg.rank() == 1) {
-          assertThat(checked.await(30, TimeUnit.SECONDS)).as("rank 0 checked its owner").isTrue();
+          assertThat(checked.await(TestTime.scaledSeconds(30), TimeUnit.SECONDS)).as("rank 0 checked its owner")
+              .isTrue();
           pg.allReduce(owner, ReduceOp.SUM);
           return owner.toDoubleArray();
         }
@@ -182,7 +189,7 @@ class ExternalMemoryTest {
             .onRelease(released::incrementAndGet), DType.FLOAT32);
         Work w = pg.allReduceAsync(t, ReduceOp.SUM);
         t.close();
-        Thread.sleep(50);
+        Waits.untilStarted(pg, w); // in flight: it cannot complete before rank 1 joins, after the check below
         int early = released.get();
         checked.countDown();
         assertThat(early).as("told while the all-reduce was in flight").isZero();

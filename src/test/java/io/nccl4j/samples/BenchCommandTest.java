@@ -3,6 +3,7 @@ package io.nccl4j.samples;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.nccl4j.testing.TestTime;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.nccl4j.LocalCluster;
@@ -110,7 +111,7 @@ class BenchCommandTest {
 
   @Test
   void runRankVerifiesEveryCycleAndRoundsCountsToTheWorldSize() {
-    List<List<SizeResult>> all = LocalCluster.of(3).timeout(Duration.ofSeconds(60))
+    List<List<SizeResult>> all = LocalCluster.of(3).timeout(TestTime.seconds(60))
         .call(pg -> BenchCommand.runRank(pg, List.of(1024L, 4000L), 0, 2, null));
     for (List<SizeResult> rank : all) {
       assertThat(rank).hasSize(2);
@@ -135,7 +136,7 @@ class BenchCommandTest {
   @Test
   void maxOverRanksIsTheElementWiseMaximum() {
     // rank r's cycle c: direct = 10·c + (r == c % 3 ? 100 : r); decomposed = 5·c + (r == (c + 1) % 3 ? 50 : r)
-    List<double[]> all = LocalCluster.of(3).timeout(Duration.ofSeconds(60)).call(pg -> {
+    List<double[]> all = LocalCluster.of(3).timeout(TestTime.seconds(60)).call(pg -> {
       int r = pg.rank();
       double[][] times = new double[2][4];
       for (int c = 0; c < 4; c++) {
@@ -152,7 +153,7 @@ class BenchCommandTest {
 
   @Test
   void sumOverRanks() {
-    List<Long> all = LocalCluster.of(4).timeout(Duration.ofSeconds(60))
+    List<Long> all = LocalCluster.of(4).timeout(TestTime.seconds(60))
         .call(pg -> BenchCommand.sumOverRanks(pg, 1L << (10 * pg.rank())));
     assertThat(all).containsOnly(1L + (1L << 10) + (1L << 20) + (1L << 30));
   }

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.nccl4j.testing.TestTime;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -25,6 +26,8 @@ import picocli.CommandLine;
  */
 @Tag("multirank")
 class CliTest {
+  /** The group timeout the command line is given: a guard against a hang, scaled for a busy machine (TestTime). */
+  private static final String GUARD_S = Long.toString(TestTime.scaledSeconds(60));
   private static final String[] CONTRACT_NAMES = {"exact-sum-equivalence", "wrong-shard-order-rejected",
       "wrong-reduction-op-rejected", "padding-and-trim-equivalence", "nondivisible-without-padding-rejected"};
 
@@ -54,7 +57,7 @@ class CliTest {
     String[] all = new String[args.length + 2];
     System.arraycopy(args, 0, all, 0, args.length);
     all[args.length] = "--timeout";
-    all[args.length + 1] = "60";
+    all[args.length + 1] = GUARD_S;
     return all;
   }
 
@@ -84,7 +87,7 @@ class CliTest {
 
   @Test
   void contractsThroughExecuteReturnZero() {
-    CapturedRun e = execute("contracts", "--timeout", "60");
+    CapturedRun e = execute("contracts", "--timeout", GUARD_S);
     assertThat(e.code()).isZero();
     assertThat(e.err()).isEmpty();
     List<String> lines = e.out().lines().toList();
@@ -160,7 +163,7 @@ class CliTest {
   @Test
   void contractsJsonThroughExecute(@TempDir Path dir) throws Exception {
     Path file = dir.resolve("c.json");
-    CapturedRun e = execute("contracts", "--json", file.toString(), "--world-size", "2", "--timeout", "60");
+    CapturedRun e = execute("contracts", "--json", file.toString(), "--world-size", "2", "--timeout", GUARD_S);
     assertThat(e.code()).isZero();
     JsonNode doc = new ObjectMapper().readTree(file.toFile());
     assertThat(doc.get("passed").asInt()).isEqualTo(10);
@@ -172,7 +175,7 @@ class CliTest {
 
   @Test
   void ncclBackendIsUnavailable() {
-    CapturedRun e = execute("contracts", "--backend", "nccl", "--timeout", "60");
+    CapturedRun e = execute("contracts", "--backend", "nccl", "--timeout", GUARD_S);
     assertThat(e.code()).isEqualTo(2);
     assertThat(e.err().trim()).isEqualTo(
         "nccl4j: --backend nccl: the NCCL backend is not usable: " + BackendChoice.ncclUnavailableReason(4));
@@ -180,14 +183,14 @@ class CliTest {
 
   @Test
   void unknownBackendExitsTwo() {
-    CapturedRun e = execute("contracts", "--backend", "bogus", "--timeout", "60");
+    CapturedRun e = execute("contracts", "--backend", "bogus", "--timeout", GUARD_S);
     assertThat(e.code()).isEqualTo(2);
     assertThat(e.err().trim()).isEqualTo("nccl4j: --backend must be auto, cpu or nccl, got 'bogus'");
   }
 
   @Test
   void worldSizeZeroExitsTwo() {
-    CapturedRun e = execute("contracts", "--world-size", "0", "--timeout", "60");
+    CapturedRun e = execute("contracts", "--world-size", "0", "--timeout", GUARD_S);
     assertThat(e.code()).isEqualTo(2);
     assertThat(e.err().trim()).isEqualTo("nccl4j: --world-size must be >= 1, got 0");
     assertThat(execute("equivalence", "--world-size", "-3").code()).isEqualTo(2);
@@ -195,7 +198,7 @@ class CliTest {
 
   @Test
   void badCountsAndTimeoutExitTwo() {
-    CapturedRun count = execute("contracts", "--count", "0", "--timeout", "60");
+    CapturedRun count = execute("contracts", "--count", "0", "--timeout", GUARD_S);
     assertThat(count.code()).isEqualTo(2);
     assertThat(count.err()).contains("--count and --nondivisible-count must be >= 1");
     CapturedRun timeout = execute("contracts", "--timeout", "0");
@@ -239,7 +242,7 @@ class CliTest {
 
   @Test
   void equivalenceAtWorldSizeTwoThroughExecute() {
-    CapturedRun e = execute("equivalence", "--world-size", "2", "--timeout", "60");
+    CapturedRun e = execute("equivalence", "--world-size", "2", "--timeout", GUARD_S);
     assertThat(e.code()).isZero();
     List<String> lines = e.out().lines().toList();
     // 8 elements per rank: rank 0 [0..7], rank 1 [8..15]; sums 8 + 2i.
@@ -264,7 +267,7 @@ class CliTest {
 
   @Test
   void demoPasses() {
-    CapturedRun e = execute("demo", "--timeout", "60");
+    CapturedRun e = execute("demo", "--timeout", GUARD_S);
     assertThat(e.code()).isZero();
     List<String> lines = e.out().lines().toList();
     assertThat(lines.get(0)).startsWith("nccl4j demo — backend: cpu");
@@ -329,7 +332,7 @@ class CliTest {
   @Test
   void traceAnalyzeNamesTheFirstDivergenceAndExitsOne(@TempDir Path dir) {
     org.assertj.core.api.Assertions.catchThrowable(() -> io.nccl4j.LocalCluster.of(2)
-        .timeout(java.time.Duration.ofSeconds(60)).run(pg -> {
+        .timeout(TestTime.seconds(60)).run(pg -> {
           pg.dumpFlightRecorderOnFailure(dir);
           try (io.nccl4j.Tensor t = pg.zeros(pg.rank() == 0 ? 4 : 5, io.nccl4j.DType.INT32)) {
             pg.allReduce(t, io.nccl4j.ReduceOp.SUM);
@@ -343,7 +346,7 @@ class CliTest {
 
   @Test
   void traceAnalyzeOfAHealthyJobExitsZero(@TempDir Path dir) {
-    io.nccl4j.LocalCluster.of(2).timeout(java.time.Duration.ofSeconds(60)).run(pg -> {
+    io.nccl4j.LocalCluster.of(2).timeout(TestTime.seconds(60)).run(pg -> {
       pg.barrier();
       pg.dumpFlightRecorder(dir, "on demand");
     });
@@ -395,10 +398,10 @@ class CliTest {
 
   @Test
   void validationOptionRunsTheContractsAndRejectsUnknownModes() {
-    CapturedRun ok = execute("contracts", "--validation", "detail", "--world-size", "2", "--timeout", "60");
+    CapturedRun ok = execute("contracts", "--validation", "detail", "--world-size", "2", "--timeout", GUARD_S);
     assertThat(ok.code()).as(ok.err()).isZero();
     assertThat(ok.out()).contains("10 passed, 0 failed").doesNotContain("mismatch");
-    CapturedRun bad = execute("contracts", "--validation", "full", "--timeout", "60");
+    CapturedRun bad = execute("contracts", "--validation", "full", "--timeout", GUARD_S);
     assertThat(bad.code()).isEqualTo(2);
     assertThat(bad.err()).contains("full");
   }

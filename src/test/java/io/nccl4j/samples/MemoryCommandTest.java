@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.nccl4j.LocalCluster;
 import io.nccl4j.samples.MemoryCommand.ModeResult;
 import io.nccl4j.samples.MemoryCommand.Step;
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.List;
 import org.junit.jupiter.api.Tag;
@@ -18,7 +19,7 @@ class MemoryCommandTest {
   private static final long MIB = 1L << 20;
 
   private static List<List<ModeResult>> ranks(int p, long bytes) {
-    return LocalCluster.of(p).timeout(Duration.ofSeconds(60)).call(pg -> MemoryCommand.runRank(pg, bytes));
+    return LocalCluster.of(p).timeout(TestTime.seconds(60)).call(pg -> MemoryCommand.runRank(pg, bytes));
   }
 
   private static long[] steadyAndPeak(ModeResult m) {

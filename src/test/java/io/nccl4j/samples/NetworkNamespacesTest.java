@@ -2,7 +2,10 @@ package io.nccl4j.samples;
 
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.entry;
 
+import io.nccl4j.testing.SweepOutput;
+import io.nccl4j.testing.TestTime;
 import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.List;
@@ -26,6 +29,8 @@ import org.junit.jupiter.api.Test;
  */
 @Tag("multiprocess")
 class NetworkNamespacesTest {
+  /** The group timeout the command line is given: a guard against a hang, scaled for a busy machine (TestTime). */
+  private static final String GUARD_S = Long.toString(TestTime.scaledSeconds(60));
   private static final String ID = Integer.toHexString(ThreadLocalRandom.current().nextInt(1 << 20, 1 << 24));
   private static final String A = "n4j" + ID + "a";
   private static final String B = "n4j" + ID + "b";
@@ -39,7 +44,7 @@ class NetworkNamespacesTest {
   private static String run(String... cmd) throws Exception {
     Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
     String out = new String(p.getInputStream().readAllBytes(), UTF_8);
-    if (!p.waitFor(30, TimeUnit.SECONDS) || p.exitValue() != 0) {
+    if (!p.waitFor(TestTime.scaledSeconds(30), TimeUnit.SECONDS) || p.exitValue() != 0) {
       throw new IllegalStateException(String.join(" ", cmd) + " failed: " + out.trim());
     }
     return out;
@@ -117,7 +122,7 @@ class NetworkNamespacesTest {
         Process p = pb.start();
         p.getOutputStream().close();
         String out = new String(p.getInputStream().readAllBytes(), UTF_8);
-        if (!p.waitFor(180, TimeUnit.SECONDS)) {
+        if (!p.waitFor(TestTime.scaledSeconds(180), TimeUnit.SECONDS)) {
           p.destroyForcibly();
           return "TIMED OUT\n" + out;
         }
@@ -131,7 +136,8 @@ class NetworkNamespacesTest {
   private static String[] both(int port, String... command) throws Exception {
     CompletableFuture<String> a = node(A, 0, port, command);
     CompletableFuture<String> b = node(B, 1, port, command);
-    return new String[] {a.get(200, TimeUnit.SECONDS), b.get(200, TimeUnit.SECONDS)};
+    long guard = TestTime.scaledSeconds(200);
+    return new String[] {a.get(guard, TimeUnit.SECONDS), b.get(guard, TimeUnit.SECONDS)};
   }
 
   /** One rank started by {@code ip netns exec} in namespace {@code ns}, without the launcher (as torchrun or a script would). */
@@ -153,22 +159,26 @@ class NetworkNamespacesTest {
   void ranksStartedOneByOneInOneNamespaceShareMemory() throws Exception {
     int port = 30100 + NET;
     String[] sweep = {"sweep", "--backend", "cpu", "--op", "allreduce", "-b", "1K", "-e", "1M", "-f", "1024", "-n",
-        "2", "-w", "1", "--timeout", "60"};
+        "2", "-w", "1", "--timeout", GUARD_S};
     CompletableFuture<String> zero = rankByHand(A, 0, port, sweep);
     CompletableFuture<String> one = rankByHand(A, 1, port, sweep);
-    String out0 = zero.get(200, TimeUnit.SECONDS);
-    String out1 = one.get(200, TimeUnit.SECONDS);
+    String out0 = zero.get(TestTime.scaledSeconds(200), TimeUnit.SECONDS);
+    String out1 = one.get(TestTime.scaledSeconds(200), TimeUnit.SECONDS);
     String shown = out0 + "\n--- rank 1 ---\n" + out1;
-    assertThat(out0).as(shown).startsWith("exit 0")
-        .contains("2 ranks on one host: shared memory between them")
-        .contains("# algorithms (out-of-place/in-place): one-shot/one-shot 1024, direct/direct 1048576")
-        .contains("# out-of-bounds values: 0 OK");
+    assertThat(out0).as(shown).startsWith("exit 0");
+    // The facts: rank 0 found 2 ranks on its host and shares memory with the other; the algorithms that do; no wrong.
+    assertThat(out0.lines()).as(shown).anyMatch(l -> l.contains("2 ranks") && l.contains("one host")
+        && l.contains("shared memory"));
+    SweepOutput rank0 = SweepOutput.of(out0.lines().skip(1).toList(), 0);
+    assertThat(rank0.algorithms()).as(shown)
+        .containsExactly(entry("1024", "one-shot/one-shot"), entry("1048576", "direct/direct"));
+    assertThat(rank0.outOfBounds()).as(shown).isZero();
     assertThat(out1).as(shown).startsWith("exit 0");
   }
 
   @Test
   void twoHostsOfTwoRanksPassTheContracts() throws Exception {
-    String[] out = both(29500 + NET, "contracts", "--backend", "cpu", "--timeout", "60");
+    String[] out = both(29500 + NET, "contracts", "--backend", "cpu", "--timeout", GUARD_S);
     assertThat(out[0]).as(out[0] + "\n--- node 1 ---\n" + out[1]).startsWith("exit 0").contains("20 passed, 0 failed");
     assertThat(out[1]).as(out[1]).startsWith("exit 0");
   }
@@ -176,18 +186,23 @@ class NetworkNamespacesTest {
   @Test
   void acrossHostsTheSweepRunsHierarchicallyAndIsExact() throws Exception {
     String[] out = both(29700 + NET, "sweep", "--backend", "cpu", "--op", "allreduce", "-b", "1K", "-e", "4M", "-f",
-        "64", "-n", "3", "-w", "1", "--timeout", "60");
-    assertThat(out[0]).as(out[0] + "\n--- node 1 ---\n" + out[1]).startsWith("exit 0")
-        .contains("2 hosts of 2 ranks each: shared memory within each host, TCP between hosts")
-        .contains("# algorithms (out-of-place/in-place): hierarchical-one-shot/hierarchical-one-shot 1024–65536,"
-            + " hierarchical/hierarchical 4194304")
-        .contains("# out-of-bounds values: 0 OK");
+        "64", "-n", "3", "-w", "1", "--timeout", GUARD_S);
+    String shown = out[0] + "\n--- node 1 ---\n" + out[1];
+    assertThat(out[0]).as(shown).startsWith("exit 0");
+    // The facts: 2 hosts of 2 ranks, shared memory within each and TCP between; hierarchical algorithms; no wrong.
+    assertThat(out[0].lines()).as(shown).anyMatch(l -> l.contains("2 hosts") && l.contains("2 ranks")
+        && l.contains("shared memory") && l.contains("TCP"));
+    SweepOutput rank0 = SweepOutput.of(out[0].lines().toList(), 0);
+    assertThat(rank0.algorithms()).as(shown).containsExactly(
+        entry("1024–65536", "hierarchical-one-shot/hierarchical-one-shot"),
+        entry("4194304", "hierarchical/hierarchical"));
+    assertThat(rank0.outOfBounds()).as(shown).isZero();
   }
 
   @Test
   void acrossHostsTheBoundIsTheLinkBetweenThemMeasuredByTcp() throws Exception {
     String[] out = both(29900 + NET, "sweep", "--backend", "cpu", "--op", "allreduce", "-b", "1M", "-e", "16M", "-f",
-        "4", "-n", "3", "-w", "1", "--timeout", "60", "--bound");
+        "4", "-n", "3", "-w", "1", "--timeout", GUARD_S, "--bound");
     String shown = out[0] + "\n--- node 1 ---\n" + out[1];
     assertThat(out[0]).as(shown).startsWith("exit 0").contains("# out-of-bounds values: 0 OK");
     assertThat(out[1]).as(shown).startsWith("exit 0");

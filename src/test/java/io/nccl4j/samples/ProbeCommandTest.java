@@ -3,6 +3,7 @@ package io.nccl4j.samples;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.nccl4j.testing.TestTime;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.nccl4j.LocalCluster;
@@ -85,7 +86,7 @@ class ProbeCommandTest {
   @Test
   void runRankRecordsOnlyThisRanksMeasuredLaunches() {
     int p = 3;
-    List<RankResult> all = LocalCluster.of(p).timeout(Duration.ofSeconds(60))
+    List<RankResult> all = LocalCluster.of(p).timeout(TestTime.seconds(60))
         .call(pg -> ProbeCommand.runRank(pg, 96 * 1024, 2, 4, 0));
     assertThat(all).hasSize(p);
     for (int r = 0; r < p; r++) {

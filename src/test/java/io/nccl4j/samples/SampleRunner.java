@@ -1,5 +1,6 @@
 package io.nccl4j.samples;
 
+import io.nccl4j.testing.TestTime;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -41,7 +42,7 @@ final class SampleRunner {
     List<String> all = new ArrayList<>(List.of(args));
     if (!all.contains("--timeout")) {
       all.add("--timeout");
-      all.add("60");
+      all.add(Long.toString(TestTime.scaledSeconds(60))); // a guard, scaled for a busy machine
     }
     new CommandLine(command).parseArgs(all.toArray(String[]::new));
     return command;

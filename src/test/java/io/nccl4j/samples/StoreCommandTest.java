@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.nccl4j.store.TcpStore;
 import io.nccl4j.testing.TorchPythons;
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -18,14 +19,14 @@ import picocli.CommandLine;
  */
 @Tag("multiprocess")
 class StoreCommandTest {
-  private static final Duration LONG = Duration.ofSeconds(60);
+  private static final Duration LONG = TestTime.seconds(60);
 
   @Test
   void servesNccl4jAndPyTorchClientsUntilStopped() throws Exception {
     StoreCommand cmd = new StoreCommand();
     CompletableFuture<Integer> running = CompletableFuture.supplyAsync(
         () -> Cli.execute(new CommandLine(cmd), "--port", "0", "--host", "127.0.0.1"));
-    assertThat(cmd.started.await(60, TimeUnit.SECONDS)).isTrue();
+    assertThat(cmd.started.await(TestTime.scaledSeconds(60), TimeUnit.SECONDS)).isTrue();
     int port = cmd.server.port();
     try (TcpStore java = TcpStore.connect("127.0.0.1", port, LONG)) {
       java.set("from-java", "java's value".getBytes(UTF_8));
@@ -35,7 +36,7 @@ class StoreCommandTest {
             + " s = d.TCPStore('127.0.0.1', " + port + ", 2, False, timeout=datetime.timedelta(seconds=30));"
             + " s.set('from-python', s.get('from-java') + b' seen by python')").redirectErrorStream(true).start();
         String out = new String(p.getInputStream().readAllBytes(), UTF_8);
-        assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
+        assertThat(p.waitFor(TestTime.scaledSeconds(60), TimeUnit.SECONDS)).isTrue();
         assertThat(p.exitValue()).as(out).isZero();
         assertThat(java.get("from-python", LONG)).isEqualTo("java's value seen by python".getBytes(UTF_8));
       } else {

@@ -3,6 +3,7 @@ package io.nccl4j.samples;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.nccl4j.nccl.Nccl;
+import io.nccl4j.testing.TestTime;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -13,6 +14,8 @@ import org.junit.jupiter.api.Test;
  */
 @Tag("unit")
 class WeightsCommandTest {
+  /** The group timeout the command line is given: a guard against a hang, scaled for a busy machine (TestTime). */
+  private static final String GUARD_S = Long.toString(TestTime.scaledSeconds(60));
   private static CapturedRun execute(String... args) {
     String[] all = new String[args.length + 1];
     all[0] = "weights";
@@ -47,7 +50,7 @@ class WeightsCommandTest {
     String why = Nccl.unavailableReason(1);
     Assumptions.assumeTrue(why != null, "NCCL runs here: the pair runs in ci/gpu-check.sh instead");
     // Port 1: nothing listens, and the command must not get as far as trying.
-    CapturedRun r = execute("--store", "127.0.0.1:1", "--timeout", "60");
+    CapturedRun r = execute("--store", "127.0.0.1:1", "--timeout", GUARD_S);
     assertThat(r.code()).isEqualTo(ExitCodes.USAGE);
     assertThat(r.err().trim()).isEqualTo("nccl4j: weights needs NCCL and a GPU: " + why);
   }

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
 import io.nccl4j.BackendException;
+import io.nccl4j.testing.TestTime;
 import java.io.BufferedOutputStream;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
@@ -24,13 +25,13 @@ import org.junit.jupiter.api.Test;
  * Departure notices ({@link Store#setOnDeparture}): nccl4j's server sets a client's notices when its connection
  * ends, however it ends, for the keys not set by then, and wakes their readers; only an nccl4j client can register
  * them, and a registration is held to the listener's caps. Waits are 60 s; a reader woken by a notice is asserted
- * to be woken within 1 s of the close.
+ * to be woken within 1 s of the close (both scaled by TestTime, which keeps the one far below the other).
  */
 @Tag("unit")
 class DepartureNoticeTest {
-  private static final Duration LONG = Duration.ofSeconds(60);
-  private static final Duration WOKEN = Duration.ofSeconds(1);
-  private static final ListenerLimits SMALL = new ListenerLimits(64, 1024, Duration.ofSeconds(5));
+  private static final Duration LONG = StoreServers.LONG;
+  private static final Duration WOKEN = TestTime.seconds(1);
+  private static final ListenerLimits SMALL = new ListenerLimits(64, 1024, TestTime.seconds(5));
 
   private final StoreServers servers = new StoreServers();
 

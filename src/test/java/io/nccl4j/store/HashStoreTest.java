@@ -6,6 +6,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
 import io.nccl4j.BackendException;
+import io.nccl4j.testing.TestTime;
+import io.nccl4j.testing.Waits;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -22,11 +24,20 @@ import org.junit.jupiter.api.Test;
 /** {@link HashStore}: PyTorch's in-process c10d store. */
 @Tag("unit")
 class HashStoreTest {
-  private static final Duration LONG = Duration.ofSeconds(30);
-  private static final long DID_NOT_HANG_S = 10;
+  /** Guards against a hang, scaled for a busy machine (TestTime). */
+  private static final Duration LONG = TestTime.seconds(30);
+  private static final long DID_NOT_HANG_S = TestTime.scaledSeconds(10);
 
   private static byte[] b(String s) {
     return s.getBytes(UTF_8);
+  }
+
+  /**
+   * Waits until {@code threads} threads are blocked in the store's get or wait: what a test that means to wake
+   * them (a set, an add, a close, an interrupt) must see first, or it proves nothing about waking.
+   */
+  private static void blocked(HashStore store, int threads) {
+    Waits.await(threads + " thread(s) blocked in the store").until(() -> store.waiting() == threads);
   }
 
   @Test
@@ -60,13 +71,8 @@ class HashStoreTest {
   @Test
   void getBlocksUntilAnotherThreadSetsTheKey() throws Exception {
     try (HashStore store = new HashStore(LONG)) {
-      CountDownLatch started = new CountDownLatch(1);
-      CompletableFuture<byte[]> reader = CompletableFuture.supplyAsync(() -> {
-        started.countDown();
-        return store.get("late", LONG);
-      });
-      started.await();
-      Thread.sleep(100);
+      CompletableFuture<byte[]> reader = CompletableFuture.supplyAsync(() -> store.get("late", LONG));
+      blocked(store, 1);
       assertThat(reader).as("still waiting for the key").isNotDone();
       store.set("late", b("here"));
       assertThat(reader.get(DID_NOT_HANG_S, TimeUnit.SECONDS)).isEqualTo(b("here"));
@@ -134,7 +140,7 @@ class HashStoreTest {
   void addWakesWaiters() throws Exception {
     try (HashStore store = new HashStore(LONG)) {
       CompletableFuture<byte[]> reader = CompletableFuture.supplyAsync(() -> store.get("n", LONG));
-      Thread.sleep(50);
+      blocked(store, 1);
       store.add("n", 3);
       assertThat(reader.get(DID_NOT_HANG_S, TimeUnit.SECONDS)).isEqualTo(b("3"));
     }
@@ -164,7 +170,7 @@ class HashStoreTest {
   void compareSetWakesWaiters() throws Exception {
     try (HashStore store = new HashStore(LONG)) {
       CompletableFuture<byte[]> reader = CompletableFuture.supplyAsync(() -> store.get("leader", LONG));
-      Thread.sleep(50);
+      blocked(store, 1);
       store.compareSet("leader", new byte[0], b("rank3"));
       assertThat(reader.get(DID_NOT_HANG_S, TimeUnit.SECONDS)).isEqualTo(b("rank3"));
     }
@@ -179,7 +185,7 @@ class HashStoreTest {
       assertThat(store.check(List.of("a"))).isTrue();
       assertThat(store.check(List.of("a", "b"))).isFalse();
       CompletableFuture<Void> waiter = CompletableFuture.runAsync(() -> store.wait(List.of("a", "b"), LONG));
-      Thread.sleep(50);
+      blocked(store, 1);
       assertThat(waiter).isNotDone();
       store.set("b", b("2"));
       waiter.get(DID_NOT_HANG_S, TimeUnit.SECONDS);
@@ -210,7 +216,7 @@ class HashStoreTest {
     HashStore store = new HashStore(LONG);
     CompletableFuture<byte[]> reader = CompletableFuture.supplyAsync(() -> store.get("never", LONG));
     CompletableFuture<Void> waiter = CompletableFuture.runAsync(() -> store.wait(List.of("never"), LONG));
-    Thread.sleep(100);
+    blocked(store, 2);
     assertThat(reader).isNotDone();
 
     store.close();
@@ -236,7 +242,7 @@ class HashStoreTest {
         result.complete(Thread.currentThread().isInterrupted() ? e : new AssertionError("interrupt flag lost", e));
       });
       t.start();
-      Thread.sleep(50);
+      blocked(store, 1);
       t.interrupt();
       assertThat(result.get(DID_NOT_HANG_S, TimeUnit.SECONDS)).isInstanceOf(StoreTimeoutException.class)
           .hasMessageContaining("interrupted while waiting for keys [never]");

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.nccl4j.BackendException;
 import io.nccl4j.testing.TorchPythons;
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Assumptions;
@@ -20,7 +21,7 @@ import org.junit.jupiter.api.Test;
  */
 @Tag("multiprocess")
 class JobStoreAdmitsPyTorchTest {
-  private static final Duration LONG = Duration.ofSeconds(60);
+  private static final Duration LONG = TestTime.seconds(60);
 
   private static String python() {
     return TorchPythons.current().orElseGet(() -> {
@@ -45,7 +46,7 @@ class JobStoreAdmitsPyTorchTest {
       rank0.set("from-job", "the job's value".getBytes(UTF_8));
       Process p = pythonSetsAndReads(python, rank0.server().port());
       String out = new String(p.getInputStream().readAllBytes(), UTF_8);
-      assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
+      assertThat(p.waitFor(TestTime.scaledSeconds(60), TimeUnit.SECONDS)).isTrue();
       assertThat(p.exitValue()).as(out).isZero();
       try (TcpStore rank1 = TcpStore.connect("127.0.0.1", rank0.server().port(), LONG, job)) {
         assertThat(rank1.get("from-python", LONG)).isEqualTo("the job's value and python".getBytes(UTF_8));
@@ -64,7 +65,7 @@ class JobStoreAdmitsPyTorchTest {
       rank0.set("from-job", "the job's value".getBytes(UTF_8));
       Process p = pythonSetsAndReads(python, rank0.server().port());
       String out = new String(p.getInputStream().readAllBytes(), UTF_8);
-      assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
+      assertThat(p.waitFor(TestTime.scaledSeconds(60), TimeUnit.SECONDS)).isTrue();
       assertThat(p.exitValue()).as(out).isNotZero();
       assertThat(out).doesNotContain("python ok");
       assertThat(rank0.check(java.util.List.of("from-python"))).isFalse();

@@ -10,6 +10,8 @@ import static org.assertj.core.api.Assertions.catchThrowable;
 import io.nccl4j.BackendException;
 import io.nccl4j.testing.LibtorchOracle;
 import io.nccl4j.testing.LibtorchStoreValues;
+import io.nccl4j.testing.TestTime;
+import io.nccl4j.testing.Waits;
 import java.net.InetAddress;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -17,6 +19,7 @@ import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.NoSuchElementException;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -33,7 +36,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  */
 @Tag("multiprocess")
 class LibtorchStoreTest {
-  private static final Duration LONG = Duration.ofSeconds(60);
+  private static final Duration LONG = TestTime.seconds(60);
   private static final HexFormat HEX = HexFormat.of();
   private static final int LIMIT_S = 90;
 
@@ -105,7 +108,7 @@ class LibtorchStoreTest {
             .hasMessageContaining("300 ms");
         Throwable got = catchThrowable(() -> java.get("never", Duration.ofMillis(300)));
         assertThat(got).isInstanceOf(StoreTimeoutException.class).hasMessageContaining("never");
-        assertThat(Duration.ofNanos(System.nanoTime() - start)).isLessThan(Duration.ofSeconds(20));
+        assertThat(Duration.ofNanos(System.nanoTime() - start)).isLessThan(TestTime.seconds(20));
         // The connection is still in step after two waits that timed out (CANCEL_WAIT answered each).
         java.ping();
         assertThat(java.get("from-torch-empty", LONG)).isEmpty();
@@ -205,7 +208,7 @@ class LibtorchStoreTest {
         assertThat(seen.get("check_missing")).isEqualTo("false");
         assertThat(seen.get("wait")).isEqualTo("ok");
         assertThat(seen.get("wait_missing")).startsWith("error: ").contains("300ms").contains("/never");
-        assertThat(Long.parseLong(seen.get("wait_missing_ms"))).isBetween(300L, 20_000L);
+        assertThat(Long.parseLong(seen.get("wait_missing_ms"))).isBetween(300L, TestTime.scaledMillis(20, TimeUnit.SECONDS));
         assertThat(seen.get("multi_set")).isEqualTo("ok");
         assertThat(seen.get("multi_get")).isEqualTo(",0102," + hex(LibtorchStoreValues.everyByteReversed()));
         assertThat(seen.get("append")).isEqualTo(hex(b("abcd")));
@@ -244,7 +247,7 @@ class LibtorchStoreTest {
         assertThat(queues.get("len_after")).isEqualTo("0");
         assertThat(queues.get("pop_timeout")).startsWith("error: ").contains("wait timeout after 300ms")
             .contains("/tq");
-        assertThat(Long.parseLong(queues.get("pop_timeout_ms"))).isBetween(300L, 20_000L);
+        assertThat(Long.parseLong(queues.get("pop_timeout_ms"))).isBetween(300L, TestTime.scaledMillis(20, TimeUnit.SECONDS));
         assertThat(queues.get("after_pop_timeout")).as("in step after CANCEL_WAIT").isEqualTo("1");
         // Keys only, without the client's "/": the 15 above; no queue.
         assertThat(queues.get("list_keys")).isEqualTo(sortedHex("from-java", "from-java-empty", "from-java-big",
@@ -253,14 +256,15 @@ class LibtorchStoreTest {
         assertThat(java.queuePop("for-java", false)).isEqualTo(LibtorchStoreValues.everyByteReversed());
         assertThat(java.queuePop("jq", false)).isEqualTo(b("second"));
 
-        // libtorch's blocking pop waits until nccl4j's client pushes, once libtorch says it is popping.
+        // libtorch's blocking pop waits until nccl4j's client pushes, once libtorch says it is popping: its WAIT
+        // for the empty queue is pending on the server before the push, and the push is what it returns.
         assertThat(java.queuePop("torch-popping", true)).isEqualTo(b("1"));
-        Thread.sleep(300);
+        Waits.await("libtorch's blocking pop pending on the server").until(() -> server.pendingWaits("/bq") == 1);
         assertThat(java.queueLen("bq")).isZero();
         java.queuePush("bq", b("from java ✓"));
         Map<String, String> blocked = oracle.report();
-        assertThat(blocked.get("blocked_pop")).isEqualTo(hex(b("from java ✓")));
-        assertThat(Long.parseLong(blocked.get("blocked_ms"))).isGreaterThanOrEqualTo(250L);
+        assertThat(blocked.get("blocked_pop")).as("blocked %s ms", blocked.get("blocked_ms"))
+            .isEqualTo(hex(b("from java ✓")));
         assertThat(java.get("from-torch", LONG)).isEqualTo(LibtorchStoreValues.everyByteReversed());
         java.set("java-exit", b("1"));
         oracle.awaitSuccess(30);

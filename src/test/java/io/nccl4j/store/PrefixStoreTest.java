@@ -4,6 +4,8 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.nccl4j.testing.TestTime;
+import io.nccl4j.testing.Waits;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -14,7 +16,7 @@ import org.junit.jupiter.api.Test;
 /** {@link PrefixStore}: a group's namespace inside a shared store. */
 @Tag("unit")
 class PrefixStoreTest {
-  private static final Duration LONG = Duration.ofSeconds(30);
+  private static final Duration LONG = TestTime.seconds(30);
 
   private static byte[] b(String s) {
     return s.getBytes(UTF_8);
@@ -75,13 +77,15 @@ class PrefixStoreTest {
     try (HashStore shared = new HashStore(LONG)) {
       PrefixStore g = new PrefixStore("g", shared);
       CompletableFuture<Void> waiter = CompletableFuture.runAsync(() -> g.wait(List.of("a", "b"), LONG));
+      Waits.await("the prefixed wait blocked in the shared store").until(() -> shared.waiting() == 1);
       shared.set("a", b("unprefixed"));
       shared.set("b", b("unprefixed"));
+      // Kept: nothing to wait for. The sets woke the waiter; it must look and wait on rather than return.
       Thread.sleep(50);
       assertThat(waiter).as("unprefixed keys do not count").isNotDone();
       g.set("a", b("1"));
       g.set("b", b("2"));
-      waiter.get(10, TimeUnit.SECONDS);
+      waiter.get(TestTime.scaledSeconds(10), TimeUnit.SECONDS);
       assertThatThrownBy(() -> g.wait(List.of("c"), Duration.ofMillis(20)))
           .isInstanceOf(StoreTimeoutException.class).hasMessageContaining("[g/c]");
     }

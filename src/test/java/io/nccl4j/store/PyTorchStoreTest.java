@@ -7,6 +7,7 @@ import static org.assertj.core.api.Assertions.catchThrowable;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.nccl4j.testing.TorchPythons;
+import io.nccl4j.testing.TestTime;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
@@ -33,7 +34,7 @@ import org.junit.jupiter.api.io.TempDir;
  */
 @Tag("multiprocess")
 class PyTorchStoreTest {
-  private static final Duration LONG = Duration.ofSeconds(60);
+  private static final Duration LONG = TestTime.seconds(60);
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final HexFormat HEX = HexFormat.of();
 
@@ -117,7 +118,7 @@ class PyTorchStoreTest {
       assertThat(java.get("cas", LONG)).isEqualTo(b("second"));
       assertThat(java.check(List.of("to-delete"))).isFalse();
       assertThat(java.get("python-done", LONG)).isEqualTo(b("1"));
-      assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
+      assertThat(p.waitFor(TestTime.scaledSeconds(60), TimeUnit.SECONDS)).isTrue();
       assertThat(p.exitValue()).as(Files.readString(dir.resolve("client.err"))).isZero();
     }
   }
@@ -133,13 +134,13 @@ class PyTorchStoreTest {
     Process own = TorchPythons.command(python, script().toString(), "queues-own")
         .redirectError(dir.resolve("own.err").toFile()).start();
     JsonNode torchs = lastJsonLine(own, "own.err");
-    assertThat(own.waitFor(60, TimeUnit.SECONDS)).isTrue();
+    assertThat(own.waitFor(TestTime.scaledSeconds(60), TimeUnit.SECONDS)).isTrue();
     JsonNode ours;
     try (TcpStoreServer server = TcpStoreServer.start(0)) {
       Process p = TorchPythons.command(python, script().toString(), "queues", "127.0.0.1",
           String.valueOf(server.port())).redirectError(dir.resolve("queues.err").toFile()).start();
       ours = lastJsonLine(p, "queues.err");
-      assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
+      assertThat(p.waitFor(TestTime.scaledSeconds(60), TimeUnit.SECONDS)).isTrue();
       assertThat(p.exitValue()).as(Files.readString(dir.resolve("queues.err"))).isZero();
     }
     for (JsonNode seen : List.of(torchs, ours)) {
@@ -222,7 +223,7 @@ class PyTorchStoreTest {
         Throwable e = catchThrowable(() -> java.get("never", Duration.ofMillis(300)));
         assertThat(e).isInstanceOf(StoreTimeoutException.class).hasMessageContaining("never")
             .hasMessageContaining("300 ms");
-        assertThat(Duration.ofNanos(System.nanoTime() - start)).isLessThan(Duration.ofSeconds(20));
+        assertThat(Duration.ofNanos(System.nanoTime() - start)).isLessThan(TestTime.seconds(20));
         java.ping();
         // PyTorch's server would drop a connection that sent nccl4j's query: the client sends none, and says so.
         assertThat(java.setOnDeparture(List.of("notice"), List.of(b("gone")))).isFalse();
@@ -257,7 +258,7 @@ class PyTorchStoreTest {
         java.get("python-done", LONG);
         java.set("java-exit", b("1"));
       }
-      assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
+      assertThat(p.waitFor(TestTime.scaledSeconds(60), TimeUnit.SECONDS)).isTrue();
       assertThat(p.exitValue()).as(Files.readString(dir.resolve("server.err"))).isZero();
     } finally {
       p.destroyForcibly();

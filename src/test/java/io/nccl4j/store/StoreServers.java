@@ -3,6 +3,7 @@ package io.nccl4j.store;
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.nccl4j.testing.TestTime;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
@@ -14,11 +15,12 @@ import java.util.List;
 
 /**
  * The servers, clients and raw connections of one store test, closed together (the last made first) after it; and
- * what the tests of hostile bytes measure with. Timeouts are 60 s; a raw connection waits 20 s for an answer.
+ * what the tests of hostile bytes measure with. Timeouts are 60 s; a raw connection waits 20 s for an answer (both
+ * scaled by TestTime for a busy machine).
  */
 final class StoreServers implements AutoCloseable {
-  static final Duration LONG = Duration.ofSeconds(60);
-  static final Duration FAST = Duration.ofSeconds(20);
+  static final Duration LONG = TestTime.seconds(60);
+  static final Duration FAST = TestTime.seconds(20);
 
   private final List<AutoCloseable> toClose = new ArrayList<>();
 

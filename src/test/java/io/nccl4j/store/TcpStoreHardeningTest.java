@@ -6,6 +6,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
 import io.nccl4j.BackendException;
+import io.nccl4j.testing.TestTime;
+import io.nccl4j.testing.Waits;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
@@ -25,13 +27,20 @@ import org.junit.jupiter.api.Test;
  * The store's listener treats bytes from a socket as hostile (issue 15): a length is a claim, not an allocation;
  * a connection that says nothing is dropped; garbage ends only its own connection; a store of one job refuses
  * the clients of another; and what cannot get better (a host that does not resolve, a listener that is not a
- * store, a store that died) fails fast. Timeouts are 60 s; "fast" is asserted as well under 20 s.
+ * store, a store that died) fails fast. Timeouts are 60 s; "fast" is asserted as well under 20 s (both scaled by
+ * TestTime for a busy machine, which keeps fast far from the timeouts).
  */
 @Tag("unit")
 class TcpStoreHardeningTest {
-  private static final Duration LONG = Duration.ofSeconds(60);
-  private static final Duration FAST = Duration.ofSeconds(20);
-  private static final ListenerLimits SHORT_HANDSHAKE = new ListenerLimits(64 << 10, 512 << 20, Duration.ofMillis(500));
+  private static final Duration LONG = StoreServers.LONG;
+  private static final Duration FAST = StoreServers.FAST;
+  /**
+   * A deadline that idle connections must miss and the test's own clients must meet: scaled (TestTime) so that a
+   * client's handshake on a busy machine is not taken for an idle connection.
+   */
+  private static final ListenerLimits SHORT_HANDSHAKE = new ListenerLimits(64 << 10, 512 << 20,
+      TestTime.scaled(Duration.ofMillis(500)));
+  private static final Duration HANDSHAKE = TestTime.seconds(5);
 
   private final StoreServers servers = new StoreServers();
 
@@ -92,7 +101,9 @@ class TcpStoreHardeningTest {
       o.flush();
       liars.add(raw);
     }
-    Thread.sleep(300); // the server has read what came
+    // The server has begun each of the three claims (its count of requests read and not answered): a claim it had
+    // not read yet would prove nothing about what reading it allocates.
+    Waits.await("the server reading the three claims").until(() -> s.answering() == 3);
     assertWorks(good, "during");
     assertWorks(client(s, JobIdentity.anonymous()), "another");
     long allocated = allocatedBytes() - before;
@@ -121,7 +132,7 @@ class TcpStoreHardeningTest {
 
   @Test
   void aValueOverTheServersCapFailsTheRequestAndKeepsTheConnection() {
-    TcpStoreServer s = server(JobIdentity.anonymous(), new ListenerLimits(64, 1024, Duration.ofSeconds(5)));
+    TcpStoreServer s = server(JobIdentity.anonymous(), new ListenerLimits(64, 1024, HANDSHAKE));
     TcpStore c = client(s, JobIdentity.anonymous());
     Throwable e = catchThrowable(() -> c.set("k", new byte[2048]));
     assertThat(e).isInstanceOf(BackendException.class);
@@ -289,7 +300,7 @@ class TcpStoreHardeningTest {
     TcpStoreServer s = TcpStoreServer.start(0);
     TcpStore c = client(s, JobIdentity.anonymous());
     CompletableFuture<byte[]> pending = CompletableFuture.supplyAsync(() -> c.get("never", LONG));
-    Thread.sleep(200);
+    Waits.await("the get pending on the server").until(() -> s.pendingWaits("/never") == 1);
     long start = System.nanoTime();
     s.close();
     Throwable e = catchThrowable(() -> pending.get(FAST.toSeconds(), TimeUnit.SECONDS));
@@ -325,13 +336,13 @@ class TcpStoreHardeningTest {
     TcpStore c = keep(TcpStore.connect("127.0.0.1", s.port(), forEver));
     TcpStore other = client(s, JobIdentity.anonymous());
     CompletableFuture<byte[]> got = CompletableFuture.supplyAsync(() -> c.get("later", forEver));
-    Thread.sleep(100);
+    Waits.await("the get pending on the server").until(() -> s.pendingWaits("/later") == 1);
     other.set("later", new byte[] {7});
     assertThat(got.get(FAST.toSeconds(), TimeUnit.SECONDS)).containsExactly(7);
     c.wait(List.of("later"), forEver);
     try (HashStore local = new HashStore(forEver)) {
       CompletableFuture<byte[]> waiting = CompletableFuture.supplyAsync(() -> local.get("k", forEver));
-      Thread.sleep(100);
+      Waits.await("the get blocked in the HashStore").until(() -> local.waiting() == 1);
       local.set("k", new byte[] {8});
       assertThat(waiting.get(FAST.toSeconds(), TimeUnit.SECONDS)).containsExactly(8);
     }

@@ -5,6 +5,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
 import io.nccl4j.BackendException;
+import io.nccl4j.testing.TestTime;
+import io.nccl4j.testing.Waits;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
@@ -19,12 +21,14 @@ import org.junit.jupiter.api.Test;
  * The queues of the store's server under hostile bytes, as TcpStoreHardeningTest holds its other queries: an item's
  * length is a claim, not an allocation; an item or key over its cap is refused, to an nccl4j client with the reason
  * on a connection that stays in step, to a PyTorch client by dropping it; a queue does not grow past its cap
- * (ListenerLimits). Timeouts are 60 s; a raw connection waits 20 s for an answer.
+ * (ListenerLimits). Timeouts are 60 s; a raw connection waits 20 s for an answer (both scaled by TestTime).
  */
 @Tag("unit")
 class TcpStoreQueueLimitsTest {
-  private static final Duration LONG = Duration.ofSeconds(60);
-  private static final Duration FAST = Duration.ofSeconds(20);
+  private static final Duration LONG = StoreServers.LONG;
+  private static final Duration FAST = StoreServers.FAST;
+  /** A handshake deadline that an idle connection meets and a client of the test's must not miss under load. */
+  private static final Duration HANDSHAKE = TestTime.seconds(5);
 
   private final StoreServers servers = new StoreServers();
 
@@ -77,7 +81,9 @@ class TcpStoreQueueLimitsTest {
         o.flush();
       }
     }
-    Thread.sleep(300); // the server has read what came
+    // The server has begun each of the six claims (its count of requests read and not answered): a claim it had
+    // not read yet would prove nothing about what reading it allocates.
+    Waits.await("the server reading the six claims").until(() -> s.answering() == 6);
     assertWorks(good, "during");
     long allocated = allocatedBytes() - before;
     assertThat(allocated).as("bytes allocated while six clients claimed 500 MiB items").isLessThan(64L << 20);
@@ -86,7 +92,7 @@ class TcpStoreQueueLimitsTest {
 
   @Test
   void aQueueItemOrKeyOverItsCapIsRefusedAndAnNccl4jClientStaysInStep() throws Exception {
-    TcpStoreServer s = server(JobIdentity.anonymous(), new ListenerLimits(64, 1024, Duration.ofSeconds(5)));
+    TcpStoreServer s = server(JobIdentity.anonymous(), new ListenerLimits(64, 1024, HANDSHAKE));
     TcpStore c = client(s, JobIdentity.anonymous());
     Throwable item = catchThrowable(() -> c.queuePush("q", new byte[2048]));
     assertThat(item).isInstanceOf(BackendException.class);
@@ -121,7 +127,7 @@ class TcpStoreQueueLimitsTest {
 
   @Test
   void aQueuePushedPastItsCapIsRefusedNamingTheCapAndKeepsWhatItHeld() throws Exception {
-    TcpStoreServer s = server(JobIdentity.anonymous(), new ListenerLimits(64 << 10, 1024, 3, Duration.ofSeconds(5)));
+    TcpStoreServer s = server(JobIdentity.anonymous(), new ListenerLimits(64 << 10, 1024, 3, HANDSHAKE));
     TcpStore c = client(s, JobIdentity.anonymous());
     for (int i = 0; i < 3; i++) {
       c.queuePush("q", new byte[] {(byte) i});

@@ -5,6 +5,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
 import io.nccl4j.BackendException;
+import io.nccl4j.testing.TestTime;
+import io.nccl4j.testing.Waits;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
@@ -27,12 +29,12 @@ import org.junit.jupiter.api.Test;
  * PyTorch's queue_push/queue_pop/queue_len, list_keys and barrier on nccl4j's server: through nccl4j's client, and
  * byte for byte through raw connections that speak as PyTorch's client does (VALIDATE, no HELLO: no status bytes).
  * PyTorchStoreTest and LibtorchStoreTest hold the same answers against PyTorch's own. Timeouts are 60 s; "fast" is
- * asserted as well under 20 s.
+ * asserted as well under 20 s (both scaled by TestTime for a busy machine).
  */
 @Tag("unit")
 class TcpStoreQueuesTest {
-  private static final Duration LONG = Duration.ofSeconds(60);
-  private static final long FAST_S = 20;
+  private static final Duration LONG = TestTime.seconds(60);
+  private static final long FAST_S = TestTime.scaledSeconds(20);
   private static final HexFormat HEX = HexFormat.of();
 
   private final List<AutoCloseable> toClose = new ArrayList<>();
@@ -76,13 +78,12 @@ class TcpStoreQueuesTest {
     return v;
   }
 
-  /** Waits until {@code f} is done, at most {@code FAST_S}: true when it is. */
-  private static boolean doneSoon(CompletableFuture<?> f) throws InterruptedException {
-    long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(FAST_S);
-    while (!f.isDone() && System.nanoTime() - until < 0) {
-      Thread.sleep(5);
-    }
-    return f.isDone();
+  /**
+   * Waits until {@code n} WAITs (a blocking pop is a WAIT, then a pop) are pending on the server for {@code key}
+   * (the client's key, as the server sees it: with its "/"): a test that pushes to wake a pop must know it waits.
+   */
+  private void pending(String key, int n) {
+    Waits.await(n + " wait(s) pending on the server for " + key).until(() -> server.pendingWaits(key) == n);
   }
 
   // ------------------------------------------------------------------ nccl4j's client
@@ -132,15 +133,15 @@ class TcpStoreQueuesTest {
     TcpStore first = client();
     TcpStore second = client();
     CompletableFuture<byte[]> one = CompletableFuture.supplyAsync(() -> first.queuePop("wq", true));
-    Thread.sleep(300);
+    pending("/wq", 1);
     CompletableFuture<byte[]> two = CompletableFuture.supplyAsync(() -> second.queuePop("wq", true));
-    Thread.sleep(300);
+    pending("/wq", 2);
     assertThat(one).isNotDone();
     assertThat(two).isNotDone();
     pusher.queuePush("wq", b("x"));
-    assertThat(doneSoon(one)).isTrue();
-    assertThat(one.get()).isEqualTo(b("x"));
-    Thread.sleep(300);
+    // The push counted for the first wait only, under the server's lock before it answered: the second still waits.
+    assertThat(server.pendingWaits("/wq")).as("waits left after one push (one item wakes one pop)").isEqualTo(1);
+    assertThat(one.get(FAST_S, TimeUnit.SECONDS)).isEqualTo(b("x"));
     assertThat(two).as("one item woke one pop").isNotDone();
     pusher.queuePush("wq", b("y"));
     assertThat(two.get(FAST_S, TimeUnit.SECONDS)).isEqualTo(b("y"));
@@ -156,10 +157,11 @@ class TcpStoreQueuesTest {
     assertThat(Duration.ofNanos(System.nanoTime() - start)).isBetween(Duration.ofMillis(1400),
         Duration.ofSeconds(FAST_S));
     assertThat(impatient.queueLen("wq")).as("in step after CANCEL_WAIT").isZero();
+    assertThat(server.pendingWaits("/wq")).as("waits the timed-out pop left on the server").isZero();
     // Had the server kept the cancelled wait, the push would release it instead of the one waiting now.
     TcpStore patient = client();
     CompletableFuture<byte[]> popped = CompletableFuture.supplyAsync(() -> patient.queuePop("wq", true));
-    Thread.sleep(300);
+    pending("/wq", 1);
     client().queuePush("wq", b("for the patient"));
     assertThat(popped.get(FAST_S, TimeUnit.SECONDS)).isEqualTo(b("for the patient"));
   }
@@ -168,11 +170,12 @@ class TcpStoreQueuesTest {
   void pendingBlockingPopsDoNotHoldTheServersClose() throws Exception {
     TcpStore waiting = client();
     CompletableFuture<byte[]> pending = CompletableFuture.supplyAsync(() -> waiting.queuePop("never", true));
-    Thread.sleep(300);
+    pending("/never", 1);
     long start = System.nanoTime();
     server.close();
+    // Not scaled: held by a pending pop, close() would wait out its drain; it must return before that.
     assertThat(Duration.ofNanos(System.nanoTime() - start)).as("close, with a pop pending")
-        .isLessThan(Duration.ofSeconds(1));
+        .isLessThan(TcpStoreServer.DRAIN);
     Throwable e = catchThrowable(() -> pending.get(FAST_S, TimeUnit.SECONDS));
     assertThat(e.getCause()).isInstanceOf(BackendException.class).hasMessageContaining("queuePop(never)");
   }
@@ -301,11 +304,12 @@ class TcpStoreQueuesTest {
     Socket gone = pyTorchClient();
     send(gone, Query.WAIT, le(1), field(b("/wq")));
     assertThat(silent(gone, 300)).isTrue();
+    pending("/wq", 1);
     TcpStore patient = client();
     CompletableFuture<byte[]> popped = CompletableFuture.supplyAsync(() -> patient.queuePop("wq", true));
-    Thread.sleep(300);
+    pending("/wq", 2);
     gone.close();
-    Thread.sleep(300); // the server has seen the connection end
+    pending("/wq", 1); // the server has seen the connection end and forgotten its wait
     client().queuePush("wq", b("for the patient"));
     assertThat(popped.get(FAST_S, TimeUnit.SECONDS)).isEqualTo(b("for the patient"));
   }

@@ -6,6 +6,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
 import io.nccl4j.BackendException;
+import io.nccl4j.testing.TestTime;
+import io.nccl4j.testing.Waits;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
@@ -39,14 +41,20 @@ import org.junit.jupiter.api.Test;
  */
 @Tag("unit")
 class TcpStoreTest {
-  private static final Duration LONG = Duration.ofSeconds(30);
-  private static final long DID_NOT_HANG_S = 20;
+  /** Guards against a hang, scaled for a busy machine (TestTime). */
+  private static final Duration LONG = TestTime.seconds(30);
+  private static final long DID_NOT_HANG_S = TestTime.scaledSeconds(20);
 
   private TcpStoreServer server;
   private final List<AutoCloseable> toClose = new ArrayList<>();
 
   private static byte[] b(String s) {
     return s.getBytes(UTF_8);
+  }
+
+  /** Waits until {@code n} WAITs are pending on the server for {@code key} (the client's key with its "/"). */
+  private void pending(String key, int n) {
+    Waits.await(n + " wait(s) pending on the server for " + key).until(() -> server.pendingWaits(key) == n);
   }
 
   @BeforeEach
@@ -99,13 +107,8 @@ class TcpStoreTest {
   void getBlocksUntilAnotherClientSetsTheKey() throws Exception {
     TcpStore reader = client();
     TcpStore writer = client();
-    CountDownLatch started = new CountDownLatch(1);
-    CompletableFuture<byte[]> got = CompletableFuture.supplyAsync(() -> {
-      started.countDown();
-      return reader.get("late", LONG);
-    });
-    started.await();
-    Thread.sleep(200);
+    CompletableFuture<byte[]> got = CompletableFuture.supplyAsync(() -> reader.get("late", LONG));
+    pending("/late", 1);
     assertThat(got).as("still waiting for the key").isNotDone();
     // The server serves other clients while one waits.
     writer.set("other", b("x"));
@@ -150,7 +153,7 @@ class TcpStoreTest {
       }
       Set<Long> all = new HashSet<>();
       for (Future<List<Long>> f : futures) {
-        List<Long> seen = f.get(60, TimeUnit.SECONDS);
+        List<Long> seen = f.get(TestTime.scaledSeconds(60), TimeUnit.SECONDS);
         assertThat(seen).hasSize(perThread).isSorted();
         all.addAll(seen);
       }
@@ -200,10 +203,13 @@ class TcpStoreTest {
     assertThat(c.check(List.of("x", "y"))).isFalse();
 
     CompletableFuture<Void> waiting = CompletableFuture.runAsync(() -> c.wait(List.of("x", "y", "z"), LONG));
-    Thread.sleep(200);
+    pending("/z", 1); // x was set: the server awaits y and z
+    assertThat(server.pendingWaits("/y")).isEqualTo(1);
     assertThat(waiting).isNotDone();
     a.set("y", b("2"));
-    Thread.sleep(100);
+    // The set counted y for the wait under the server's lock before it was answered: z is still awaited.
+    assertThat(server.pendingWaits("/y")).as("waits still on y").isZero();
+    assertThat(server.pendingWaits("/z")).as("waits still on z").isEqualTo(1);
     assertThat(waiting).as("z still missing").isNotDone();
     a.set("z", b("3"));
     waiting.get(DID_NOT_HANG_S, TimeUnit.SECONDS);
@@ -293,8 +299,14 @@ class TcpStoreTest {
     Socket holder = new Socket();
     holder.bind(new java.net.InetSocketAddress("127.0.0.1", 0));
     int port = holder.getLocalPort();
-    CompletableFuture<TcpStore> connecting =
-        CompletableFuture.supplyAsync(() -> TcpStore.connect("127.0.0.1", port, LONG));
+    CountDownLatch started = new CountDownLatch(1);
+    CompletableFuture<TcpStore> connecting = CompletableFuture.supplyAsync(() -> {
+      started.countDown();
+      return TcpStore.connect("127.0.0.1", port, LONG);
+    });
+    assertThat(started.await(DID_NOT_HANG_S, TimeUnit.SECONDS)).as("the connecting thread started").isTrue();
+    // The scenario, not a wait for an event: the server comes up 400 ms after the client began, so the client has
+    // been refused and retried meanwhile (its backoff starts at a few milliseconds).
     Thread.sleep(400);
     assertThat(connecting).isNotDone();
     holder.close();
@@ -476,7 +488,7 @@ class TcpStoreTest {
     TcpStore c = client();
     String addr = address();
     CompletableFuture<byte[]> got = CompletableFuture.supplyAsync(() -> c.get("never", LONG));
-    Thread.sleep(200);
+    pending("/never", 1);
     assertThat(got).isNotDone();
     server.close();
     Throwable e = catchThrowable(() -> got.get(DID_NOT_HANG_S, TimeUnit.SECONDS));

@@ -38,7 +38,7 @@ import org.bytedeco.pytorch.global.torch.ScalarType;
  */
 final class LibtorchGloo {
   /** Gloo's timeout for every call: a case that stalls fails in time instead of stalling the oracle. */
-  private static final long TIMEOUT_MS = 30_000;
+  private static final long TIMEOUT_MS = TestTime.scaledMillis(30, java.util.concurrent.TimeUnit.SECONDS);
   /** What an output holds before the collective writes it, so that an element it skips is seen, and seen alike. */
   private static final byte UNWRITTEN = 0x5A;
 

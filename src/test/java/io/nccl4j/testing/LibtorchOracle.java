@@ -86,7 +86,7 @@ public final class LibtorchOracle implements AutoCloseable {
 
   /**
    * Starts the oracle with {@code args} ({@link LibtorchOracleMain}'s usage); its stderr goes to a file in
-   * {@code dir}. Its watchdog ends it after {@code limitSeconds}.
+   * {@code dir}. Its watchdog ends it after {@code limitSeconds} × the factor of {@link TestTime}.
    */
   public static LibtorchOracle start(Path dir, int limitSeconds, String... args) throws IOException {
     String cp = classPath();
@@ -99,7 +99,9 @@ public final class LibtorchOracle implements AutoCloseable {
   private static Process launch(String cp, int limitSeconds, Path err, String... args) throws IOException {
     List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
         "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dfile.encoding=UTF-8",
-        "-Dnccl4j.oracle.limit.s=" + limitSeconds,
+        "-Dnccl4j.oracle.limit.s=" + TestTime.scaledSeconds(limitSeconds),
+        // The oracle's own waits scale as the test's do, whatever set the factor here.
+        "-Dnccl4j.test.time.factor=" + TestTime.factor(),
         // A JVM that dies writes its report beside the oracle's stderr, not into the working directory.
         "-XX:ErrorFile=" + err.getParent().resolve("hs_err_pid%p.log"), "-cp", cp, MAIN));
     cmd.addAll(List.of(args));
@@ -149,7 +151,8 @@ public final class LibtorchOracle implements AutoCloseable {
     if (r == null) {
       String code;
       try {
-        code = process.waitFor(10, TimeUnit.SECONDS) ? String.valueOf(process.exitValue()) : "still running";
+        code = process.waitFor(TestTime.scaledSeconds(10), TimeUnit.SECONDS) ? String.valueOf(process.exitValue())
+            : "still running";
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
         code = "interrupted";
@@ -160,10 +163,14 @@ public final class LibtorchOracle implements AutoCloseable {
     return r;
   }
 
-  /** Waits up to {@code seconds} for the oracle to end, and fails, with its stderr, unless it ended with 0. */
+  /**
+   * Waits up to {@code seconds} × the factor of {@link TestTime} for the oracle to end, and fails, with its stderr,
+   * unless it ended with 0.
+   */
   public void awaitSuccess(int seconds) throws InterruptedException {
-    if (!process.waitFor(seconds, TimeUnit.SECONDS)) {
-      throw new AssertionError("the libtorch oracle (" + what + ") still runs after " + seconds + " s; its stderr:\n"
+    long guard = TestTime.scaledSeconds(seconds);
+    if (!process.waitFor(guard, TimeUnit.SECONDS)) {
+      throw new AssertionError("the libtorch oracle (" + what + ") still runs after " + guard + " s; its stderr:\n"
           + stderr());
     }
     if (process.exitValue() != 0) {

@@ -20,6 +20,7 @@ public final class LibtorchOracleMain {
     long limit = Long.getLong("nccl4j.oracle.limit.s", 120);
     Thread watchdog = new Thread(() -> {
       try {
+        // The watchdog's timer, not a wait for an event: the limit is already scaled by the test that set it.
         Thread.sleep(limit * 1000);
       } catch (InterruptedException e) {
         return;

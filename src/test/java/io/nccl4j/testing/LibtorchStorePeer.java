@@ -24,8 +24,8 @@ import org.bytedeco.pytorch.TCPStoreOptions;
  * from {@link LibtorchStoreValues}.
  */
 final class LibtorchStorePeer {
-  /** What any one call may wait; the test's own waits are shorter than the oracle's watchdog. */
-  private static final long LONG_MS = 60_000;
+  /** What any one call may wait (a guard, scaled as the test's); the test's own waits are shorter than the oracle's watchdog. */
+  private static final long LONG_MS = TestTime.scaledMillis(60, java.util.concurrent.TimeUnit.SECONDS);
 
   private LibtorchStorePeer() {}
 

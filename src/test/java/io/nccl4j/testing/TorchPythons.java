@@ -61,7 +61,7 @@ public final class TorchPythons {
         Process proc = command(p, "-c", "import torch; print(torch.__version__)").redirectErrorStream(false).start();
         proc.getOutputStream().close();
         String out = new String(proc.getInputStream().readAllBytes(), StandardCharsets.UTF_8).trim();
-        if (!proc.waitFor(120, TimeUnit.SECONDS) || proc.exitValue() != 0 || out.isEmpty()) {
+        if (!proc.waitFor(TestTime.scaledSeconds(120), TimeUnit.SECONDS) || proc.exitValue() != 0 || out.isEmpty()) {
           proc.destroyForcibly();
           return Optional.empty();
         }

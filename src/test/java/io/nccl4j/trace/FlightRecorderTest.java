@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
+import io.nccl4j.testing.TestTime;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.nccl4j.CollectiveTimeoutException;
@@ -29,7 +30,7 @@ import org.junit.jupiter.api.io.TempDir;
  */
 @Tag("multirank")
 class FlightRecorderTest {
-  private static final Duration TIMEOUT = Duration.ofSeconds(60);
+  private static final Duration TIMEOUT = TestTime.seconds(60);
 
   @Test
   void recordsEachOperationWithItsArgumentsStateAndTimes() {
@@ -91,14 +92,17 @@ class FlightRecorderTest {
   @Test
   void aTimeoutDumpsTheFailingRankAndTheAnalysisNamesTheMissingCollective(@TempDir Path dir) throws IOException {
     CountDownLatch rank0Failed = new CountDownLatch(1);
-    catchThrowable(() -> LocalCluster.of(2).timeout(Duration.ofMillis(600)).run(pg -> {
+    // The timeout under test; the two collectives before it must fit in it on a busy machine too, so it scales
+    // (TestTime) with the dump's Timeout(ms) that quotes it.
+    Duration timeout = TestTime.scaled(Duration.ofMillis(600));
+    catchThrowable(() -> LocalCluster.of(2).timeout(timeout).run(pg -> {
       pg.dumpFlightRecorderOnFailure(dir);
       try (Tensor t = rankData(pg, 4, DType.INT64, 100)) {
         pg.allReduce(t, ReduceOp.SUM);
         pg.broadcast(t, 0);
         if (pg.rank() == 1) {
           // Rank 1 "forgets" collective #3; once rank 0 timed out it dumps on demand.
-          rank0Failed.await(60, TimeUnit.SECONDS);
+          rank0Failed.await(TestTime.scaledSeconds(60), TimeUnit.SECONDS);
           pg.dumpFlightRecorder(dir, "dumped on demand");
           return;
         }
@@ -116,7 +120,7 @@ class FlightRecorderTest {
     JsonNode last = rank0.path("entries").get(2);
     assertThat(last.path("seq").asLong()).isEqualTo(3);
     assertThat(last.path("state").asText()).isEqualTo("failed");
-    assertThat(last.path("error").asText()).contains("Timeout(ms)=600");
+    assertThat(last.path("error").asText()).contains("Timeout(ms)=" + timeout.toMillis());
     assertThat(Files.exists(dir.resolve("rank1.json"))).isTrue();
 
     TraceAnalysis.Result r = TraceAnalysis.analyze(TraceAnalysis.load(dir));

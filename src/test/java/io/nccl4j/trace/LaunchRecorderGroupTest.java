@@ -6,6 +6,7 @@ import io.nccl4j.DType;
 import io.nccl4j.LocalCluster;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.Map;
 import org.junit.jupiter.api.Tag;
@@ -18,7 +19,7 @@ class LaunchRecorderGroupTest {
   void launchesAreAttributedToTheEnqueueingThreadsRanges() {
     int p = 3;
     LaunchRecorder rec = new LaunchRecorder();
-    LocalCluster.of(p).timeout(Duration.ofSeconds(60)).run(pg -> {
+    LocalCluster.of(p).timeout(TestTime.seconds(60)).run(pg -> {
       try (Tensor t = pg.zeros(12, DType.FLOAT32); Tensor shard = pg.empty(4, DType.FLOAT32);
            Tensor gathered = pg.empty(12, DType.FLOAT32)) {
         pg.allReduce(t, ReduceOp.SUM);                  // before observing: not recorded

@@ -155,6 +155,16 @@ final class TcpConnection {
     return transport.failureOr(e);
   }
 
+  /** Whether a socket is attached: the handshake on this rank's side is done. */
+  boolean attached() {
+    return socket != null;
+  }
+
+  /** Whether the writer is in the middle of a frame on a connected socket (it holds the write lock). */
+  boolean writing() {
+    return socket != null && writeLock.isLocked();
+  }
+
   /** Queues {@code bytes} at {@code src} for the writer thread. */
   Transport.PendingSend send(Tag tag, long src, long bytes, long deadline) {
     Send s = new Send(tag, src, bytes, deadline);

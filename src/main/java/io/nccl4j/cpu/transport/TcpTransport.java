@@ -212,6 +212,29 @@ public final class TcpTransport implements Transport {
     receiver.receive(tag, deadline, from, dst, bytes, combiner);
   }
 
+  /**
+   * Whether this rank's writer to {@code peer} is in the middle of a frame now: what a test that breaks a send under
+   * way (its peer closing) waits for, rather than for a time it hopes is enough to connect and start writing.
+   */
+  boolean writingTo(int peer) {
+    for (TcpConnection c : connections.all()) {
+      if (c.peer == peer && c.writing()) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** Whether this rank has a connection to {@code peer} for {@code channel} with its handshake done on this side. */
+  boolean connected(int peer, Tag.Channel channel) {
+    for (TcpConnection c : connections.all()) {
+      if (c.peer == peer && c.channel == channel && c.attached()) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   /** Use after close would post to closed connections and stage data in freed memory. */
   void ensureOpen() {
     if (closed) {

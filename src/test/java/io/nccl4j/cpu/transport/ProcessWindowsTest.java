@@ -13,6 +13,7 @@ import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
 import io.nccl4j.Work;
 import io.nccl4j.memory.Allocator;
+import io.nccl4j.testing.TestTime;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -30,7 +31,7 @@ import org.junit.jupiter.api.io.TempDir;
  */
 @Tag("multirank")
 class ProcessWindowsTest {
-  private static final Duration TIMEOUT = Duration.ofSeconds(60);
+  private static final Duration TIMEOUT = TestTime.seconds(60);
 
   @TempDir
   Path dir;
@@ -212,8 +213,8 @@ class ProcessWindowsTest {
         }));
       }
       // A bound, so that a broken abandon fails here instead of hanging the build.
-      assertThat(left.get(1).get(30, java.util.concurrent.TimeUnit.SECONDS)).isNull();
-      Throwable seen = left.get(0).get(30, java.util.concurrent.TimeUnit.SECONDS);
+      assertThat(left.get(1).get(TestTime.scaledSeconds(30), java.util.concurrent.TimeUnit.SECONDS)).isNull();
+      Throwable seen = left.get(0).get(TestTime.scaledSeconds(30), java.util.concurrent.TimeUnit.SECONDS);
       assertThat(seen).isInstanceOf(PeerFailureException.class).hasMessageContaining("rank 1's exchange with another host broke");
       assertThat(((PeerFailureException) seen).failedRank()).isEqualTo(1);
     } finally {

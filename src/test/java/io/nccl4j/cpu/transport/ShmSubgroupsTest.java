@@ -11,6 +11,7 @@ import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
 import io.nccl4j.Work;
 import io.nccl4j.cpu.CpuOptions;
+import io.nccl4j.testing.TestTime;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -29,7 +30,7 @@ import org.junit.jupiter.api.io.TempDir;
  */
 @Tag("multirank")
 class ShmSubgroupsTest {
-  private static final Duration TIMEOUT = Duration.ofSeconds(60);
+  private static final Duration TIMEOUT = TestTime.seconds(60);
 
   @TempDir
   Path dir;

@@ -14,6 +14,7 @@ import io.nccl4j.memory.MemoryResource;
 import io.nccl4j.store.TcpStore;
 import io.nccl4j.store.TcpStoreServer;
 import io.nccl4j.testing.InterceptingStore;
+import io.nccl4j.testing.TestTime;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -36,8 +37,8 @@ import org.junit.jupiter.api.io.TempDir;
  */
 @Tag("multirank")
 class TcpDepartureTest {
-  private static final Duration TIMEOUT = Duration.ofSeconds(60);
-  private static final Duration AT_ONCE = Duration.ofSeconds(10);
+  private static final Duration TIMEOUT = TestTime.seconds(60);
+  private static final Duration AT_ONCE = TestTime.seconds(10);
   private static final AtomicLong RUNS = new AtomicLong();
 
   @TempDir

@@ -13,6 +13,7 @@ import io.nccl4j.cpu.CpuBackend;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.store.HashStore;
 import io.nccl4j.store.JobIdentity;
+import io.nccl4j.testing.TestTime;
 import java.io.DataOutputStream;
 import java.io.IOException;
 import java.net.InetAddress;
@@ -37,8 +38,8 @@ import org.junit.jupiter.api.Test;
  */
 @Tag("multirank")
 class TcpListenerHardeningTest {
-  private static final Duration TIMEOUT = Duration.ofSeconds(60);
-  private static final Duration FAST = Duration.ofSeconds(20);
+  private static final Duration TIMEOUT = TestTime.seconds(60);
+  private static final Duration FAST = TestTime.seconds(20);
   private static final AtomicLong RUNS = new AtomicLong();
 
   private record Rank(TcpTransport transport, Allocator allocator, ProcessGroup pg) {}
@@ -75,7 +76,7 @@ class TcpListenerHardeningTest {
     }
     List<Rank> rs = new ArrayList<>();
     for (CompletableFuture<Rank> f : fs) {
-      rs.add(f.get(30, TimeUnit.SECONDS));
+      rs.add(f.get(TestTime.scaledSeconds(30), TimeUnit.SECONDS));
     }
     ranks.addAll(rs);
     return rs;
@@ -168,6 +169,9 @@ class TcpListenerHardeningTest {
         .hasStackTraceContaining("refused this rank's connection")
         .hasStackTraceContaining("NCCL4J_JOB_TOKEN");
     rs.get(1).pg().abort();
+    // Rank 1's call ends (and frees its tensor) before the test closes its allocator.
+    assertThat(catchThrowable(() -> fs.get(1).get(FAST.toSeconds(), TimeUnit.SECONDS))).as("rank 1's aborted call")
+        .isInstanceOf(java.util.concurrent.ExecutionException.class);
   }
 
   @Test

@@ -17,6 +17,8 @@ import io.nccl4j.Work;
 import io.nccl4j.cpu.CpuBackend;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.store.HashStore;
+import io.nccl4j.testing.TestTime;
+import io.nccl4j.testing.Waits;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -33,12 +35,13 @@ import org.junit.jupiter.api.Test;
  * The CPU backend over {@link TcpTransport} with ranks as threads: data paths the conformance suite
  * does not reach (coalesced point-to-point rings, multi-chunk messages), and failures — a peer whose
  * connections close, a rank that fails (ABORT frames), ranks that disagree. The group timeout is 60
- * s; the 30 s bounds only prove that a failure was detected by the transport, not by the timeout.
+ * s; the 30 s bounds only prove that a failure was detected by the transport, not by the timeout (both scaled
+ * together by TestTime for a busy machine).
  */
 @Tag("multirank")
 class TcpTransportTest {
-  private static final Duration TIMEOUT = Duration.ofSeconds(60);
-  private static final Duration NO_HANG = Duration.ofSeconds(30);
+  private static final Duration TIMEOUT = TestTime.seconds(60);
+  private static final Duration NO_HANG = TestTime.seconds(30);
   private static final AtomicLong RUNS = new AtomicLong();
 
   private final List<Rank> ranks = new ArrayList<>();
@@ -72,7 +75,7 @@ class TcpTransportTest {
       }));
     }
     for (CompletableFuture<Rank> f : fs) {
-      ranks.add(f.get(30, TimeUnit.SECONDS));
+      ranks.add(f.get(NO_HANG.toSeconds(), TimeUnit.SECONDS));
     }
     return ranks;
   }
@@ -109,7 +112,7 @@ class TcpTransportTest {
     }
     List<long[]> out = new ArrayList<>();
     for (CompletableFuture<long[]> f : fs) {
-      out.add(f.get(30, TimeUnit.SECONDS));
+      out.add(f.get(NO_HANG.toSeconds(), TimeUnit.SECONDS));
     }
     return out;
   }
@@ -254,7 +257,9 @@ class TcpTransportTest {
       tensors.add(t);
       works.add(rank.pg().allReduceAsync(t, ReduceOp.SUM));
     }
-    Thread.sleep(300);
+    for (int r = 0; r < 2; r++) {
+      Waits.untilStarted(rs.get(r).pg(), works.get(r));
+    }
     assertThat(works).as("ranks 0 and 1 wait for rank 2").noneMatch(Work::isCompleted);
     rs.get(2).transport().close(); // abruptly: no abort frame, just closed connections
     for (Work w : works) {
@@ -286,7 +291,7 @@ class TcpTransportTest {
     try (Tensor t = data(r0.pg(), r0.allocator(), 8)) {
       // Rank 0 sends its block to rank 1 and waits for rank 1's, which never comes.
       Work w = r0.pg().allReduceAsync(t, ReduceOp.SUM);
-      Thread.sleep(300);
+      Waits.untilStarted(r0.pg(), w);
       assertThat(w.isCompleted()).isFalse();
       long start = System.nanoTime();
       rs.get(1).transport().close();
@@ -332,7 +337,10 @@ class TcpTransportTest {
     Rank r0 = rs.get(0);
     try (Tensor t = data(r0.pg(), r0.allocator(), 4 << 20)) {
       Work w = r0.pg().sendAsync(t, 1);
-      Thread.sleep(300);
+      // Under way: rank 0 writes over a connection that rank 1 has taken too (a socket rank 1 had not yet taken
+      // when it closed would be another scenario: a connection to a peer that left while it was made).
+      Waits.await("rank 0 writing its 32 MiB to rank 1 over a connection both have made").until(() ->
+          r0.transport().writingTo(1) && rs.get(1).transport().connected(0, io.nccl4j.cpu.transport.Tag.Channel.P2P));
       assertThat(w.isCompleted()).as("rank 0's send waits for room in rank 1's socket").isFalse();
       long start = System.nanoTime();
       rs.get(1).transport().close();
@@ -356,7 +364,9 @@ class TcpTransportTest {
       tensors.add(t);
       works.add(rank.pg().allReduceAsync(t, ReduceOp.SUM));
     }
-    Thread.sleep(300);
+    for (int r = 0; r < 2; r++) {
+      Waits.untilStarted(rs.get(r).pg(), works.get(r));
+    }
     assertThat(works).noneMatch(Work::isCompleted);
     long start = System.nanoTime();
     // Rank 2 fails (its own code threw): only its transport knows; the others learn it from the wire.
@@ -380,16 +390,19 @@ class TcpTransportTest {
     AtomicReferenceArray<Throwable> first = new AtomicReferenceArray<>(p);
     AtomicReferenceArray<Throwable> second = new AtomicReferenceArray<>(p);
     CountDownLatch waiting = new CountDownLatch(p - 1);
+    java.util.Map<ProcessGroup, Work> issued = new java.util.concurrent.ConcurrentHashMap<>();
     RuntimeException boom = new RuntimeException("boom over tcp");
     long start = System.nanoTime();
     Throwable thrown = catchThrowable(() -> cluster(p).run(pg -> {
       if (pg.rank() == 2) {
-        assertThat(waiting.await(30, TimeUnit.SECONDS)).isTrue();
-        Thread.sleep(200);
+        assertThat(waiting.await(NO_HANG.toSeconds(), TimeUnit.SECONDS)).isTrue();
+        // The others' all-reduces are in flight, waiting for this rank, when it throws.
+        issued.forEach(Waits::untilStarted);
         throw boom;
       }
       try (Tensor t = pg.zeros(16, DType.INT64)) {
         Work w = pg.allReduceAsync(t, ReduceOp.SUM);
+        issued.put(pg, w);
         waiting.countDown();
         first.set(pg.rank(), catchThrowable(w::waitFor));
         second.set(pg.rank(), catchThrowable(() -> pg.broadcast(t, 0)));
@@ -440,7 +453,9 @@ class TcpTransportTest {
 
   @Test
   void timeoutGivesTheWatchdogMessageAndReachesTheOtherRankThroughAnAbortFrame() throws Exception {
-    List<Rank> rs = start(2, Duration.ofSeconds(2));
+    // The timeout under test, scaled (TestTime) with what it is checked against: the message's Timeout(ms).
+    Duration timeout = TestTime.seconds(2);
+    List<Rank> rs = start(2, timeout);
     Rank r0 = rs.get(0);
     Rank r1 = rs.get(1);
     try (Tensor t0 = data(r0.pg(), r0.allocator(), 8); Tensor t1 = data(r1.pg(), r1.allocator(), 8)) {
@@ -451,7 +466,7 @@ class TcpTransportTest {
       assertThat(e0).isInstanceOf(io.nccl4j.CollectiveTimeoutException.class);
       assertThat(e0.getMessage())
           .startsWith("Watchdog caught collective operation timeout: WorkCPU(SeqNum=1, OpType=ALLREDUCE, NumelIn=8,"
-              + " NumelOut=8, Timeout(ms)=2000) ran for ")
+              + " NumelOut=8, Timeout(ms)=" + timeout.toMillis() + ") ran for ")
           .contains(" milliseconds before timing out. Rank 0 was ");
       // Rank 1 joins late: it learns from rank 0's abort frame that rank 0 gave up, and why. Rank 0
       // did not fail, it timed out: rank 1 gets a timeout too, not a peer failure blaming rank 0.
@@ -460,7 +475,7 @@ class TcpTransportTest {
       assertThat(e1).isInstanceOf(io.nccl4j.CollectiveTimeoutException.class);
       assertThat(e1.getMessage())
           .startsWith("Watchdog caught collective operation timeout: WorkCPU(SeqNum=1, OpType=ALLREDUCE, NumelIn=8,"
-              + " NumelOut=8, Timeout(ms)=2000) ran for ")
+              + " NumelOut=8, Timeout(ms)=" + timeout.toMillis() + ") ran for ")
           .contains(" before timing out. Rank 1 was waiting for ALLREDUCE #1 data from rank 0 when rank 0 timed out:"
               + " Watchdog caught collective operation timeout: WorkCPU(SeqNum=1, OpType=ALLREDUCE, NumelIn=8,")
           .contains("Rank 0 was ");

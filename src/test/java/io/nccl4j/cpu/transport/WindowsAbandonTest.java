@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.nccl4j.OpType;
 import io.nccl4j.PeerFailureException;
 import io.nccl4j.memory.NativeMemory;
+import io.nccl4j.testing.TestTime;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.ExecutorService;
@@ -44,8 +45,8 @@ class WindowsAbandonTest {
         }));
       }
       // A bound, so that a broken abandon fails here instead of hanging the build.
-      assertThat(left.get(1).get(30, TimeUnit.SECONDS)).isNull();
-      Throwable seen = left.get(0).get(30, TimeUnit.SECONDS);
+      assertThat(left.get(1).get(TestTime.scaledSeconds(30), TimeUnit.SECONDS)).isNull();
+      Throwable seen = left.get(0).get(TestTime.scaledSeconds(30), TimeUnit.SECONDS);
       assertThat(seen).isInstanceOf(PeerFailureException.class)
           .hasMessageContaining("rank 1's exchange with another host broke");
       assertThat(((PeerFailureException) seen).failedRank()).isEqualTo(1);
