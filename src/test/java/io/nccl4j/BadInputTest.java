@@ -26,7 +26,7 @@ import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
- * Bad input (reliability issue, requirement A): each mistake gets a clear error on the calling rank
+ * Bad input: each mistake gets a clear error on the calling rank
  * <b>before anything is sent</b> — the sequence number does not move, no operation reaches the
  * backend (an observer counts what is enqueued), outputs keep their sentinel values — the message
  * says what was expected and what was got (asserted word for word), and the group stays usable: a

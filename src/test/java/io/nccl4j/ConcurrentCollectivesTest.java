@@ -17,7 +17,7 @@ import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
- * Resource safety (reliability issue, requirement B), concurrency part: a {@link ProcessGroup}
+ * Resource safety, concurrency part: a {@link ProcessGroup}
  * admits collectives one at a time under its monitor and numbers them in admission order. Threads
  * of one rank that race each other therefore produce an order the other rank does not know; with
  * DETAIL validation the first pair of collectives that differ is caught on every rank, so a run

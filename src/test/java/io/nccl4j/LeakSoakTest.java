@@ -20,7 +20,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * Resource safety (reliability issue, requirement B), memory part: a long run of collectives on the
+ * Resource safety, memory part: a long run of collectives on the
  * CPU backend returns every byte and every native block, and the allocators' leak reports carry the
  * allocating stacks under {@code -Dnccl4j.memory.debug=true}. The NCCL path over the fakes:
  * {@code nccl.NcclResourceSafetyTest}.

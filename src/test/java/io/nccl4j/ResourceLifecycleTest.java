@@ -22,7 +22,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
 
 /**
- * Resource safety (reliability issue, requirement B), lifecycle part: {@code close()} and
+ * Resource safety, lifecycle part: {@code close()} and
  * {@code abort()} are idempotent, in any order, and use after close throws
  * {@link IllegalStateException} naming the object.
  *

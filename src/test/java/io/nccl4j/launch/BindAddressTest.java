@@ -12,7 +12,7 @@ import java.util.Map;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
-/** Listeners bind only where the job needs them (issue 15): before, every listener bound every interface. */
+/** Listeners bind only where the job needs them: before, every listener bound every interface. */
 @Tag("unit")
 class BindAddressTest {
   private static DistEnv master(String addr) {

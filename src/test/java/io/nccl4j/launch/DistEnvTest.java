@@ -374,7 +374,7 @@ class DistEnvTest {
         .contains("PMI_RANK").contains("PET_NODE_RANK");
   }
 
-  // ------------------------------------------------------------------ half-set environments (issue 15)
+  // ------------------------------------------------------------------ half-set environments
 
   @Test
   void halfSetEnvironmentIsALaunchNotALocalRun() {

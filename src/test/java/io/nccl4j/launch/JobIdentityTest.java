@@ -22,7 +22,7 @@ import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
- * A job has an identity (issue 15): a second job started on the port another job holds fails within seconds
+ * A job has an identity: a second job started on the port another job holds fails within seconds
  * with a message naming the port, and the first job goes on. Both jobs run in this JVM, their ranks as threads,
  * each through {@link ProcessGroups#init} as a process would. Timeouts are 60 s; "within seconds" is asserted as
  * well under 20 s.

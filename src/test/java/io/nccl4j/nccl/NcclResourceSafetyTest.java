@@ -19,7 +19,7 @@ import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
- * Resource safety (reliability issue, requirement B) on the NCCL path, over {@link FakeNccl} and
+ * Resource safety on the NCCL path, over {@link FakeNccl} and
  * {@link FakeCuda} at world size 1: a long run leaves fake device memory, CUDA streams and events,
  * native blocks and JavaCPP's counters at their baseline, and {@link ProcessGroup#abort()} releases
  * everything with one ncclCommAbort. The fakes do not touch JavaCPP at all (they are plain Java over

@@ -24,7 +24,7 @@ import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
- * The store's listener treats bytes from a socket as hostile (issue 15): a length is a claim, not an allocation;
+ * The store's listener treats bytes from a socket as hostile: a length is a claim, not an allocation;
  * a connection that says nothing is dropped; garbage ends only its own connection; a store of one job refuses
  * the clients of another; and what cannot get better (a host that does not resolve, a listener that is not a
  * store, a store that died) fails fast. Timeouts are 60 s; "fast" is asserted as well under 20 s (both scaled by

@@ -217,7 +217,12 @@ final class TcpConnections {
       }
       out.writeByte(TcpFrames.HELLO_OK);
       out.flush();
-      connection(h.rank(), Tag.Channel.values()[h.channel()]).attach(s);
+      TcpConnection c = connection(h.rank(), Tag.Channel.values()[h.channel()]);
+      c.attach(s);
+      if (closed) {
+        // close() may have gone through the connections before this one was made: it must not outlive them.
+        c.close();
+      }
     } catch (IOException | RuntimeException e) {
       stranger("rank {}: handshake with {} failed: {}", rank, peer, e.toString());
       closeQuietly(s);

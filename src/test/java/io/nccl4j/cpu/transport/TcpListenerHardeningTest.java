@@ -31,7 +31,7 @@ import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
- * A rank's transport listener cannot be knocked over or joined (issue 15): garbage, a 10-byte packet and an
+ * A rank's transport listener cannot be knocked over or joined: garbage, a 10-byte packet and an
  * idle connection before the first collective leave the job working; a peer without the job's token is
  * refused; a rank that died after publishing its address fails its peers within seconds, naming it. The group
  * timeout is 60 s; "within seconds" is asserted as well under 20 s.
