@@ -24,7 +24,7 @@ final class StoredFailure {
    * Leaves {@code f} in {@code store} unless a failure is there already (the first one is the cause), on a thread of
    * its own: the store may be gone too, and the failing path never waits.
    */
-  static void leave(Store store, int rank, Failure f) {
+  static Thread leave(Store store, int rank, Failure f) {
     byte[] frame = TcpFrames.abortFrame(TcpFrames.abortKind(f), f.rank, f.message.getBytes(StandardCharsets.UTF_8));
     Thread t = new Thread(() -> {
       try {
@@ -35,6 +35,7 @@ final class StoredFailure {
     }, "nccl4j-tcp-failure-rank" + rank);
     t.setDaemon(true);
     t.start();
+    return t;
   }
 
   /** The failure a peer left in {@code store}, or null when none is there (or it is not an abort frame). */

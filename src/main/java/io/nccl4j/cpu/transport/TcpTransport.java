@@ -297,7 +297,25 @@ public final class TcpTransport implements Transport {
     for (TcpConnection c : connections.all()) {
       tell(c, f);
     }
-    StoredFailure.leave(store, rank, f);
+    storing = StoredFailure.leave(store, rank, f);
+  }
+
+  /** The thread leaving this rank's failure in the store, once there is one. */
+  private volatile Thread storing;
+
+  /**
+   * Waits up to {@code millis} for this rank's failure to be in the store: for a process about to exit (its
+   * uncaught exception), whose peers not yet connected to it learn why only from there.
+   */
+  void awaitFailureStored(long millis) {
+    Thread t = storing;
+    if (t != null) {
+      try {
+        t.join(millis);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
   }
 
   /** Makes {@code f}, a failure a peer left in shared memory, this group's (if it has none yet). */

@@ -49,6 +49,8 @@ final class UncaughtFailures {
       if (createdBy == owner) {
         try {
           t.fail(t.rank(), e);
+          // The process exits next: its peers not connected to it read why from the store, once it is there.
+          t.awaitFailureStored(2000);
         } catch (RuntimeException | Error ignored) {
           // telling the peers is best effort: the exception itself must still reach the old handler
         }
