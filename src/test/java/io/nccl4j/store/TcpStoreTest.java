@@ -414,8 +414,11 @@ class TcpStoreTest {
     // one in three with a 1 s timeout); twenty calls show it.
     try (ServerSocket fake = fakeHttpServer()) {
       int port = fake.getLocalPort();
+      // The fake answers at once; a machine busy enough to keep it from answering within the timeout makes "Read
+      // timed out" the true last error: the timeout scales with the machine's load (TestTime).
+      Duration timeout = TestTime.scaled(Duration.ofMillis(300));
       for (int i = 0; i < 20; i++) {
-        Throwable e = catchThrowable(() -> TcpStore.connect("127.0.0.1", port, Duration.ofMillis(300)));
+        Throwable e = catchThrowable(() -> TcpStore.connect("127.0.0.1", port, timeout));
         assertThat(e).isInstanceOf(StoreTimeoutException.class);
         assertThat(e.getMessage()).as("call %d", i).contains("127.0.0.1:" + port + " is not an nccl4j store")
             .contains("0x48545450");
