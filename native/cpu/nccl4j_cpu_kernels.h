@@ -50,7 +50,7 @@
 /* The least bytes per destination (or copy) written with streaming stores. */
 #define NCCL4J_STREAM_MIN_BYTES ((size_t) 4 << 20)
 
-/* The order of io.nccl4j.cpu.Reduction.ArrayOp. */
+/* The numbers io.nccl4j.cpu.Reduction.ArrayOp gives each kernel (its kernelCode): change both together. */
 enum {
     NCCL4J_F32_SUM, NCCL4J_F32_PROD, NCCL4J_F64_SUM, NCCL4J_F64_PROD,
     NCCL4J_I32_SUM, NCCL4J_I32_PROD, NCCL4J_I32_MIN, NCCL4J_I32_MAX,

@@ -109,19 +109,25 @@ final class FingerprintDigests implements AutoCloseable {
     lastSeq = s; // publishes the stores above to the checker
   }
 
-  /** What the digest covers: the fingerprint's fields, without all-to-all counts and splits. */
+  /**
+   * What the digest covers: the fingerprint's fields, without all-to-all counts and splits. Ranks in other processes
+   * compare digests, so nothing of it depends on an enum's declaration order: operations by their wire codes,
+   * dtypes by NCCL's codes, the rest by their names (whose hashes Java specifies).
+   */
   static long hash(Collective c) {
     boolean allToAll = c.op() == OpType.ALLTOALL;
-    long h = mix(c.seq() * 0x9E3779B97F4A7C15L + c.op().ordinal());
+    long h = mix(c.seq() * 0x9E3779B97F4A7C15L + c.op().wireCode());
     h = mix(h ^ buffer(Fingerprint.comparedInput(c), allToAll));
     h = mix(h ^ buffer(Fingerprint.comparedOutput(c), allToAll));
     ReduceOp op = c.reduceOp();
-    h = mix(h ^ (op == null ? -1 : op.kind().ordinal() * 0x100000001B3L ^ Double.doubleToLongBits(op.scalar())));
+    h = mix(h ^ (op == null ? -1 : op.kind().name().hashCode() * 0x100000001B3L
+        ^ Double.doubleToLongBits(op.scalar())));
     return mix(h ^ c.peer());
   }
 
   private static long buffer(Collective.Buffer b, boolean allToAll) {
-    return b == null ? -7 : (allToAll ? 0 : b.count() * 31) + b.dtype().ordinal() * 7L + b.device().type().ordinal();
+    return b == null ? -7 : (allToAll ? 0 : b.count() * 31) + b.dtype().ncclCode() * 7L
+        + b.device().type().name().hashCode();
   }
 
   private static long mix(long h) {

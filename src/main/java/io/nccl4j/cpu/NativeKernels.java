@@ -126,7 +126,7 @@ final class NativeKernels implements AutoCloseable {
     for (int i = 0; i < nd; i++) {
       NativeMemory.putLong(destinationTable + (long) i * Long.BYTES, dst[i]);
     }
-    int rc = CpuKernels.nccl4j_reduce(op.ordinal(), sourceTable, ns, destinationTable, nd, n, flags);
+    int rc = CpuKernels.nccl4j_reduce(op.kernelCode, sourceTable, ns, destinationTable, nd, n, flags);
     if (rc < 0) {
       throw new IllegalStateException("nccl4j_reduce refused op " + op + " with " + ns + " sources, " + nd + " destinations");
     }

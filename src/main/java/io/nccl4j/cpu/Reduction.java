@@ -195,7 +195,15 @@ public final class Reduction {
 
   /** The operators {@link #arrayOp} offers. */
   enum ArrayOp {
-    F32_SUM, F32_PROD, F64_SUM, F64_PROD, I32_SUM, I32_PROD, I32_MIN, I32_MAX, I64_SUM, I64_PROD, I64_MIN, I64_MAX
+    F32_SUM(0), F32_PROD(1), F64_SUM(2), F64_PROD(3), I32_SUM(4), I32_PROD(5), I32_MIN(6), I32_MAX(7), I64_SUM(8),
+    I64_PROD(9), I64_MIN(10), I64_MAX(11);
+
+    /** The kernel's number in native/cpu/nccl4j_cpu_kernels.h (NCCL4J_F32_SUM …), fixed, not the declaration order. */
+    final int kernelCode;
+
+    ArrayOp(int kernelCode) {
+      this.kernelCode = kernelCode;
+    }
   }
 
   /** Whether a post-operation (integer AVG division) follows the reduction. */

@@ -43,8 +43,8 @@ final class ShmCurrent {
     long v = NativeMemory.getLongVolatile(at + VERSION);
     NativeMemory.putLongVolatile(at + VERSION, v | 1);
     NativeMemory.putLong(at + SEQ, tag.seq());
-    NativeMemory.putInt(at + OP, tag.op().ordinal());
-    NativeMemory.putInt(at + CHANNEL, tag.channel().ordinal());
+    NativeMemory.putInt(at + OP, tag.op().wireCode());
+    NativeMemory.putInt(at + CHANNEL, tag.channel().wireCode());
     NativeMemory.putInt(at + WAY, way);
     byte[] fp = fingerprint != null && fingerprint.length <= MAX_FINGERPRINT_BYTES ? fingerprint : null;
     NativeMemory.putInt(at + FINGERPRINT, fp == null ? -1 : fp.length);
@@ -90,13 +90,13 @@ final class ShmCurrent {
     if (NativeMemory.getLongVolatile(at + VERSION) != v) {
       return null;
     }
-    OpType[] ops = OpType.values();
-    Tag.Channel[] channels = Tag.Channel.values();
-    if (op < 0 || op >= ops.length || channel < 0 || channel >= channels.length || way < UNDECIDED || way > WINDOW) {
+    OpType kind = OpType.fromWireCode(op);
+    Tag.Channel ch = Tag.Channel.fromWireCode(channel);
+    if (kind == null || ch == null || way < UNDECIDED || way > WINDOW) {
       return null;
     }
-    Fingerprint f = fp == null ? null : TcpFrames.decodeFingerprint(fp, ops[op]);
-    return new Running(new Tag(channels[channel], ops[op], seq, f), way, v);
+    Fingerprint f = fp == null ? null : TcpFrames.decodeFingerprint(fp, kind);
+    return new Running(new Tag(ch, kind, seq, f), way, v);
   }
 
   /**

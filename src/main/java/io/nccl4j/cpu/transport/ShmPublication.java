@@ -36,8 +36,8 @@ final class ShmPublication {
     if (offsets.length > MAX_ADDRESSES) {
       throw new IllegalArgumentException("a window publishes at most " + MAX_ADDRESSES + " buffers");
     }
-    NativeMemory.putInt(p + P_OP, tag.op().ordinal());
-    NativeMemory.putInt(p + P_CHANNEL, tag.channel().ordinal());
+    NativeMemory.putInt(p + P_OP, tag.op().wireCode());
+    NativeMemory.putInt(p + P_CHANNEL, tag.channel().wireCode());
     NativeMemory.putLong(p + P_SEQ, tag.seq());
     NativeMemory.putLong(p + P_BYTES, bytes);
     int n = Math.min(algorithm.length, MAX_ALGORITHM_BYTES);
@@ -138,11 +138,9 @@ final class ShmPublication {
 
   /** The tag published at {@code p} (its fingerprint decoded), or null when it is not one nccl4j writes. */
       Tag tag(long p) {
-      int op = NativeMemory.getInt(p + P_OP);
-      int channel = NativeMemory.getInt(p + P_CHANNEL);
-      OpType[] ops = OpType.values();
-      Tag.Channel[] channels = Tag.Channel.values();
-      if (op < 0 || op >= ops.length || channel < 0 || channel >= channels.length) {
+      OpType op = OpType.fromWireCode(NativeMemory.getInt(p + P_OP));
+      Tag.Channel channel = Tag.Channel.fromWireCode(NativeMemory.getInt(p + P_CHANNEL));
+      if (op == null || channel == null) {
         return null;
       }
       int fpLen = NativeMemory.getInt(p + P_FINGERPRINT);
@@ -153,12 +151,12 @@ final class ShmPublication {
           fp = lastFingerprint; // one collective's ranks publish the same bytes: decode them once
         } else {
           byte[] b = Arrays.copyOf(scratch, fpLen);
-          fp = TcpFrames.decodeFingerprint(b, ops[op]);
+          fp = TcpFrames.decodeFingerprint(b, op);
           lastFingerprintBytes = b;
           lastFingerprint = fp;
         }
       }
-      return new Tag(channels[channel], ops[op], NativeMemory.getLong(p + P_SEQ), fp);
+      return new Tag(channel, op, NativeMemory.getLong(p + P_SEQ), fp);
     }
   }
 }

@@ -19,8 +19,29 @@ import io.nccl4j.spi.Fingerprint;
 public record Tag(Channel channel, OpType op, long seq, Fingerprint fingerprint) {
   /** Collective and point-to-point traffic use separate ordered channels. */
   public enum Channel {
-    COLLECTIVE,
-    P2P
+    COLLECTIVE(0),
+    P2P(1);
+
+    private final int wireCode;
+
+    Channel(int wireCode) {
+      this.wireCode = wireCode;
+    }
+
+    /** The number that stands for the channel in frames and publications (pinned by OpTypeTest, not the order). */
+    public int wireCode() {
+      return wireCode;
+    }
+
+    /** The channel whose {@link #wireCode} is {@code code}; null for none. */
+    public static Channel fromWireCode(int code) {
+      for (Channel c : values()) {
+        if (c.wireCode == code) {
+          return c;
+        }
+      }
+      return null;
+    }
   }
 
   /** A tag without fingerprint. */

@@ -217,7 +217,7 @@ final class TcpConnections {
       }
       out.writeByte(TcpFrames.HELLO_OK);
       out.flush();
-      TcpConnection c = connection(h.rank(), Tag.Channel.values()[h.channel()]);
+      TcpConnection c = connection(h.rank(), Tag.Channel.fromWireCode(h.channel()));
       c.attach(s);
       if (closed) {
         // close() may have gone through the connections before this one was made: it must not outlive them.
@@ -327,7 +327,7 @@ final class TcpConnections {
     TcpFrames.writeHello(out, groupId, rank, channel);
     byte[] nonce = new byte[JobIdentity.NONCE_BYTES];
     in.readFully(nonce);
-    out.write(job.prove(nonce, TcpFrames.proofContext(groupId, rank, channel.ordinal())));
+    out.write(job.prove(nonce, TcpFrames.proofContext(groupId, rank, channel.wireCode())));
     out.flush();
     int verdict = in.read();
     if (verdict < 0) {

@@ -64,7 +64,7 @@ final class TcpFrames {
     /** True when it comes from rank {@code peer < self} of group {@code groupId}, on a known channel. */
     boolean validFor(String groupId, int self) {
       return magic == MAGIC && version == VERSION && this.groupId.equals(groupId) && rank >= 0 && rank < self
-          && channel >= 0 && channel < Tag.Channel.values().length;
+          && Tag.Channel.fromWireCode(channel) != null;
     }
   }
 
@@ -75,7 +75,7 @@ final class TcpFrames {
     o.writeInt(gid.length);
     o.write(gid);
     o.writeInt(rank);
-    o.writeByte(channel.ordinal());
+    o.writeByte(channel.wireCode());
     o.flush();
   }
 
@@ -107,8 +107,8 @@ final class TcpFrames {
    */
   static void encodeDataHeader(byte[] header, Tag tag, long bytes, int fingerprintBytes) {
     header[0] = DATA;
-    header[1] = (byte) tag.channel().ordinal();
-    header[2] = (byte) tag.op().ordinal();
+    header[1] = (byte) tag.channel().wireCode();
+    header[2] = (byte) tag.op().wireCode();
     putLong(header, 3, tag.seq());
     putLong(header, 11, bytes);
     header[19] = (byte) (fingerprintBytes >>> 8);
@@ -117,12 +117,12 @@ final class TcpFrames {
 
   /** The tag of a data frame's header (without fingerprint), or null for a channel or operation that does not exist. */
   static Tag dataTag(byte[] header) {
-    int channel = header[1] & 0xff;
-    int op = header[2] & 0xff;
-    if (channel >= Tag.Channel.values().length || op >= OpType.values().length) {
+    Tag.Channel channel = Tag.Channel.fromWireCode(header[1] & 0xff);
+    OpType op = OpType.fromWireCode(header[2] & 0xff);
+    if (channel == null || op == null) {
       return null;
     }
-    return new Tag(Tag.Channel.values()[channel], OpType.values()[op], getLong(header, 3));
+    return new Tag(channel, op, getLong(header, 3));
   }
 
   /** The length of the fingerprint that follows a data frame's header. */
