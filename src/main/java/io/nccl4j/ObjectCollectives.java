@@ -169,18 +169,13 @@ final class ObjectCollectives {
 
   /** Every rank's length, checked before anything is allocated for it. */
   private long[] allGatherSizes(int mine, ObjectCodec<?> codec) {
-    try (Tensor one = Tensor.ofLongs(mine); Tensor oneDev = one.copy(pg.allocator());
-         Tensor all = pg.zeros(pg.size(), DType.INT64)) {
-      pg.allGatherIntoTensor(all, oneDev);
-      long[] sizes;
-      try (Tensor h = all.copy()) {
-        sizes = h.toLongArray();
-      }
-      for (int r = 0; r < sizes.length; r++) {
-        checkLength(sizes[r], r, codec);
-      }
-      return sizes;
+    long[][] all = pg.allGatherLongs(new long[] {mine});
+    long[] sizes = new long[all.length];
+    for (int r = 0; r < sizes.length; r++) {
+      sizes[r] = all[r][0];
+      checkLength(sizes[r], r, codec);
     }
+    return sizes;
   }
 
   private void checkLength(long length, int from, ObjectCodec<?> codec) {

@@ -785,7 +785,7 @@ public final class ProcessGroup implements AutoCloseable {
 
   private java.util.Optional<ProcessGroup> made(int color, int key, int[] ranks) {
     long[] mine = Subgroups.proposal(size(), color, key, ranks);
-    long[][] all = exchange(mine);
+    long[][] all = allGatherLongs(mine);
     if (ranks != null) {
       String problem = Subgroups.disagreement(all);
       if (problem != null) {
@@ -816,8 +816,12 @@ public final class ProcessGroup implements AutoCloseable {
     return child;
   }
 
-  /** Every rank's {@code mine}, through one all-gather on this group (host values, any backend). */
-  private long[][] exchange(long[] mine) {
+  /**
+   * Collective. Every rank's {@code mine} (host values of one length on every rank), by rank, through one
+   * all-gather on this group, on any backend: how ranks agree on a subgroup's members, and how the object
+   * collectives learn each other's lengths.
+   */
+  long[][] allGatherLongs(long[] mine) {
     int n = mine.length;
     try (Tensor in = empty(n, DType.INT64); Tensor out = empty((long) n * size(), DType.INT64);
         Tensor hostIn = Tensor.ofLongs(mine); Tensor hostOut = Tensor.zeros((long) n * size(), DType.INT64)) {

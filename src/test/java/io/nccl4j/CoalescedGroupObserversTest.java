@@ -34,12 +34,7 @@ class CoalescedGroupObserversTest {
       this.refuse = refuse;
     }
 
-    @Override public String name() { return b.name(); }
-    @Override public int rank() { return b.rank(); }
-    @Override public int size() { return b.size(); }
-    @Override public Device device() { return b.device(); }
-    @Override public Allocator allocator() { return b.allocator(); }
-    @Override public Duration timeout() { return b.timeout(); }
+    @Override public Identity identity() { return b.identity(); }
     @Override public void submit(Collective c, boolean w, Completion done) { b.submit(c, w, done); }
     @Override public void abort(BackendException cause) { b.abort(cause); }
     @Override public void close() { b.close(); }

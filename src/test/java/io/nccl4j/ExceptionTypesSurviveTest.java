@@ -175,33 +175,8 @@ class ExceptionTypesSurviveTest {
     }
 
     @Override
-    public String name() {
-      return "failing";
-    }
-
-    @Override
-    public int rank() {
-      return 0;
-    }
-
-    @Override
-    public int size() {
-      return 1;
-    }
-
-    @Override
-    public Device device() {
-      return Device.cpu();
-    }
-
-    @Override
-    public Allocator allocator() {
-      return allocator;
-    }
-
-    @Override
-    public Duration timeout() {
-      return TestTime.seconds(60);
+    public Identity identity() {
+      return new Identity("failing", 0, 1, Device.cpu(), allocator, TestTime.seconds(60));
     }
 
     @Override

@@ -13,6 +13,7 @@ import io.nccl4j.cpu.transport.Transport;
 import io.nccl4j.cpu.transport.TransportTimeoutException;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.spi.Backend;
+import io.nccl4j.spi.BackendFailures;
 import io.nccl4j.spi.Collective;
 import java.time.Duration;
 import java.util.Objects;
@@ -45,6 +46,7 @@ public final class CpuBackend implements Backend {
   /** The backend's own working memory: beside {@link #allocator}, so that its figures stay the tensors'. */
   private final Allocator scratch;
   private final Duration timeout;
+  private final Identity identity;
   private final ExecutionStream stream;
   private final Algorithms algorithms;
   private final CpuOptions options;
@@ -95,6 +97,7 @@ public final class CpuBackend implements Backend {
       throw new IllegalArgumentException("timeout must be positive, got " + timeout);
     }
     this.timeout = timeout;
+    this.identity = new Identity("cpu", transport.rank(), transport.size(), Device.cpu(), allocator, timeout);
     int rank = transport.rank();
     this.stream = new ExecutionStream("nccl4j-cpu-stream-rank" + rank);
     this.scratch = Allocator.host().child(scratchName(allocator));
@@ -115,29 +118,14 @@ public final class CpuBackend implements Backend {
     return algorithms.describe();
   }
 
-  @Override
-  public String name() {
-    return "cpu";
-  }
+
+
+
+
 
   @Override
-  public int rank() {
-    return transport.rank();
-  }
-
-  @Override
-  public int size() {
-    return transport.size();
-  }
-
-  @Override
-  public Device device() {
-    return Device.cpu();
-  }
-
-  @Override
-  public Allocator allocator() {
-    return allocator;
+  public Identity identity() {
+    return identity;
   }
 
   @Override
@@ -150,10 +138,6 @@ public final class CpuBackend implements Backend {
     return true;
   }
 
-  @Override
-  public Duration timeout() {
-    return timeout;
-  }
 
   /** With {@code callerWaits}, runs on the calling thread when nothing is ahead (no hand-off). */
   @Override
@@ -246,7 +230,7 @@ public final class CpuBackend implements Backend {
     Collective c = ops.get(0);
     BackendException b = broken;
     if (b != null) {
-      f.completed(null, stillBroken(b));
+      f.completed(null, BackendFailures.stillBroken(b));
       return;
     }
     current = ops;
@@ -257,12 +241,8 @@ public final class CpuBackend implements Backend {
       stats = body.run(deadline);
     } catch (TransportTimeoutException e) {
       long ranMs = (System.nanoTime() - enqueued) / 1_000_000;
-      CollectiveTimeoutException t = new CollectiveTimeoutException(
-          "Watchdog caught collective operation timeout: WorkCPU(SeqNum=" + c.seq() + ", OpType="
-              + c.op().torchName() + ", NumelIn=" + c.numelIn() + ", NumelOut=" + c.numelOut()
-              + ", Timeout(ms)=" + Durations.toMillis(limit) + ") ran for " + ranMs
-              + " milliseconds before timing out. Rank " + rank() + " was " + e.getMessage() + ".",
-          e.timedOutRank() < 0 ? rank() : e.timedOutRank());
+      CollectiveTimeoutException t = BackendFailures.watchdogTimeout("WorkCPU", c, limit, ranMs,
+          "Rank " + rank() + " was " + e.getMessage() + ".", e.timedOutRank() < 0 ? rank() : e.timedOutRank());
       fail(f, t);
       return;
     } catch (BackendException e) {
@@ -309,9 +289,6 @@ public final class CpuBackend implements Backend {
         ops.get(0).label(), cause.getMessage());
   }
 
-  private static BackendException stillBroken(BackendException cause) {
-    return cause.withMessage("Process group is broken by an earlier failure: " + cause.getMessage());
-  }
 
   private CollectiveStats execute(Collective c, long deadline) {
     Tag tag = inBand ? Tag.collective(c.op(), c.seq(), transferFingerprints.of(c))

@@ -7,17 +7,23 @@ import io.nccl4j.nccl.bind.CudaApi;
  * Owner of one CUDA event: completion marker and, when created with timing, a timestamp.
  * {@link #close()} destroys it once; using it afterwards throws {@link IllegalStateException}.
  */
-public final class CudaEvent implements AutoCloseable {
-  private final Nccl nccl;
-  private final Device device;
+public final class CudaEvent extends CudaHandle {
   private final boolean timing;
-  private volatile long handle;
 
   private CudaEvent(Nccl nccl, Device device, boolean timing, long handle) {
-    this.nccl = nccl;
-    this.device = device;
+    super(nccl, device, handle);
     this.timing = timing;
-    this.handle = handle;
+  }
+
+  @Override
+  String kind() {
+    return "CudaEvent";
+  }
+
+  @Override
+  void destroy(long h) {
+    CudaApi cuda = nccl.cuda();
+    CudaCall.check(cuda.eventDestroy(h), cuda, "cudaEventDestroy", device);
   }
 
   /** Creates an event on {@code device}; {@code timing} false makes it cheaper (no timestamp). */
@@ -28,19 +34,6 @@ public final class CudaEvent implements AutoCloseable {
     CudaCall.check(cuda.eventCreateWithFlags(out, timing ? CudaApi.EVENT_DEFAULT : CudaApi.EVENT_DISABLE_TIMING),
         cuda, "cudaEventCreateWithFlags", Device.cuda(device));
     return new CudaEvent(nccl, Device.cuda(device), timing, out[0]);
-  }
-
-  /**
-   * The raw {@code cudaEvent_t}, for CUDA calls; the event still owns it.
-   *
-   * @throws IllegalStateException if the event is closed
-   */
-  public long handle() {
-    long h = handle;
-    if (h == 0) {
-      throw new IllegalStateException("CudaEvent on " + device + " is closed");
-    }
-    return h;
   }
 
   /** The device the event was created on. */
@@ -85,24 +78,5 @@ public final class CudaEvent implements AutoCloseable {
     CudaApi cuda = nccl.cuda();
     CudaCall.check(cuda.eventElapsedTime(ms, start.handle(), handle()), cuda, "cudaEventElapsedTime", device);
     return ms[0];
-  }
-
-  /** True once {@link #close()} has been called; the event is then destroyed. */
-  public boolean isClosed() {
-    return handle == 0;
-  }
-
-  /** Idempotent. */
-  @Override
-  public void close() {
-    long h;
-    synchronized (this) {
-      h = handle;
-      handle = 0;
-    }
-    if (h != 0) {
-      CudaApi cuda = nccl.cuda();
-      CudaCall.check(cuda.eventDestroy(h), cuda, "cudaEventDestroy", device);
-    }
   }
 }

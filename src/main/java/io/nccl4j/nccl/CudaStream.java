@@ -9,15 +9,20 @@ import io.nccl4j.nccl.bind.CudaApi;
  * with the legacy default stream). {@link #close()} destroys it once; using it afterwards throws
  * {@link IllegalStateException}.
  */
-public final class CudaStream implements DeviceStream, AutoCloseable {
-  private final Nccl nccl;
-  private final Device device;
-  private volatile long handle;
-
+public final class CudaStream extends CudaHandle implements DeviceStream {
   private CudaStream(Nccl nccl, Device device, long handle) {
-    this.nccl = nccl;
-    this.device = device;
-    this.handle = handle;
+    super(nccl, device, handle);
+  }
+
+  @Override
+  String kind() {
+    return "CudaStream";
+  }
+
+  @Override
+  void destroy(long h) {
+    CudaApi cuda = nccl.cuda();
+    CudaCall.check(cuda.streamDestroy(h), cuda, "cudaStreamDestroy", device);
   }
 
   /** Creates a non-blocking stream on {@code device}. */
@@ -35,14 +40,6 @@ public final class CudaStream implements DeviceStream, AutoCloseable {
     return device;
   }
 
-  @Override
-  public long handle() {
-    long h = handle;
-    if (h == 0) {
-      throw new IllegalStateException("CudaStream on " + device + " is closed");
-    }
-    return h;
-  }
 
   /** Blocks the host until all work queued on the stream has finished. */
   public void synchronize() {
@@ -61,27 +58,9 @@ public final class CudaStream implements DeviceStream, AutoCloseable {
     return nccl;
   }
 
-  /** True once {@link #close()} has been called; the stream is then destroyed. */
-  public boolean isClosed() {
-    return handle == 0;
-  }
-
-  /** Destroys the stream (pending work still completes, as CUDA defines). Idempotent. */
-  @Override
-  public void close() {
-    long h;
-    synchronized (this) {
-      h = handle;
-      handle = 0;
-    }
-    if (h != 0) {
-      CudaApi cuda = nccl.cuda();
-      CudaCall.check(cuda.streamDestroy(h), cuda, "cudaStreamDestroy", device);
-    }
-  }
-
   @Override
   public String toString() {
-    return "CudaStream(" + device + (handle == 0 ? ", closed" : ", 0x" + Long.toHexString(handle)) + ")";
+    long h = rawHandle();
+    return "CudaStream(" + device + (h == 0 ? ", closed" : ", 0x" + Long.toHexString(h)) + ")";
   }
 }

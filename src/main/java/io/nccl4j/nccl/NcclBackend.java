@@ -9,6 +9,7 @@ import io.nccl4j.memory.Allocator;
 import io.nccl4j.nccl.bind.CudaApi;
 import io.nccl4j.nccl.bind.NcclApi;
 import io.nccl4j.spi.Backend;
+import io.nccl4j.spi.BackendFailures;
 import io.nccl4j.spi.Collective;
 import java.time.Duration;
 import java.util.List;
@@ -58,6 +59,7 @@ public final class NcclBackend implements Backend {
   private final Duration abortDeadline;
   private final int device;
   private final Device cudaDevice;
+  private final Identity identity;
   private final CudaStream commStream;
   private final CudaEvent ready;
   /**
@@ -105,6 +107,7 @@ public final class NcclBackend implements Backend {
     this.timeout = timeout;
     this.device = comm.deviceIndex();
     this.cudaDevice = Device.cuda(device);
+    this.identity = new Identity("nccl", comm.rank(), comm.size(), cudaDevice, allocator, timeout);
     if (!allocator.device().equals(Device.cuda(device))) {
       throw new IllegalArgumentException("The allocator of rank " + comm.rank() + " must be on cuda:" + device
           + ", got " + allocator.device());
@@ -122,35 +125,11 @@ public final class NcclBackend implements Backend {
     this.progressThread = progress.start();
   }
 
-  @Override
-  public String name() {
-    return "nccl";
-  }
 
-  @Override
-  public int rank() {
-    return comm.rank();
-  }
 
-  @Override
-  public int size() {
-    return comm.size();
-  }
 
-  @Override
-  public Device device() {
-    return cudaDevice;
-  }
 
-  @Override
-  public Allocator allocator() {
-    return allocator;
-  }
 
-  @Override
-  public Duration timeout() {
-    return timeout;
-  }
 
   /** {@code ncclCommMemStats}' total for the communicator (NCCL ≥ 2.30), else -1. */
   @Override
@@ -193,6 +172,11 @@ public final class NcclBackend implements Backend {
     }
     currentStream = stream == null ? 0 : stream.handle();
     CurrentStreams.set(device, currentStream);
+  }
+
+  @Override
+  public Identity identity() {
+    return identity;
   }
 
   // ------------------------------------------------------------------ submit
@@ -247,7 +231,7 @@ public final class NcclBackend implements Backend {
       h = comm.enter(function, Durations.toNanos(first.timeoutOr(timeout)), enqueued);
     } catch (BackendException e) {
       BackendException b = broken;
-      completion.completed(null, b != null ? stillBroken(b) : e);
+      completion.completed(null, b != null ? BackendFailures.stillBroken(b) : e);
       return null;
     }
     boolean published = false;
@@ -255,7 +239,7 @@ public final class NcclBackend implements Backend {
     try {
       BackendException b = broken;
       if (b != null) {
-        completion.completed(null, stillBroken(b));
+        completion.completed(null, BackendFailures.stillBroken(b));
         return null;
       }
       nccl.setDevice(device);
@@ -378,7 +362,7 @@ public final class NcclBackend implements Backend {
    */
   private void drainPending(BackendException cause) {
     CudaMemory memory = nccl.deviceMemory(device);
-    ring.drain(cause, stillBroken(cause), event -> {
+    ring.drain(cause, BackendFailures.stillBroken(cause), event -> {
       try {
         memory.freesWaitFor(event);
       } catch (RuntimeException e) {
@@ -460,9 +444,6 @@ public final class NcclBackend implements Backend {
     return broken != null;
   }
 
-  private static BackendException stillBroken(BackendException cause) {
-    return cause.withMessage("Process group is broken by an earlier failure: " + cause.getMessage());
-  }
 
   // ------------------------------------------------------------------ close
 

@@ -169,11 +169,8 @@ final class NcclProgress implements Runnable {
       long now = System.nanoTime();
       Duration limit = c.timeoutOr(timeout);
       if (now - enqueued > Durations.toNanos(limit)) {
-        backend.fail(new CollectiveTimeoutException("Watchdog caught collective operation timeout: WorkNCCL(SeqNum="
-            + c.seq() + ", OpType=" + c.op().torchName() + ", NumelIn=" + c.numelIn() + ", NumelOut="
-            + c.numelOut() + ", Timeout(ms)=" + Durations.toMillis(limit) + ") ran for "
-            + (now - enqueued) / 1_000_000 + " milliseconds before timing out. Rank " + comm.rank() + " on "
-            + comm.device() + "; the communicator was aborted.", comm.rank()));
+        backend.fail(io.nccl4j.spi.BackendFailures.watchdogTimeout("WorkNCCL", c, limit, (now - enqueued) / 1_000_000,
+            "Rank " + comm.rank() + " on " + comm.device() + "; the communicator was aborted.", comm.rank()));
         continue;
       }
       if (stuckLaunch(now)) {

@@ -16,23 +16,51 @@ import java.time.Duration;
  * groups: the caller's {@link Completion}.
  */
 public interface Backend extends AutoCloseable {
+  /**
+   * What a backend is, fixed when it is made: its name, rank, the group's size, its device, the allocator of its
+   * tensors and the timeout of its operations. Backends give it once; the getters below read it.
+   *
+   * @param name short name: {@code cpu}, {@code nccl}
+   * @param rank this backend's rank, 0 … size − 1
+   * @param size the number of ranks in the group, one backend each
+   * @param device the device tensors must live on
+   * @param allocator the allocator for this rank's tensors
+   * @param timeout the timeout applied to every operation
+   */
+  record Identity(String name, int rank, int size, Device device, Allocator allocator, Duration timeout) {}
+
+  /** What this backend is. */
+  Identity identity();
+
   /** Short name: {@code cpu}, {@code nccl}. */
-  String name();
+  default String name() {
+    return identity().name();
+  }
 
   /** This backend's rank, 0 … size − 1. */
-  int rank();
+  default int rank() {
+    return identity().rank();
+  }
 
   /** The number of ranks in the group, one backend each. */
-  int size();
+  default int size() {
+    return identity().size();
+  }
 
   /** The device tensors must live on. */
-  Device device();
+  default Device device() {
+    return identity().device();
+  }
 
   /** The allocator for this rank's tensors. */
-  Allocator allocator();
+  default Allocator allocator() {
+    return identity().allocator();
+  }
 
   /** The timeout applied to every operation. */
-  Duration timeout();
+  default Duration timeout() {
+    return identity().timeout();
+  }
 
   /**
    * Enqueues one operation and returns at once, reporting its outcome to {@code completion} — which may be called
