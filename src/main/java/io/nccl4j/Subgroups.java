@@ -160,8 +160,9 @@ final class Subgroups {
   }
 
   /**
-   * The ranks of {@code newGroup(ranks)}, sorted as PyTorch sorts them; throws PyTorch's errors for
-   * a rank outside the group, and ours for a repeated one.
+   * The ranks of {@code newGroup(ranks)}, sorted as PyTorch sorts them, with torch.distributed.new_group's checks in
+   * its order and with its messages (torch 2.13): no rank twice, no more ranks than the group has, each a rank of
+   * the group. An empty list is nccl4j's own refusal (PyTorch would make a group without members).
    */
   static int[] checkedMembers(int[] ranks, int size) {
     if (ranks == null || ranks.length == 0) {
@@ -170,14 +171,20 @@ final class Subgroups {
     }
     int[] sorted = ranks.clone();
     Arrays.sort(sorted);
-    for (int i = 0; i < sorted.length; i++) {
-      if (sorted[i] < 0 || sorted[i] >= size) {
-        throw new UsageException("The new group's rank should be within the world_size set by init_process_group",
-            "rank " + sorted[i] + " is outside 0.." + (size - 1));
+    for (int i = 1; i < sorted.length; i++) {
+      if (sorted[i] == sorted[i - 1]) {
+        throw new UsageException("ranks list must not contain duplicate entries, got " + Arrays.toString(sorted),
+            "rank " + sorted[i] + " is listed more than once");
       }
-      if (i > 0 && sorted[i] == sorted[i - 1]) {
-        throw new UsageException("new_group: rank " + sorted[i] + " is listed twice in " + Arrays.toString(ranks),
-            "list each rank once");
+    }
+    if (sorted.length > size) {
+      throw new UsageException("the new group's world size should be less or equal to the world size set by"
+          + " init_process_group", sorted.length + " ranks for a group of " + size);
+    }
+    for (int r : sorted) {
+      if (r < 0 || r >= size) {
+        throw new UsageException("Rank " + r + " is out of range. Valid ranks are 0 to " + (size - 1) + " (world_size="
+            + size + ")");
       }
     }
     return sorted;
