@@ -5,11 +5,17 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
 import java.util.List;
+import java.util.Optional;
+import java.util.SortedSet;
+import java.util.TreeSet;
+import java.util.stream.Collectors;
+import java.util.stream.IntStream;
 
 /**
- * Where a group sits among the groups of its job: its name, the world ranks of its members, and how
- * the groups made from it are named and agreed on ({@link ProcessGroup#newGroup},
- * {@link ProcessGroup#split}, {@link ProcessGroup#shrink}).
+ * Where a group sits among the groups of its job — its name, the world ranks of its members — and how
+ * groups are made from it: the checks, the agreement of the ranks and the names of
+ * {@link ProcessGroup#newGroup}, {@link ProcessGroup#split} and {@link ProcessGroup#shrink}, which
+ * hand the group they compute to {@link ProcessGroup#derive} for its backend.
  *
  * <p>Names follow the order of creation, as PyTorch's group names do: the world is {@code 0}, the
  * n-th group made from group {@code g} is {@code g.n}. Every rank of a group makes its groups in the
@@ -81,6 +87,87 @@ final class Subgroups {
       global[i] = globalRanks[members[i]];
     }
     return new Subgroups(child.id(), global);
+  }
+
+  // ------------------------------------------------------------------ making groups from {@code pg}, this group
+
+  /** {@link ProcessGroup#newGroup}: the members agree on {@code ranks} through one all-gather on {@code pg}. */
+  Optional<ProcessGroup> newGroup(ProcessGroup pg, int[] ranks) {
+    int[] members = checkedMembers(ranks, pg.size());
+    boolean member = Arrays.binarySearch(members, pg.rank()) >= 0;
+    return made(pg, member ? 0 : Subgroup.NO_COLOR, pg.rank(), members);
+  }
+
+  /** {@link ProcessGroup#split}: every rank's colour and key, through one all-gather on {@code pg}. */
+  Optional<ProcessGroup> split(ProcessGroup pg, int color, int key) {
+    if (color < Subgroup.NO_COLOR) {
+      throw new UsageException("split: the colour must be non-negative, or NO_COLOR (-1) to join no group",
+          "got " + color);
+    }
+    return made(pg, color, key, null);
+  }
+
+  /** {@link ProcessGroup#shrink}: no collective on {@code pg}, whose dead ranks could not take part. */
+  ProcessGroup shrink(ProcessGroup pg, int[] excludedRanks) {
+    int[] excluded = checkedMembers(excludedRanks, pg.size());
+    int rank = pg.rank();
+    if (Arrays.binarySearch(excluded, rank) >= 0) {
+      throw new UsageException("shrink_group: a rank cannot exclude itself", "rank " + rank + " is in "
+          + Arrays.toString(excluded));
+    }
+    SortedSet<Integer> dead = new TreeSet<>(pg.failedRanks());
+    for (int r : excluded) {
+      dead.remove(r);
+    }
+    if (!dead.isEmpty()) {
+      // Excluding them here alone would give this rank another group than its peers, who may not know yet.
+      SortedSet<Integer> all = new TreeSet<>(pg.failedRanks());
+      for (int r : excluded) {
+        all.add(r);
+      }
+      throw new IllegalStateException("rank " + rank + " cannot shrink the group to exclude "
+          + Arrays.toString(excluded) + " only: rank" + (dead.size() == 1 ? " " : "s ") + listed(dead)
+          + (dead.size() == 1 ? " has" : " have") + " failed too, and a group with a dead member fails its first"
+          + " collective; exclude every failed rank: shrink(" + listed(all) + ")");
+    }
+    int[] survivors = IntStream.range(0, pg.size()).filter(r -> Arrays.binarySearch(excluded, r) < 0).toArray();
+    return pg.derive(() -> new Subgroup(nextName(), survivors, 0, rank), true);
+  }
+
+  private static String listed(SortedSet<Integer> ranks) {
+    return ranks.stream().map(String::valueOf).collect(Collectors.joining(", "));
+  }
+
+  private Optional<ProcessGroup> made(ProcessGroup pg, int color, int key, int[] ranks) {
+    long[][] all = exchange(pg, proposal(pg.size(), color, key, ranks));
+    if (ranks != null) {
+      String problem = disagreement(all);
+      if (problem != null) {
+        throw new UsageException(problem, "rank " + pg.rank() + " of group " + name);
+      }
+    }
+    int[] members = color >= 0 ? membersOf(all, color) : new int[0];
+    return Optional.ofNullable(pg.derive(() -> new Subgroup(nextName() + (ranks == null && color >= 0 ? ":" + color
+        : ""), members, color, key), false));
+  }
+
+  /** Every rank's {@code mine}, through one all-gather on {@code pg} (host values, any backend). */
+  private static long[][] exchange(ProcessGroup pg, long[] mine) {
+    int n = mine.length;
+    int size = pg.size();
+    try (Tensor in = pg.empty(n, DType.INT64); Tensor out = pg.empty((long) n * size, DType.INT64);
+        Tensor hostIn = Tensor.ofLongs(mine); Tensor hostOut = Tensor.zeros((long) n * size, DType.INT64)) {
+      in.copyFrom(hostIn);
+      pg.allGatherIntoTensor(out, in);
+      hostOut.copyFrom(out);
+      long[][] all = new long[size][n];
+      for (int r = 0; r < size; r++) {
+        for (int i = 0; i < n; i++) {
+          all[r][i] = hostOut.getLong((long) r * n + i);
+        }
+      }
+      return all;
+    }
   }
 
   // ------------------------------------------------------------------ agreeing on a new group

@@ -5,7 +5,6 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
 import io.nccl4j.cpu.transport.TcpThreadsCluster;
-import io.nccl4j.spi.Subgroup;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -196,7 +195,7 @@ class SubgroupTest {
   @ValueSource(strings = {"threads", "tcp"})
   void noColorJoinsNothing(String transport) {
     List<Integer> out = cluster(transport, 3).call(world -> {
-      Optional<ProcessGroup> g = world.split(world.rank() == 1 ? Subgroup.NO_COLOR : 7, world.rank());
+      Optional<ProcessGroup> g = world.split(world.rank() == 1 ? ProcessGroup.NO_COLOR : 7, world.rank());
       if (g.isEmpty()) {
         return -1;
       }
