@@ -33,7 +33,7 @@ final class MemoryCommand implements Callable<Integer> {
       description = "Float32 tensor per rank (rounded to a multiple of the world size). Default: ${DEFAULT-VALUE}.")
   String size;
 
-  @Option(names = "--out", paramLabel = "DIR", description = "Write memory.json, memory.csv, memory.png, memory.svg here.")
+  @Option(names = "--out", paramLabel = "DIR", description = "Write the results here: memory.json, .csv, .png and .svg.")
   Path out;
 
   static final List<String> MODES = List.of("allreduce-full", "reduce-scatter-shard", "rs-ag-naive-lifetime",
