@@ -38,6 +38,11 @@ record BackendChoice(String name, String reason) {
         ? io.nccl4j.nccl.NcclPlacement.Ranks.PROCESSES : io.nccl4j.nccl.NcclPlacement.Ranks.THREADS);
   }
 
+  /** The same backend, for the commands run after the one that reported why it was chosen: "as above". */
+  BackendChoice asAbove() {
+    return new BackendChoice(name, "as above");
+  }
+
   /** {@code backend: cpu (auto: NCCL not usable (...))}. */
   String describe() {
     return "backend: " + name + " (" + reason + ")";

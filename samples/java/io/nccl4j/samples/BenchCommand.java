@@ -26,9 +26,10 @@ import picocli.CommandLine.Option;
  */
 @Command(name = "bench", mixinStandardHelpOptions = true,
     description = {"Times direct AllReduce against ReduceScatter + AllGather, alternating their order.",
-        "Per size: warm-ups, then cycles (even: direct first; odd: decomposed first); inputs reset and ranks",
-        "synchronized outside the timed region; per-rank time, the maximum over ranks per cycle; median,",
-        "P95 (nearest rank), CV (population), payload GB/s, and the ratio unless a CV exceeds 5 %.",
+        "Per size: warm-ups, then cycles (even: direct first; odd: decomposed first); inputs reset and "
+            + "ranks synchronized outside the timed region; per-rank time, the maximum over ranks per cycle; "
+            + "median, P95 (nearest rank), CV (population), payload GB/s, and the ratio unless a CV exceeds "
+            + "5 %%.",
         "Every element is verified every cycle; exit 1 on any wrong element."})
 final class BenchCommand implements Callable<Integer> {
   @Mixin
@@ -44,7 +45,7 @@ final class BenchCommand implements Callable<Integer> {
   @Option(names = "--cycles", defaultValue = "10", description = "Measured cycles per size. Default: ${DEFAULT-VALUE}.")
   int cycles;
 
-  @Option(names = "--out", paramLabel = "DIR", description = "Write bench.json, bench.csv, bench.png and bench.svg here.")
+  @Option(names = "--out", paramLabel = "DIR", description = "Write the results here: bench.json, .csv, .png and .svg.")
   Path out;
 
   /** Times of one size: per cycle, the maximum over ranks, in microseconds. */

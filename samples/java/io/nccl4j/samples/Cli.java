@@ -9,8 +9,8 @@ import picocli.CommandLine.ScopeType;
 
 /** The {@code ./nccl4j} command line. */
 @Command(name = "nccl4j", mixinStandardHelpOptions = true, version = "nccl4j 0.1.0",
-    description = {"NCCL collectives for Java with PyTorch ProcessGroup semantics, and the chapter",
-        "experiments on the best backend available (NCCL with GPUs, else the CPU reference)."},
+    description = {"NCCL collectives for Java with PyTorch ProcessGroup semantics, and the chapter experiments on "
+            + "the best backend available (NCCL with GPUs, else the CPU reference)."},
     subcommands = {DemoCommand.class, ContractsCommand.class, EquivalenceCommand.class, InfoCommand.class,
         BenchCommand.class, MemoryCommand.class, ProbeCommand.class, SweepCommand.class, TraceCommand.class,
         RunCommand.class, ShrinkCommand.class, StoreCommand.class, WeightsCommand.class,

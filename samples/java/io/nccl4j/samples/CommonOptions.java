@@ -33,7 +33,13 @@ final class CommonOptions {
     }
   }
 
+  /** Set by a command that runs others (the demo): the backend it chose and reported already. */
+  BackendChoice chosen;
+
   BackendChoice choose() {
+    if (chosen != null) {
+      return chosen;
+    }
     if (worldSize < 1) {
       throw new SampleException(2, "--world-size must be >= 1, got " + worldSize);
     }

@@ -17,8 +17,8 @@ import picocli.CommandLine.Option;
 /** {@code ./nccl4j contracts}: the five exact contracts, checked on every rank. */
 @Command(name = "contracts", mixinStandardHelpOptions = true,
     description = {"Checks the chapter's five exact contracts on every rank.",
-        "exact-sum-equivalence, wrong-shard-order-rejected, wrong-reduction-op-rejected,",
-        "padding-and-trim-equivalence, nondivisible-without-padding-rejected (int64 data).",
+        "exact-sum-equivalence, wrong-shard-order-rejected, wrong-reduction-op-rejected, "
+            + "padding-and-trim-equivalence, nondivisible-without-padding-rejected (int64 data).",
         "Exit code 0 only when every rank row passes."})
 final class ContractsCommand implements Callable<Integer> {
   @Mixin

@@ -15,8 +15,8 @@ import picocli.CommandLine.Mixin;
 /** {@code ./nccl4j equivalence}: the small demo that AllReduce = ReduceScatter + AllGather. */
 @Command(name = "equivalence", mixinStandardHelpOptions = true,
     description = {"Shows that AllReduce = ReduceScatter + AllGather.",
-        "First illustrated without communication, then checked on every rank",
-        "(float32, 4 x world-size elements per rank)."})
+        "First illustrated without communication, then checked on every rank (float32, 4 x world-size "
+            + "elements per rank)."})
 final class EquivalenceCommand implements Callable<Integer> {
   private static final String RULE = "=".repeat(60);
 

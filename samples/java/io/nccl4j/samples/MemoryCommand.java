@@ -33,7 +33,7 @@ final class MemoryCommand implements Callable<Integer> {
       description = "Float32 tensor per rank (rounded to a multiple of the world size). Default: ${DEFAULT-VALUE}.")
   String size;
 
-  @Option(names = "--out", paramLabel = "DIR", description = "Write memory.json, memory.csv, memory.png, memory.svg here.")
+  @Option(names = "--out", paramLabel = "DIR", description = "Write the results here: memory.json, .csv, .png and .svg.")
   Path out;
 
   static final List<String> MODES = List.of("allreduce-full", "reduce-scatter-shard", "rs-ag-naive-lifetime",
@@ -55,8 +55,12 @@ final class MemoryCommand implements Callable<Integer> {
     int p = common.effectiveWorldSize();
     boolean peakReset = Resident.resetPeak();
     long residentBefore = Resident.now();
-    Groups.Gathered<List<ModeResult>> g = Groups.call(common, backend, p, pg -> runRank(pg, bytes),
-        new TypeReference<List<ModeResult>>() { });
+    boolean reporter = !Groups.launched() || io.nccl4j.launch.DistEnv.fromEnvironment().rank() == 0;
+    Groups.Gathered<List<ModeResult>> g;
+    try (Progress progress = new Progress("memory", STEPS, reporter)) {
+      g = Groups.call(common, backend, p, pg -> runRank(pg, bytes, pg.rank() == 0 ? progress : null),
+          new TypeReference<List<ModeResult>>() { });
+    }
     long residentPeak = Resident.peak();
     if (!g.reporter()) {
       return check(g.mine().get(0), bytes, p).isEmpty();
@@ -167,8 +171,11 @@ final class MemoryCommand implements Callable<Integer> {
     return String.format(Locale.ROOT, "%.1f", bytes / (double) (1 << 20));
   }
 
-  /** One rank's measurements; collective. */
-  static List<ModeResult> runRank(ProcessGroup pg, long bytes) {
+  /** The steps {@link #runRank} records after each mode's start, over the four modes: what its progress counts. */
+  static final int STEPS = 3 + 5 + 6 + 8;
+
+  /** One rank's measurements; collective. {@code progress} (rank 0's, or null) hears of every step. */
+  static List<ModeResult> runRank(ProcessGroup pg, long bytes, Progress progress) {
     int p = pg.size();
     long count = countFor(bytes, p);
     long q = count / p;
@@ -180,7 +187,12 @@ final class MemoryCommand implements Callable<Integer> {
       a.resetPeak();
       List<Step> steps = new ArrayList<>();
       steps.add(new Step("start", a.allocatedBytes() - base));
-      java.util.function.Consumer<String> rec = label -> steps.add(new Step(label, a.allocatedBytes() - base));
+      java.util.function.Consumer<String> rec = label -> {
+        steps.add(new Step(label, a.allocatedBytes() - base));
+        if (progress != null) {
+          progress.step(mode + ": " + label);
+        }
+      };
       long steady;
       long wrong;
       switch (mode) {

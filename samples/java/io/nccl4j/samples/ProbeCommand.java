@@ -29,10 +29,10 @@ import picocli.CommandLine.Option;
  */
 @Command(name = "probe", mixinStandardHelpOptions = true,
     header = "Counts collective launches inside NVTX ranges (direct AllReduce, decomposed RS + AG).",
-    description = {"Counts collective launches inside the ranges 'direct' (AllReduce) and 'decomposed'",
-        "(ReduceScatter + AllGather): warm-ups outside the ranges, then measured iterations inside them.",
-        "Expected per range: iterations x world size AllReduce; the same number of ReduceScatter and of",
-        "AllGather. Checks the counts and every result element; --trace writes a Chrome trace."})
+    description = {"Counts collective launches inside the ranges 'direct' (AllReduce) and 'decomposed' "
+            + "(ReduceScatter + AllGather): warm-ups outside the ranges, then measured iterations inside them.",
+        "Expected per range: iterations x world size AllReduce; the same number of ReduceScatter and of "
+            + "AllGather. Checks the counts and every result element; --trace writes a Chrome trace."})
 final class ProbeCommand implements Callable<Integer> {
   @Mixin
   CommonOptions common = new CommonOptions();

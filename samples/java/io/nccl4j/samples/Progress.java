@@ -1,12 +1,19 @@
 package io.nccl4j.samples;
 
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import me.tongfei.progressbar.ConsoleProgressBarConsumer;
 import me.tongfei.progressbar.ProgressBar;
 import me.tongfei.progressbar.ProgressBarBuilder;
 import me.tongfei.progressbar.ProgressBarStyle;
 
 /**
- * Progress on stderr for runs that take more than a few seconds: nothing is shown until 2 s have
- * passed, so quick runs stay quiet. Thread-safe; only the reporting process should create one.
+ * Progress on stderr for runs that take more than a few seconds, and only when stderr is a terminal: there the bar
+ * rewrites one line in place; piped or captured (a log, CI, a test) every update would be a line of its own, so
+ * nothing is written. Nothing is shown until 2 s have passed, so quick runs stay quiet. Thread-safe; only the
+ * reporting process should create one.
  */
 final class Progress implements AutoCloseable {
   private static final long SHOW_AFTER_NANOS = 2_000_000_000L;
@@ -15,13 +22,40 @@ final class Progress implements AutoCloseable {
   private final long total;
   private final long start = System.nanoTime();
   private final boolean enabled;
+  private final long showAfterNanos;
+  private final PrintStream err;
   private long done;
   private ProgressBar bar;
 
+  /** On {@code System.err}, when {@code enabled} (the reporting rank) and stderr is a terminal. */
   Progress(String task, long total, boolean enabled) {
+    this(task, total, enabled && stderrIsTerminal(), SHOW_AFTER_NANOS, System.err);
+  }
+
+  Progress(String task, long total, boolean enabled, long showAfterNanos, PrintStream err) {
     this.task = task;
     this.total = total;
     this.enabled = enabled;
+    this.showAfterNanos = showAfterNanos;
+    this.err = err;
+  }
+
+  /**
+   * Whether this process's stderr is a terminal (Linux: file descriptor 2 is a tty or pseudo-terminal). The JDK can
+   * tell only of stdin and stdout together ({@code System.console()}), and a command whose output is piped may
+   * still show its progress on the terminal.
+   */
+  static boolean stderrIsTerminal() {
+    return isTerminal(Path.of("/proc/self/fd/2"));
+  }
+
+  static boolean isTerminal(Path fd) {
+    try {
+      String target = Files.readSymbolicLink(fd).toString();
+      return target.startsWith("/dev/pts/") || target.startsWith("/dev/tty") || target.equals("/dev/console");
+    } catch (IOException | UnsupportedOperationException | SecurityException e) {
+      return false;
+    }
   }
 
   synchronized void step(String extra) {
@@ -29,14 +63,19 @@ final class Progress implements AutoCloseable {
     if (!enabled) {
       return;
     }
-    if (bar == null && System.nanoTime() - start > SHOW_AFTER_NANOS) {
+    if (bar == null && System.nanoTime() - start >= showAfterNanos) {
       bar = new ProgressBarBuilder().setTaskName(task).setInitialMax(total).setStyle(ProgressBarStyle.ASCII)
-          .setConsumer(new me.tongfei.progressbar.ConsoleProgressBarConsumer(System.err)).build();
+          .setConsumer(new ConsoleProgressBarConsumer(err)).build();
     }
     if (bar != null) {
       bar.stepTo(done);
       bar.setExtraMessage(extra);
     }
+  }
+
+  /** Steps counted so far. */
+  synchronized long done() {
+    return done;
   }
 
   @Override

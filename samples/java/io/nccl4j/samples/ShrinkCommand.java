@@ -23,11 +23,11 @@ import picocli.CommandLine.Option;
  */
 @Command(name = "shrink", mixinStandardHelpOptions = true,
     header = "Shrinks a group after a rank dies mid-run and goes on with exact collectives.",
-    description = {"Shrink and continue: rank K dies in the middle of a run of exact all-reduces; the",
-        "survivors detect it, shrink the group to themselves (re-ranked in their order), run exact",
-        "collectives on it and count wrong elements. Ranks are threads; the failing rank closes its",
-        "transport as a crashed process's sockets close. Exit code 0 only when every survivor named",
-        "the failed rank and nothing was wrong."})
+    description = {"Shrink and continue: rank K dies in the middle of a run of exact all-reduces; the survivors "
+            + "detect it, shrink the group to themselves (re-ranked in their order), run exact collectives on "
+            + "it and count wrong elements. Ranks are threads; the failing rank closes its transport as a "
+            + "crashed process's sockets close. Exit code 0 only when every survivor named the failed rank and "
+            + "nothing was wrong."})
 final class ShrinkCommand implements Callable<Integer> {
   @Mixin
   CommonOptions common = new CommonOptions();

@@ -17,9 +17,9 @@ import picocli.CommandLine.Option;
  */
 @Command(name = "store", mixinStandardHelpOptions = true,
     header = "Serves a TCP store on PyTorch's wire, for PyTorch and nccl4j processes alike.",
-    description = {"Serves a TCP store on PyTorch's wire until stopped, for PyTorch and nccl4j processes alike",
-        "(torch.distributed.TCPStore(host, port, n, False) joins it). It admits every client: listen on an",
-        "address only the job reaches (the default is the loopback)."})
+    description = {"Serves a TCP store on PyTorch's wire until stopped, for PyTorch and nccl4j processes alike "
+            + "(torch.distributed.TCPStore(host, port, n, False) joins it). It admits every client: listen on "
+            + "an address only the job reaches (the default is the loopback)."})
 final class StoreCommand implements Callable<Integer> {
   @Option(names = "--port", required = true, description = "TCP port to listen on (0: any free port, printed).")
   int port;

@@ -24,10 +24,10 @@ import picocli.CommandLine.Option;
  */
 @Command(name = "sweep", mixinStandardHelpOptions = true,
     header = "nccl-tests-style sweep over sizes and collectives, with exact checks and bounds.",
-    description = {"nccl-tests-style sweep over sizes: time per call, algbw, busbw and #wrong, out of place",
-        "and in place. algbw = S / time; busbw = algbw x factor (AllReduce 2(p-1)/p; ReduceScatter,",
-        "AllGather, AllToAll (p-1)/p; Broadcast, Reduce, SendRecv 1). Data is built so results are exact",
-        "(AVG within 2 ulp); exit 1 when any #wrong > 0."})
+    description = {"nccl-tests-style sweep over sizes: time per call, algbw, busbw and #wrong, out of place and in "
+            + "place. algbw = S / time; busbw = algbw x factor (AllReduce 2(p-1)/p; ReduceScatter, AllGather, "
+            + "AllToAll (p-1)/p; Broadcast, Reduce, SendRecv 1). Data is built so results are exact (AVG within"
+            + " 2 ulp); exit 1 when any #wrong > 0."})
 final class SweepCommand implements Callable<Integer> {
   @Mixin
   CommonOptions common = new CommonOptions();
@@ -36,8 +36,9 @@ final class SweepCommand implements Callable<Integer> {
   GroupOption group = new GroupOption();
 
   @Option(names = "--op", defaultValue = "allreduce",
-      description = {"allreduce, reducescatter, allgather, broadcast, reduce, alltoall, sendrecv, gather, scatter,",
-          "allgatherv, reducescatterv (uneven: rank r's share of S is (r+1)/(1+2+…+p)). Default: ${DEFAULT-VALUE}."})
+      description = {"allreduce, reducescatter, allgather, broadcast, reduce, alltoall, sendrecv, gather, scatter, "
+              + "allgatherv, reducescatterv (uneven: rank r's share of S is (r+1)/(1+2+…+p)). Default: "
+              + "${DEFAULT-VALUE}."})
   String op;
 
   @Option(names = {"-b", "--minbytes"}, defaultValue = "1K", description = "Smallest size S. Default: ${DEFAULT-VALUE}.")
@@ -74,25 +75,24 @@ final class SweepCommand implements Callable<Integer> {
 
   @Option(names = "--bound",
       description = {"Measure the physical limit in the same run and print it next to each AllReduce time:",
-          "threads: memory bandwidth B (large copies, read+write), bound 2*p*S/B; processes (under",
-          "./nccl4j run) of one host: memory bandwidth when they ran through shared memory, bound 2*p*S/B,",
-          "else loopback TCP bandwidth B, bound 2*(p-1)*S/B (the ring's bytes) - each row by its own when",
-          "only some rows ran through shared memory; processes on H > 1 hosts:",
-          "TCP bandwidth B each way between rank 0 and a rank of another host with both ways busy, after the",
-          "run, bound 2*(H-1)*S/(H*B)",
-          "(what crosses each host's link in a hierarchical AllReduce)."})
+          "threads: memory bandwidth B (large copies, read+write), bound 2*p*S/B; processes (under ./nccl4j"
+              + " run) of one host: memory bandwidth when they ran through shared memory, bound 2*p*S/B, else "
+              + "loopback TCP bandwidth B, bound 2*(p-1)*S/B (the ring's bytes) - each row by its own when only "
+              + "some rows ran through shared memory; processes on H > 1 hosts:",
+          "TCP bandwidth B each way between rank 0 and a rank of another host with both ways busy, after "
+              + "the run, bound 2*(H-1)*S/(H*B) (what crosses each host's link in a hierarchical AllReduce)."})
   boolean bound;
 
   @Option(names = "--validation-overhead",
-      description = {"Instead of the bandwidth table: time each size with validation off, in_band, cheap and detail,",
-          "in rotating order over several rounds in one run, and print the medians and their ratios."})
+      description = {"Instead of the bandwidth table: time each size with validation off, in_band, cheap and detail, "
+              + "in rotating order over several rounds in one run, and print the medians and their ratios."})
   boolean validationOverhead;
 
   @Option(names = "--rounds", defaultValue = "5",
       description = "Rounds of --validation-overhead (each times every mode once). Default: ${DEFAULT-VALUE}.")
   int rounds;
 
-  @Option(names = "--out", paramLabel = "DIR", description = "Write sweep.json, sweep.csv, sweep.png, sweep.svg here.")
+  @Option(names = "--out", paramLabel = "DIR", description = "Write the results here: sweep.json, .csv, .png and .svg.")
   Path out;
 
   @Override

@@ -21,9 +21,10 @@ import picocli.CommandLine.Option;
  */
 @Command(name = "weights", mixinStandardHelpOptions = true,
     header = "Receives weights from PyTorch ranks over a shared NCCL group and all-reduces them back.",
-    description = {"Joins an NCCL group shared with PyTorch ranks through a TCP store (key nccl_unique_id), receives",
-        "rank 0's weights by broadcast and all-reduces them back; exact checks on every element.",
-        "Pair: python3 samples/python/weights_from_pytorch.py --port P --world-size 2 (rank 0, hosts the store)."})
+    description = {"Joins an NCCL group shared with PyTorch ranks through a TCP store (key nccl_unique_id), receives"
+            + " rank 0's weights by broadcast and all-reduces them back; exact checks on every element.",
+        "Pair: python3 samples/python/weights_from_pytorch.py --port P --world-size 2 (rank 0, hosts the "
+            + "store)."})
 final class WeightsCommand implements Callable<Integer> {
   /**
    * Up to 2^19 elements, every partial sum of (i + 0.5) times 1..4 needs at most 24 significant bits: exact in float32

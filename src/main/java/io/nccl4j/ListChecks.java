@@ -5,8 +5,9 @@ import java.util.List;
 /**
  * The argument checks of the list forms (gather and scatter lists, all-gather into a list,
  * reduce-scatter from a list, all-to-all of lists, batches of point-to-point operations), with
- * PyTorch's messages: ProcessGroupNCCL's where it has one, torch.distributed's Python checks
- * otherwise, and ProcessGroupGloo's list-length message where ProcessGroupNCCL checks no length.
+ * PyTorch's messages, in the order a torch.distributed call meets them: torch.distributed's Python
+ * checks first (the dtypes of every list), then ProcessGroupNCCL's, and ProcessGroupGloo's list-length
+ * messages where ProcessGroupNCCL checks no length.
  * Each runs on the calling rank before anything is enqueued and throws {@link UsageException};
  * the tensor checks themselves are {@link Checks}'.
  */
@@ -24,6 +25,7 @@ final class ListChecks {
   /** gather into a list: on the root {@code list} holds size tensors each like {@code input}; elsewhere null or empty. */
   void gather(Tensor input, List<Tensor> list, int root) {
     checks.tensor(input, "input");
+    listDtypes(input, list, "gather_list");
     rooted(list, root, "gather", "output", "gather_list", "destination", input);
   }
 
@@ -38,7 +40,23 @@ final class ListChecks {
   /** scatter from a list: as {@link #gather}, each entry like {@code output}. */
   void scatter(Tensor output, List<Tensor> list, int root) {
     checks.tensor(output, "output");
+    listDtypes(output, list, "scatter_list");
     rooted(list, root, "scatter", "input", "scatter_list", "source", output);
+  }
+
+  /**
+   * What torch.distributed's gather and scatter check in Python before anything else, on every rank and before the
+   * root is looked at: the list's entries are tensors ({@code _check_tensor_list}) of {@code tensor}'s dtype
+   * ({@code _ensure_all_tensors_same_dtype(tensor, list)}, {@code tensor} first).
+   */
+  private void listDtypes(Tensor tensor, List<Tensor> list, String arg) {
+    if (list == null || list.isEmpty()) {
+      return;
+    }
+    for (int i = 0; i < list.size(); i++) {
+      checks.tensor(list.get(i), arg + "[" + i + "]");
+    }
+    sameDtype(list, tensor, true);
   }
 
   /**
@@ -65,7 +83,15 @@ final class ListChecks {
    */
   boolean reduceScatter(Tensor output, List<Tensor> inputs, ReduceOp op) {
     checks.tensor(output, "output");
-    length(inputs, "ProcessGroupGloo::reduce_scatter: invalid input tensor list at index 0", "input_list");
+    int n = inputs == null ? 0 : inputs.size();
+    if (n != worldSize) {
+      // ProcessGroupGloo's text (torch 2.13); ProcessGroupNCCL checks no length.
+      throw new UsageException("invalid input tensor list size, must be world size",
+          "rank " + rank + ": input_list has " + n + " tensors, expected " + worldSize + ", one per rank");
+    }
+    for (int i = 0; i < n; i++) {
+      checks.tensor(inputs.get(i), "input_list[" + i + "]");
+    }
     sameDtype(inputs, output, true);
     Checks.reduceOp(op, output.dtype());
     boolean even = sameSizes(inputs);
@@ -134,23 +160,14 @@ final class ListChecks {
       throw new UsageException(prefix + "Incorrect " + side + " list size " + list.size() + ". " + cap
           + " list size should be " + worldSize + ", same as size of the process group.", "rank " + rank);
     }
+    // The entries are tensors of like's dtype (listDtypes); ProcessGroupNCCL's type check cannot fail after it.
     for (int i = 0; like != null && i < list.size(); i++) {
       Tensor t = (Tensor) list.get(i);
-      checks.tensor(t, arg + "[" + i + "]");
-      if (t.dtype() != like.dtype()) {
-        throw new UsageException(prefix + "invalid tensor type at index " + i + " (expected " + typeName(like)
-            + ", got " + typeName(t) + ")", "rank " + rank);
-      }
       if (t.count() != like.count()) {
         throw new UsageException(prefix + "invalid tensor size at index " + i + " (expected (" + like.count()
             + "), got (" + t.count() + "))", "rank " + rank);
       }
     }
-  }
-
-  /** PyTorch's name of a tensor's type, as its messages print it: {@code CPUFloatType}, {@code CUDALongType}. */
-  static String typeName(Tensor t) {
-    return (t.device().isCuda() ? "CUDA" : "CPU") + io.nccl4j.spi.Fingerprint.torchTypeName(t.dtype()) + "Type";
   }
 
   private void length(List<Tensor> list, String message, String arg) {

@@ -16,7 +16,10 @@ import java.util.stream.Collectors;
  * the ranks that arrived then report as PyTorch's do. Only rank 0 applies the timeout (the others
  * wait for its answer up to the timeout plus the group's), so that it is rank 0 that names the
  * ranks, not a rank that merely waited. Nothing reaches the backend: a monitored barrier is not
- * numbered, not in the flight recorder, and one that fails leaves the group usable, as gloo's does.
+ * numbered, not in the flight recorder, and one that fails leaves the group usable: its backend never
+ * saw it. Gloo's does not — its monitored barrier runs over the group's own connections, and a
+ * timeout closes them, so the next collective fails ("Application timeout caused pair closure",
+ * torch 2.13).
  * With {@code waitAllRanks}, rank 0 checks the ranks still missing once the timeout has passed
  * without waiting again, so that it names all of them within one timeout (gloo waits a full timeout
  * for each).

@@ -3,12 +3,19 @@ package io.nccl4j;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.spi.Backend;
 import io.nccl4j.spi.Collective;
+import io.nccl4j.spi.Subgroup;
+import io.nccl4j.store.PrefixStore;
 import io.nccl4j.store.Store;
 import io.nccl4j.trace.CollectiveObserver;
 import io.nccl4j.trace.FlightRecorder;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.Collections;
+import java.util.List;
 import java.util.Objects;
+import java.util.Optional;
+import java.util.SortedSet;
+import java.util.TreeSet;
 import java.util.function.Supplier;
 
 // Over 400 lines because it is the whole user-facing API of a group: about seventy public methods,
@@ -27,6 +34,11 @@ import java.util.function.Supplier;
  * Arguments are checked here, by {@link Checks}, before anything is enqueued: a mistake throws
  * {@link UsageException} and leaves the group usable. Failures during the operation surface as
  * {@link BackendException} (on the Work, or thrown by the blocking form) and leave the group broken.
+ *
+ * <p>Ranks: every rank a method takes or returns ({@code src}, {@code dst}, peers, {@link #rank()}) is a
+ * rank of this group, 0 … size−1 — PyTorch's {@code group_src}/{@code group_dst}, not the world ranks
+ * its {@code src}/{@code dst} are. On the world group the two agree; on a subgroup
+ * {@link #groupRank(int)} and {@link #globalRank(int)} convert.
  *
  * <p>Memory: the caller owns every tensor passed in. The group keeps the tensors' memory alive until
  * the operation completes, so closing a tensor early is safe; reading an output before its Work
@@ -268,17 +280,38 @@ public final class ProcessGroup implements AutoCloseable {
     }
   }
 
-  /** Collective, blocking. See {@link #allReduceAsync(Tensor, ReduceOp)}. */
+  /**
+   * Collective, blocking, in place, as {@code all_reduce}: every rank's {@code tensor} becomes {@code op} over all
+   * ranks' tensors. Blocks this thread until the operation
+   * completed on this rank (at most the timeout); arguments are checked first, and a mistake throws
+   * {@link UsageException} and leaves the group usable.
+   *
+   * @throws BackendException (or a subclass) if the operation failed; the group is broken
+   */
   public void allReduce(Tensor tensor, ReduceOp op) {
     blocking(() -> allReduceAsync(tensor, op));
   }
 
-  /** Collective, blocking, SUM. */
+  /**
+   * Collective, blocking, in place, as {@code all_reduce} with its default operator: every rank's {@code tensor}
+   * becomes the SUM over all ranks' tensors. Blocks this thread until the operation
+   * completed on this rank (at most the timeout); arguments are checked first, and a mistake throws
+   * {@link UsageException} and leaves the group usable.
+   *
+   * @throws BackendException (or a subclass) if the operation failed; the group is broken
+   */
   public void allReduce(Tensor tensor) {
     allReduce(tensor, ReduceOp.SUM);
   }
 
-  /** Collective, blocking. See {@link #allReduceAsync(Tensor, Tensor, ReduceOp)}. */
+  /**
+   * Collective, blocking, out of place (NCCL's form; PyTorch has none): every rank's {@code output} becomes
+   * {@code op} over every rank's {@code input}, which is left unchanged. Blocks this thread until the operation
+   * completed on this rank (at most the timeout); arguments are checked first, and a mistake throws
+   * {@link UsageException} and leaves the group usable.
+   *
+   * @throws BackendException (or a subclass) if the operation failed; the group is broken
+   */
   public void allReduce(Tensor output, Tensor input, ReduceOp op) {
     blocking(() -> allReduceAsync(output, input, op));
   }
@@ -298,7 +331,15 @@ public final class ProcessGroup implements AutoCloseable {
     }
   }
 
-  /** Collective, blocking. */
+  /**
+   * Collective, blocking, as {@code reduce_scatter_tensor}: {@code input} holds size × q elements, rank-major;
+   * rank r's {@code output} (q elements) becomes {@code op} over every rank's block r. In place when
+   * {@code output} is block {@code rank()} of {@code input}. Blocks this thread until the operation
+   * completed on this rank (at most the timeout); arguments are checked first, and a mistake throws
+   * {@link UsageException} and leaves the group usable.
+   *
+   * @throws BackendException (or a subclass) if the operation failed; the group is broken
+   */
   public void reduceScatterTensor(Tensor output, Tensor input, ReduceOp op) {
     blocking(() -> reduceScatterTensorAsync(output, input, op));
   }
@@ -318,42 +359,69 @@ public final class ProcessGroup implements AutoCloseable {
     }
   }
 
-  /** Collective, blocking. */
+  /**
+   * Collective, blocking, as {@code all_gather_into_tensor}: {@code output} (size × q elements) becomes every
+   * rank's {@code input} (q elements) in rank order. In place when {@code input} is block {@code rank()} of
+   * {@code output}. Blocks this thread until the operation
+   * completed on this rank (at most the timeout); arguments are checked first, and a mistake throws
+   * {@link UsageException} and leaves the group usable.
+   *
+   * @throws BackendException (or a subclass) if the operation failed; the group is broken
+   */
   public void allGatherIntoTensor(Tensor output, Tensor input) {
     blocking(() -> allGatherIntoTensorAsync(output, input));
   }
 
   // ------------------------------------------------------------ Broadcast / Reduce
 
-  /** Collective: every rank's {@code tensor} becomes {@code root}'s. */
-  public Work broadcastAsync(Tensor tensor, int root) {
+  /**
+   * Collective, as {@code broadcast}: every rank's {@code tensor} becomes rank {@code src}'s. {@code src} is a rank
+   * of this group (PyTorch's {@code group_src}), not a world rank.
+   */
+  public Work broadcastAsync(Tensor tensor, int src) {
     synchronized (this) {
       ensureOpen();
-      checks.broadcast(tensor, root);
-      return submit(Operation.broadcast(tensor, root));
+      checks.broadcast(tensor, src);
+      return submit(Operation.broadcast(tensor, src));
     }
-  }
-
-  /** Collective, blocking. */
-  public void broadcast(Tensor tensor, int root) {
-    blocking(() -> broadcastAsync(tensor, root));
   }
 
   /**
-   * Collective: {@code root}'s {@code tensor} becomes op over every rank's tensor; other ranks'
-   * tensors are left unchanged (as NCCL leaves them).
+   * Collective, blocking, as {@code broadcast}: every rank's {@code tensor} becomes rank {@code src}'s. {@code src}
+   * is a rank of this group (PyTorch's {@code group_src}), not a world rank. Blocks this thread until the operation
+   * completed on this rank (at most the timeout); arguments are checked first, and a mistake throws
+   * {@link UsageException} and leaves the group usable.
+   *
+   * @throws BackendException (or a subclass) if the operation failed; the group is broken
    */
-  public Work reduceAsync(Tensor tensor, int root, ReduceOp op) {
+  public void broadcast(Tensor tensor, int src) {
+    blocking(() -> broadcastAsync(tensor, src));
+  }
+
+  /**
+   * Collective, as {@code reduce}: rank {@code dst}'s {@code tensor} becomes {@code op} over every rank's tensor;
+   * other ranks' tensors are left unchanged (as NCCL leaves them). {@code dst} is a rank of this group (PyTorch's
+   * {@code group_dst}), not a world rank.
+   */
+  public Work reduceAsync(Tensor tensor, int dst, ReduceOp op) {
     synchronized (this) {
       ensureOpen();
-      checks.reduce(tensor, root, op);
-      return submit(Operation.reduce(tensor, root, op));
+      checks.reduce(tensor, dst, op);
+      return submit(Operation.reduce(tensor, dst, op));
     }
   }
 
-  /** Collective, blocking. */
-  public void reduce(Tensor tensor, int root, ReduceOp op) {
-    blocking(() -> reduceAsync(tensor, root, op));
+  /**
+   * Collective, blocking, as {@code reduce}: rank {@code dst}'s {@code tensor} becomes {@code op} over every rank's
+   * tensor; other ranks' tensors are left unchanged (as NCCL leaves them). {@code dst} is a rank of this group
+   * (PyTorch's {@code group_dst}), not a world rank. Blocks this thread until the operation
+   * completed on this rank (at most the timeout); arguments are checked first, and a mistake throws
+   * {@link UsageException} and leaves the group usable.
+   *
+   * @throws BackendException (or a subclass) if the operation failed; the group is broken
+   */
+  public void reduce(Tensor tensor, int dst, ReduceOp op) {
+    blocking(() -> reduceAsync(tensor, dst, op));
   }
 
   // ------------------------------------------------------------ AllToAll
@@ -372,12 +440,27 @@ public final class ProcessGroup implements AutoCloseable {
     }
   }
 
-  /** Collective, blocking. */
+  /**
+   * Collective, blocking, as {@code all_to_all_single}: rank i sends {@code inputSplits[j]} elements (block j of
+   * its input) to rank j, and receives {@code outputSplits[i]} elements from each rank i into its output, ordered
+   * by source rank. Empty (or null) splits mean equal split; the counts each pair of ranks uses must agree. Blocks this thread until the operation
+   * completed on this rank (at most the timeout); arguments are checked first, and a mistake throws
+   * {@link UsageException} and leaves the group usable.
+   *
+   * @throws BackendException (or a subclass) if the operation failed; the group is broken
+   */
   public void allToAllSingle(Tensor output, Tensor input, long[] outputSplits, long[] inputSplits) {
     blocking(() -> allToAllSingleAsync(output, input, outputSplits, inputSplits));
   }
 
-  /** Collective, blocking, equal split. */
+  /**
+   * Collective, blocking, as {@code all_to_all_single} with equal splits: block j of every rank's {@code input}
+   * (size blocks of equal length) goes to rank j, whose {@code output} receives them ordered by source rank. Blocks this thread until the operation
+   * completed on this rank (at most the timeout); arguments are checked first, and a mistake throws
+   * {@link UsageException} and leaves the group usable.
+   *
+   * @throws BackendException (or a subclass) if the operation failed; the group is broken
+   */
   public void allToAllSingle(Tensor output, Tensor input) {
     allToAllSingle(output, input, null, null);
   }
@@ -385,9 +468,9 @@ public final class ProcessGroup implements AutoCloseable {
   // ------------------------------------------------------------ Point to point
 
   /**
-   * Point-to-point (this rank and {@code dst}): sends {@code tensor}. Completes when {@code dst}
-   * has received it; must be matched by a {@link #recvAsync} on {@code dst}, in the same order
-   * relative to other sends between the two ranks.
+   * Point-to-point (this rank and {@code dst}), as {@code isend}: sends {@code tensor}. Completes when {@code dst}
+   * has received it; must be matched by a {@link #recvAsync} on {@code dst}, in the same order relative to other
+   * sends between the two ranks. {@code dst} is a rank of this group (PyTorch's {@code group_dst}).
    */
   public Work sendAsync(Tensor tensor, int dst) {
     synchronized (this) {
@@ -397,12 +480,24 @@ public final class ProcessGroup implements AutoCloseable {
     }
   }
 
-  /** Point-to-point, blocking. */
+  /**
+   * Point-to-point (this rank and {@code dst}), blocking, as {@code send}: sends {@code tensor} and returns once
+   * {@code dst} has received it; {@code dst} must call {@link #recv} (or {@link #recvAsync}) for it, in the same
+   * order relative to other sends between the two ranks. {@code dst} is a rank of this group (PyTorch's
+   * {@code group_dst}). Blocks this thread until the operation
+   * completed on this rank (at most the timeout); arguments are checked first, and a mistake throws
+   * {@link UsageException} and leaves the group usable.
+   *
+   * @throws BackendException (or a subclass) if the operation failed; the group is broken
+   */
   public void send(Tensor tensor, int dst) {
     blocking(() -> sendAsync(tensor, dst));
   }
 
-  /** Point-to-point: receives into {@code tensor} what {@code src} sends; sizes must match. */
+  /**
+   * Point-to-point (this rank and {@code src}), as {@code irecv}: receives into {@code tensor} what {@code src}
+   * sends; sizes must match. {@code src} is a rank of this group (PyTorch's {@code group_src}).
+   */
   public Work recvAsync(Tensor tensor, int src) {
     synchronized (this) {
       ensureOpen();
@@ -411,7 +506,15 @@ public final class ProcessGroup implements AutoCloseable {
     }
   }
 
-  /** Point-to-point, blocking. */
+  /**
+   * Point-to-point (this rank and {@code src}), blocking, as {@code recv}: returns once {@code tensor} holds what
+   * {@code src} sent with {@link #send} (or {@link #sendAsync}); sizes must match. {@code src} is a rank of this
+   * group (PyTorch's {@code group_src}). Blocks this thread until the operation
+   * completed on this rank (at most the timeout); arguments are checked first, and a mistake throws
+   * {@link UsageException} and leaves the group usable.
+   *
+   * @throws BackendException (or a subclass) if the operation failed; the group is broken
+   */
   public void recv(Tensor tensor, int src) {
     blocking(() -> recvAsync(tensor, src));
   }
@@ -426,7 +529,14 @@ public final class ProcessGroup implements AutoCloseable {
     }
   }
 
-  /** Collective, blocking. */
+  /**
+   * Collective, blocking, as {@code barrier}: returns once every rank has entered the barrier (and this rank's
+   * earlier operations have completed, since a group's operations complete in issue order). Blocks this thread until the operation
+   * completed on this rank (at most the timeout); arguments are checked first, and a mistake throws
+   * {@link UsageException} and leaves the group usable.
+   *
+   * @throws BackendException (or a subclass) if the operation failed; the group is broken
+   */
   public void barrier() {
     blocking(this::barrierAsync);
   }
@@ -434,68 +544,105 @@ public final class ProcessGroup implements AutoCloseable {
   // ------------------------------------------------------------ Gather / Scatter
 
   /**
-   * Collective, as {@code gather} into one tensor: the root's {@code output} (size × q elements)
-   * becomes every rank's {@code input} (q elements) in rank order; other ranks pass null for
-   * {@code output}. In place when {@code input} is block {@code root} of {@code output}.
+   * Collective, gather into one tensor (NCCL's {@code ncclGather}; PyTorch has only the list form): rank
+   * {@code dst}'s {@code output} (size × q elements) becomes every rank's {@code input} (q elements) in rank order;
+   * other ranks pass null for {@code output}. In place when {@code input} is block {@code dst} of {@code output}.
+   * {@code dst} is a rank of this group, not a world rank.
    */
-  public Work gatherIntoTensorAsync(Tensor output, Tensor input, int root) {
+  public Work gatherIntoTensorAsync(Tensor output, Tensor input, int dst) {
     synchronized (this) {
       ensureOpen();
-      checks.gather(input, output, root);
-      return submit(Operation.gather(input, output, root));
+      checks.gather(input, output, dst);
+      return submit(Operation.gather(input, output, dst));
     }
   }
 
-  /** Collective, blocking. See {@link #gatherIntoTensorAsync}. */
-  public void gatherIntoTensor(Tensor output, Tensor input, int root) {
-    blocking(() -> gatherIntoTensorAsync(output, input, root));
+  /**
+   * Collective, blocking, gather into one tensor (NCCL's {@code ncclGather}; PyTorch has only the list form): rank
+   * {@code dst}'s {@code output} (size × q elements) becomes every rank's {@code input} (q elements) in rank order;
+   * other ranks pass null for {@code output}. In place when {@code input} is block {@code dst} of {@code output}.
+   * {@code dst} is a rank of this group, not a world rank. Blocks this thread until the operation
+   * completed on this rank (at most the timeout); arguments are checked first, and a mistake throws
+   * {@link UsageException} and leaves the group usable.
+   *
+   * @throws BackendException (or a subclass) if the operation failed; the group is broken
+   */
+  public void gatherIntoTensor(Tensor output, Tensor input, int dst) {
+    blocking(() -> gatherIntoTensorAsync(output, input, dst));
   }
 
   /**
-   * Collective, as {@code gather}: on the root, {@code gatherList} (size tensors, each like
-   * {@code tensor}) receives every rank's {@code tensor}, entry r rank r's; other ranks pass null or
-   * an empty list. Runs as {@link #gatherIntoTensorAsync} into a temporary on the root, copied into
-   * the list when it completes (see {@link ListCollectives}).
+   * Collective, as {@code gather}: on rank {@code dst}, {@code gatherList} (size tensors, each like {@code tensor})
+   * receives every rank's {@code tensor}, entry r rank r's; other ranks pass null or an empty list. {@code dst} is
+   * a rank of this group (PyTorch's {@code group_dst}). Runs as {@link #gatherIntoTensorAsync} into a temporary on
+   * {@code dst}, copied into the list when it completes (see {@link ListCollectives}).
    */
-  public Work gatherAsync(Tensor tensor, java.util.List<Tensor> gatherList, int root) {
-    return lists.gather(tensor, gatherList, root);
-  }
-
-  /** Collective, blocking. See {@link #gatherAsync}. */
-  public void gather(Tensor tensor, java.util.List<Tensor> gatherList, int root) {
-    gatherAsync(tensor, gatherList, root).waitFor();
+  public Work gatherAsync(Tensor tensor, List<Tensor> gatherList, int dst) {
+    return lists.gather(tensor, gatherList, dst);
   }
 
   /**
-   * Collective, scatter from one tensor: every rank's {@code output} (q elements) becomes block r of
-   * the root's {@code input} (size × q elements); other ranks pass null for {@code input}. In place
-   * when {@code output} is block {@code root} of {@code input}.
+   * Collective, blocking, as {@code gather}: on rank {@code dst}, {@code gatherList} (size tensors, each like
+   * {@code tensor}) receives every rank's {@code tensor}, entry r rank r's; other ranks pass null or an empty list.
+   * {@code dst} is a rank of this group (PyTorch's {@code group_dst}). Blocks this thread until the operation
+   * completed on this rank (at most the timeout); arguments are checked first, and a mistake throws
+   * {@link UsageException} and leaves the group usable.
+   *
+   * @throws BackendException (or a subclass) if the operation failed; the group is broken
    */
-  public Work scatterTensorAsync(Tensor output, Tensor input, int root) {
+  public void gather(Tensor tensor, List<Tensor> gatherList, int dst) {
+    gatherAsync(tensor, gatherList, dst).waitFor();
+  }
+
+  /**
+   * Collective, scatter from one tensor (NCCL's {@code ncclScatter}; PyTorch has only the list form): every rank's
+   * {@code output} (q elements) becomes block r of rank {@code src}'s {@code input} (size × q elements); other
+   * ranks pass null for {@code input}. In place when {@code output} is block {@code src} of {@code input}.
+   * {@code src} is a rank of this group, not a world rank.
+   */
+  public Work scatterTensorAsync(Tensor output, Tensor input, int src) {
     synchronized (this) {
       ensureOpen();
-      checks.scatter(output, input, root);
-      return submit(Operation.scatter(output, input, root));
+      checks.scatter(output, input, src);
+      return submit(Operation.scatter(output, input, src));
     }
   }
 
-  /** Collective, blocking. See {@link #scatterTensorAsync}. */
-  public void scatterTensor(Tensor output, Tensor input, int root) {
-    blocking(() -> scatterTensorAsync(output, input, root));
+  /**
+   * Collective, blocking, scatter from one tensor (NCCL's {@code ncclScatter}; PyTorch has only the list form):
+   * every rank's {@code output} (q elements) becomes block r of rank {@code src}'s {@code input} (size × q
+   * elements); other ranks pass null for {@code input}. In place when {@code output} is block {@code src} of
+   * {@code input}. {@code src} is a rank of this group, not a world rank. Blocks this thread until the operation
+   * completed on this rank (at most the timeout); arguments are checked first, and a mistake throws
+   * {@link UsageException} and leaves the group usable.
+   *
+   * @throws BackendException (or a subclass) if the operation failed; the group is broken
+   */
+  public void scatterTensor(Tensor output, Tensor input, int src) {
+    blocking(() -> scatterTensorAsync(output, input, src));
   }
 
   /**
-   * Collective, as {@code scatter}: every rank's {@code tensor} becomes entry r of the root's
-   * {@code scatterList} (size tensors, each like {@code tensor}); other ranks pass null or an empty
-   * list. The list is copied into a temporary on the root, then scattered as {@link #scatterTensorAsync}.
+   * Collective, as {@code scatter}: every rank's {@code tensor} becomes entry r of rank {@code src}'s
+   * {@code scatterList} (size tensors, each like {@code tensor}); other ranks pass null or an empty list.
+   * {@code src} is a rank of this group (PyTorch's {@code group_src}). The list is copied into a temporary on
+   * {@code src}, then scattered as {@link #scatterTensorAsync}.
    */
-  public Work scatterAsync(Tensor tensor, java.util.List<Tensor> scatterList, int root) {
-    return lists.scatter(tensor, scatterList, root);
+  public Work scatterAsync(Tensor tensor, List<Tensor> scatterList, int src) {
+    return lists.scatter(tensor, scatterList, src);
   }
 
-  /** Collective, blocking. See {@link #scatterAsync}. */
-  public void scatter(Tensor tensor, java.util.List<Tensor> scatterList, int root) {
-    scatterAsync(tensor, scatterList, root).waitFor();
+  /**
+   * Collective, blocking, as {@code scatter}: every rank's {@code tensor} becomes entry r of rank {@code src}'s
+   * {@code scatterList} (size tensors, each like {@code tensor}); other ranks pass null or an empty list.
+   * {@code src} is a rank of this group (PyTorch's {@code group_src}). Blocks this thread until the operation
+   * completed on this rank (at most the timeout); arguments are checked first, and a mistake throws
+   * {@link UsageException} and leaves the group usable.
+   *
+   * @throws BackendException (or a subclass) if the operation failed; the group is broken
+   */
+  public void scatter(Tensor tensor, List<Tensor> scatterList, int src) {
+    scatterAsync(tensor, scatterList, src).waitFor();
   }
 
   // ------------------------------------------------------------ List forms (ListCollectives)
@@ -507,12 +654,20 @@ public final class ProcessGroup implements AutoCloseable {
    * broadcasting entry i; with equal sizes as {@link #allGatherIntoTensorAsync} into a temporary,
    * copied into the list when it completes.
    */
-  public Work allGatherAsync(java.util.List<Tensor> tensorList, Tensor tensor) {
+  public Work allGatherAsync(List<Tensor> tensorList, Tensor tensor) {
     return lists.allGather(tensorList, tensor);
   }
 
-  /** Collective, blocking. See {@link #allGatherAsync}. */
-  public void allGather(java.util.List<Tensor> tensorList, Tensor tensor) {
+  /**
+   * Collective, blocking, as {@code all_gather}: entry r of {@code tensorList} (size tensors of {@code tensor}'s
+   * dtype) becomes rank r's {@code tensor}. Entries may differ in size, rank r's entry r as long as its
+   * {@code tensor}. Blocks this thread until the operation
+   * completed on this rank (at most the timeout); arguments are checked first, and a mistake throws
+   * {@link UsageException} and leaves the group usable.
+   *
+   * @throws BackendException (or a subclass) if the operation failed; the group is broken
+   */
+  public void allGather(List<Tensor> tensorList, Tensor tensor) {
     allGatherAsync(tensorList, tensor).waitFor();
   }
 
@@ -523,12 +678,20 @@ public final class ProcessGroup implements AutoCloseable {
    * rank i; with equal sizes as {@link #reduceScatterTensorAsync} from a temporary. Inputs are left
    * unchanged.
    */
-  public Work reduceScatterAsync(Tensor output, java.util.List<Tensor> inputList, ReduceOp op) {
+  public Work reduceScatterAsync(Tensor output, List<Tensor> inputList, ReduceOp op) {
     return lists.reduceScatter(output, inputList, op);
   }
 
-  /** Collective, blocking. See {@link #reduceScatterAsync}. */
-  public void reduceScatter(Tensor output, java.util.List<Tensor> inputList, ReduceOp op) {
+  /**
+   * Collective, blocking, as {@code reduce_scatter}: rank r's {@code output} becomes {@code op} over every rank's
+   * entry r of {@code inputList} (size tensors of {@code output}'s dtype; entry r as long as rank r's output;
+   * entries may differ in size). Inputs are left unchanged. Blocks this thread until the operation
+   * completed on this rank (at most the timeout); arguments are checked first, and a mistake throws
+   * {@link UsageException} and leaves the group usable.
+   *
+   * @throws BackendException (or a subclass) if the operation failed; the group is broken
+   */
+  public void reduceScatter(Tensor output, List<Tensor> inputList, ReduceOp op) {
     reduceScatterAsync(output, inputList, op).waitFor();
   }
 
@@ -537,12 +700,19 @@ public final class ProcessGroup implements AutoCloseable {
    * of {@code outputList} (size tensors each, one dtype; the sizes each pair uses must agree). Runs
    * as {@link #allToAllSingleAsync} with the entries' sizes as splits, through temporaries.
    */
-  public Work allToAllAsync(java.util.List<Tensor> outputList, java.util.List<Tensor> inputList) {
+  public Work allToAllAsync(List<Tensor> outputList, List<Tensor> inputList) {
     return lists.allToAll(outputList, inputList);
   }
 
-  /** Collective, blocking. See {@link #allToAllAsync}. */
-  public void allToAll(java.util.List<Tensor> outputList, java.util.List<Tensor> inputList) {
+  /**
+   * Collective, blocking, as {@code all_to_all}: rank i's entry j of {@code inputList} becomes rank j's entry i of
+   * {@code outputList} (size tensors each, one dtype; the sizes each pair of ranks uses must agree). Blocks this thread until the operation
+   * completed on this rank (at most the timeout); arguments are checked first, and a mistake throws
+   * {@link UsageException} and leaves the group usable.
+   *
+   * @throws BackendException (or a subclass) if the operation failed; the group is broken
+   */
+  public void allToAll(List<Tensor> outputList, List<Tensor> inputList) {
     allToAllAsync(outputList, inputList).waitFor();
   }
 
@@ -553,7 +723,7 @@ public final class ProcessGroup implements AutoCloseable {
    *
    * @throws IllegalStateException if a coalesced group is already open
    */
-  public java.util.List<Work> batchIsendIrecv(java.util.List<P2POp> ops) {
+  public List<Work> batchIsendIrecv(List<P2POp> ops) {
     return lists.batch(ops);
   }
 
@@ -566,7 +736,10 @@ public final class ProcessGroup implements AutoCloseable {
    * {@code waitAllRanks} all of them ("[Rank 0]: Ranks 2, 3 failed to pass …"), and the ranks that
    * arrived throw too, pointing at rank 0. Goes through the group's store (the one
    * {@link #setValidation} was given), not the backend: it is not numbered, and a failed one leaves
-   * the group usable (see {@link MonitoredBarrier}). Every rank must call it in the same order.
+   * the group usable — the ranks may go on with collectives, or {@link #shrink} the missing ranks
+   * away. Gloo's does not: a failed {@code monitored_barrier} closes its connections, and the next
+   * collective fails ("Application timeout caused pair closure", torch 2.13). Every rank must call
+   * it in the same order.
    *
    * @throws IllegalStateException if the group has no store
    */
@@ -575,7 +748,15 @@ public final class ProcessGroup implements AutoCloseable {
     monitoredBarrier.run(timeout, waitAllRanks);
   }
 
-  /** Collective: {@link #monitoredBarrier(Duration, boolean)} with the group's timeout, naming the first missing rank. */
+  /**
+   * Collective, as {@code monitored_barrier()}: returns once every rank has entered it; if some have not within the
+   * group's {@link #timeout()}, rank 0 throws a {@link CollectiveTimeoutException} naming the first missing rank
+   * ("[Rank 0]: Rank 2 failed to pass monitoredBarrier in 1000 ms") and the ranks that arrived throw too, pointing
+   * at rank 0. Through the group's store, not the backend: a failed one leaves the group usable (gloo's does not;
+   * see {@link #monitoredBarrier(Duration, boolean)}).
+   *
+   * @throws IllegalStateException if the group has no store
+   */
   public void monitoredBarrier() {
     monitoredBarrier(timeout(), false);
   }
@@ -588,12 +769,12 @@ public final class ProcessGroup implements AutoCloseable {
    * and may be null). Lengths travel first, then the bytes; a length a peer announces above
    * {@code codec.maxEncodedBytes()} is refused before anything is allocated for it.
    */
-  public <T> java.util.List<T> broadcastObjectList(java.util.List<T> objects, int src, ObjectCodec<T> codec) {
+  public <T> List<T> broadcastObjectList(List<T> objects, int src, ObjectCodec<T> codec) {
     return this.objects.broadcast(objects, src, codec);
   }
 
   /** Collective, as {@code all_gather_object}: every rank's {@code obj}, by rank, decoded on every rank. */
-  public <T> java.util.List<T> allGatherObject(T obj, ObjectCodec<T> codec) {
+  public <T> List<T> allGatherObject(T obj, ObjectCodec<T> codec) {
     return objects.allGather(obj, codec);
   }
 
@@ -601,7 +782,7 @@ public final class ProcessGroup implements AutoCloseable {
    * Collective, as {@code gather_object}: every rank's {@code obj}, by rank, on {@code dst}; an empty
    * list on other ranks.
    */
-  public <T> java.util.List<T> gatherObject(T obj, int dst, ObjectCodec<T> codec) {
+  public <T> List<T> gatherObject(T obj, int dst, ObjectCodec<T> codec) {
     return objects.gather(obj, dst, codec);
   }
 
@@ -609,7 +790,7 @@ public final class ProcessGroup implements AutoCloseable {
    * Collective, as {@code scatter_object_list}: returns entry {@code rank()} of the source's
    * {@code objects} (size entries); other ranks' lists are ignored and may be null.
    */
-  public <T> T scatterObjectList(java.util.List<T> objects, int src, ObjectCodec<T> codec) {
+  public <T> T scatterObjectList(List<T> objects, int src, ObjectCodec<T> codec) {
     return this.objects.scatter(objects, src, codec);
   }
 
@@ -695,7 +876,13 @@ public final class ProcessGroup implements AutoCloseable {
     }
   }
 
-  // ------------------------------------------------------------ Subgroups
+  // ------------------------------------------------------------ Subgroups (Subgroups)
+
+  /**
+   * What a rank passes to {@link #split} to take part in the split but join no group (NCCL's
+   * {@code NCCL_SPLIT_NOCOLOR}, -1).
+   */
+  public static final int NO_COLOR = Subgroup.NO_COLOR;
 
   /**
    * Collective: PyTorch's {@code new_group(ranks)}. Every rank of this group calls it, with the same
@@ -706,27 +893,21 @@ public final class ProcessGroup implements AutoCloseable {
    * the new communicator comes from {@code ncclCommSplit}. The new group has this group's timeout,
    * validation and allocator; close it (PyTorch's {@code destroy_process_group(group)}) before this one.
    *
-   * @throws UsageException for an empty list, a rank outside the group or a rank listed twice
+   * @throws UsageException for an empty list, a rank listed twice, or a rank outside the group (PyTorch's texts)
    */
-  public java.util.Optional<ProcessGroup> newGroup(int... ranks) {
-    int[] members = Subgroups.checkedMembers(ranks, size());
-    boolean member = java.util.Arrays.binarySearch(members, rank()) >= 0;
-    return made(member ? 0 : io.nccl4j.spi.Subgroup.NO_COLOR, rank(), members);
+  public Optional<ProcessGroup> newGroup(int... ranks) {
+    return groups.newGroup(this, ranks);
   }
 
   /**
    * Collective: NCCL's {@code ncclCommSplit}. Every rank of this group calls it; ranks that pass the
    * same {@code color} (≥ 0) form one new group, ordered by {@code key}, then by rank here; a rank
-   * that passes {@link io.nccl4j.spi.Subgroup#NO_COLOR} joins none and gets an empty Optional.
+   * that passes {@link #NO_COLOR} joins none and gets an empty Optional.
    *
-   * @throws UsageException for a colour below {@code NO_COLOR}
+   * @throws UsageException for a colour below {@link #NO_COLOR}
    */
-  public java.util.Optional<ProcessGroup> split(int color, int key) {
-    if (color < io.nccl4j.spi.Subgroup.NO_COLOR) {
-      throw new UsageException("split: the colour must be non-negative, or NO_COLOR (-1) to join no group",
-          "got " + color);
-    }
-    return made(color, key, null);
+  public Optional<ProcessGroup> split(int color, int key) {
+    return groups.split(this, color, key);
   }
 
   /**
@@ -738,8 +919,8 @@ public final class ProcessGroup implements AutoCloseable {
    *
    * @return group ranks, in increasing order
    */
-  public java.util.SortedSet<Integer> failedRanks() {
-    return java.util.Collections.unmodifiableSortedSet(new java.util.TreeSet<>(backend.failedRanks()));
+  public SortedSet<Integer> failedRanks() {
+    return Collections.unmodifiableSortedSet(new TreeSet<>(backend.failedRanks()));
   }
 
   /**
@@ -754,61 +935,30 @@ public final class ProcessGroup implements AutoCloseable {
    *     ({@link #failedRanks}): the survivors' group would have a dead member
    */
   public ProcessGroup shrink(int... excludedRanks) {
-    int[] excluded = Subgroups.checkedMembers(excludedRanks, size());
-    if (java.util.Arrays.binarySearch(excluded, rank()) >= 0) {
-      throw new UsageException("shrink_group: a rank cannot exclude itself", "rank " + rank() + " is in "
-          + java.util.Arrays.toString(excluded));
-    }
-    java.util.SortedSet<Integer> dead = new java.util.TreeSet<>(failedRanks());
-    for (int r : excluded) {
-      dead.remove(r);
-    }
-    if (!dead.isEmpty()) {
-      // Excluding them here alone would give this rank another group than its peers, who may not know yet.
-      java.util.SortedSet<Integer> all = new java.util.TreeSet<>(failedRanks());
-      for (int r : excluded) {
-        all.add(r);
-      }
-      throw new IllegalStateException("rank " + rank() + " cannot shrink the group to exclude "
-          + java.util.Arrays.toString(excluded) + " only: rank" + (dead.size() == 1 ? " " : "s ")
-          + dead.toString().replaceAll("[\\[\\]]", "") + (dead.size() == 1 ? " has" : " have") + " failed too, and a group with a dead member fails its first"
-          + " collective; exclude every failed rank: shrink(" + all.toString().replaceAll("[\\[\\]]", "") + ")");
-    }
-    int[] survivors = java.util.stream.IntStream.range(0, size())
-        .filter(r -> java.util.Arrays.binarySearch(excluded, r) < 0).toArray();
+    return groups.shrink(this, excludedRanks);
+  }
+
+  /**
+   * For {@link Subgroups}: under this group's lock and while it is open, names the new group ({@code spec} runs
+   * there, so that every rank names its groups in the order it makes them) and asks the backend for this rank's
+   * part of it — a subgroup, null for a rank that joins none, or with {@code shrink} the survivors' group — as a
+   * group made from this one.
+   */
+  ProcessGroup derive(Supplier<Subgroup> spec, boolean shrink) {
     synchronized (this) {
       ensureOpen();
-      io.nccl4j.spi.Subgroup spec = new io.nccl4j.spi.Subgroup(groups.nextName(), survivors, 0, rank());
-      return wrap(spec, backend.shrink(spec, validation.store()));
+      Subgroup s = spec.get();
+      Backend b = shrink ? backend.shrink(s, validation.store()) : backend.subgroup(s);
+      return b == null ? null : wrap(s, b);
     }
   }
 
-  private java.util.Optional<ProcessGroup> made(int color, int key, int[] ranks) {
-    long[] mine = Subgroups.proposal(size(), color, key, ranks);
-    long[][] all = allGatherLongs(mine);
-    if (ranks != null) {
-      String problem = Subgroups.disagreement(all);
-      if (problem != null) {
-        throw new UsageException(problem, "rank " + rank() + " of group " + groups.name());
-      }
-    }
-    synchronized (this) {
-      ensureOpen();
-      String name = groups.nextName() + (ranks == null && color >= 0 ? ":" + color : "");
-      int[] members = color >= 0 ? Subgroups.membersOf(all, color) : new int[0];
-      io.nccl4j.spi.Subgroup spec = new io.nccl4j.spi.Subgroup(name, members, color, key);
-      Backend b = backend.subgroup(spec);
-      return b == null ? java.util.Optional.empty() : java.util.Optional.of(wrap(spec, b));
-    }
-  }
-
-  private ProcessGroup wrap(io.nccl4j.spi.Subgroup spec, Backend b) {
+  private ProcessGroup wrap(Subgroup spec, Backend b) {
     ProcessGroup child;
     try {
       child = new ProcessGroup(b, groups.child(spec));
       Store store = validation.store();
-      child.setValidation(validation.mode(), store == null ? null : new io.nccl4j.store.PrefixStore(
-          "group/" + spec.id(), store));
+      child.setValidation(validation.mode(), store == null ? null : new PrefixStore("group/" + spec.id(), store));
     } catch (RuntimeException e) {
       b.close();
       throw e;

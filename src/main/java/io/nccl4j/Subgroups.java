@@ -5,11 +5,17 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
 import java.util.List;
+import java.util.Optional;
+import java.util.SortedSet;
+import java.util.TreeSet;
+import java.util.stream.Collectors;
+import java.util.stream.IntStream;
 
 /**
- * Where a group sits among the groups of its job: its name, the world ranks of its members, and how
- * the groups made from it are named and agreed on ({@link ProcessGroup#newGroup},
- * {@link ProcessGroup#split}, {@link ProcessGroup#shrink}).
+ * Where a group sits among the groups of its job — its name, the world ranks of its members — and how
+ * groups are made from it: the checks, the agreement of the ranks and the names of
+ * {@link ProcessGroup#newGroup}, {@link ProcessGroup#split} and {@link ProcessGroup#shrink}, which
+ * hand the group they compute to {@link ProcessGroup#derive} for its backend.
  *
  * <p>Names follow the order of creation, as PyTorch's group names do: the world is {@code 0}, the
  * n-th group made from group {@code g} is {@code g.n}. Every rank of a group makes its groups in the
@@ -81,6 +87,68 @@ final class Subgroups {
       global[i] = globalRanks[members[i]];
     }
     return new Subgroups(child.id(), global);
+  }
+
+  // ------------------------------------------------------------------ making groups from {@code pg}, this group
+
+  /** {@link ProcessGroup#newGroup}: the members agree on {@code ranks} through one all-gather on {@code pg}. */
+  Optional<ProcessGroup> newGroup(ProcessGroup pg, int[] ranks) {
+    int[] members = checkedMembers(ranks, pg.size());
+    boolean member = Arrays.binarySearch(members, pg.rank()) >= 0;
+    return made(pg, member ? 0 : Subgroup.NO_COLOR, pg.rank(), members);
+  }
+
+  /** {@link ProcessGroup#split}: every rank's colour and key, through one all-gather on {@code pg}. */
+  Optional<ProcessGroup> split(ProcessGroup pg, int color, int key) {
+    if (color < Subgroup.NO_COLOR) {
+      throw new UsageException("split: the colour must be non-negative, or NO_COLOR (-1) to join no group",
+          "got " + color);
+    }
+    return made(pg, color, key, null);
+  }
+
+  /** {@link ProcessGroup#shrink}: no collective on {@code pg}, whose dead ranks could not take part. */
+  ProcessGroup shrink(ProcessGroup pg, int[] excludedRanks) {
+    int[] excluded = checkedMembers(excludedRanks, pg.size());
+    int rank = pg.rank();
+    if (Arrays.binarySearch(excluded, rank) >= 0) {
+      throw new UsageException("shrink_group: a rank cannot exclude itself", "rank " + rank + " is in "
+          + Arrays.toString(excluded));
+    }
+    SortedSet<Integer> dead = new TreeSet<>(pg.failedRanks());
+    for (int r : excluded) {
+      dead.remove(r);
+    }
+    if (!dead.isEmpty()) {
+      // Excluding them here alone would give this rank another group than its peers, who may not know yet.
+      SortedSet<Integer> all = new TreeSet<>(pg.failedRanks());
+      for (int r : excluded) {
+        all.add(r);
+      }
+      throw new IllegalStateException("rank " + rank + " cannot shrink the group to exclude "
+          + Arrays.toString(excluded) + " only: rank" + (dead.size() == 1 ? " " : "s ") + listed(dead)
+          + (dead.size() == 1 ? " has" : " have") + " failed too, and a group with a dead member fails its first"
+          + " collective; exclude every failed rank: shrink(" + listed(all) + ")");
+    }
+    int[] survivors = IntStream.range(0, pg.size()).filter(r -> Arrays.binarySearch(excluded, r) < 0).toArray();
+    return pg.derive(() -> new Subgroup(nextName(), survivors, 0, rank), true);
+  }
+
+  private static String listed(SortedSet<Integer> ranks) {
+    return ranks.stream().map(String::valueOf).collect(Collectors.joining(", "));
+  }
+
+  private Optional<ProcessGroup> made(ProcessGroup pg, int color, int key, int[] ranks) {
+    long[][] all = pg.allGatherLongs(proposal(pg.size(), color, key, ranks));
+    if (ranks != null) {
+      String problem = disagreement(all);
+      if (problem != null) {
+        throw new UsageException(problem, "rank " + pg.rank() + " of group " + name);
+      }
+    }
+    int[] members = color >= 0 ? membersOf(all, color) : new int[0];
+    return Optional.ofNullable(pg.derive(() -> new Subgroup(nextName() + (ranks == null && color >= 0 ? ":" + color
+        : ""), members, color, key), false));
   }
 
   // ------------------------------------------------------------------ agreeing on a new group
@@ -160,8 +228,9 @@ final class Subgroups {
   }
 
   /**
-   * The ranks of {@code newGroup(ranks)}, sorted as PyTorch sorts them; throws PyTorch's errors for
-   * a rank outside the group, and ours for a repeated one.
+   * The ranks of {@code newGroup(ranks)}, sorted as PyTorch sorts them, with torch.distributed.new_group's checks in
+   * its order and with its messages (torch 2.13): no rank twice, no more ranks than the group has, each a rank of
+   * the group. An empty list is nccl4j's own refusal (PyTorch would make a group without members).
    */
   static int[] checkedMembers(int[] ranks, int size) {
     if (ranks == null || ranks.length == 0) {
@@ -170,14 +239,20 @@ final class Subgroups {
     }
     int[] sorted = ranks.clone();
     Arrays.sort(sorted);
-    for (int i = 0; i < sorted.length; i++) {
-      if (sorted[i] < 0 || sorted[i] >= size) {
-        throw new UsageException("The new group's rank should be within the world_size set by init_process_group",
-            "rank " + sorted[i] + " is outside 0.." + (size - 1));
+    for (int i = 1; i < sorted.length; i++) {
+      if (sorted[i] == sorted[i - 1]) {
+        throw new UsageException("ranks list must not contain duplicate entries, got " + Arrays.toString(sorted),
+            "rank " + sorted[i] + " is listed more than once");
       }
-      if (i > 0 && sorted[i] == sorted[i - 1]) {
-        throw new UsageException("new_group: rank " + sorted[i] + " is listed twice in " + Arrays.toString(ranks),
-            "list each rank once");
+    }
+    if (sorted.length > size) {
+      throw new UsageException("the new group's world size should be less or equal to the world size set by"
+          + " init_process_group", sorted.length + " ranks for a group of " + size);
+    }
+    for (int r : sorted) {
+      if (r < 0 || r >= size) {
+        throw new UsageException("Rank " + r + " is out of range. Valid ranks are 0 to " + (size - 1) + " (world_size="
+            + size + ")");
       }
     }
     return sorted;

@@ -144,8 +144,8 @@ class FormChecksTest {
     List<Tensor> wrongType = list(4, 3, DType.FLOAT32);
     wrongType.set(2, t(3, DType.INT64));
     usage(() -> rootLists.gather(in, wrongType, 1),
-        "ProcessGroupNCCL::gather: invalid tensor type at index 2 (expected CPUFloatType, got CPULongType)",
-        "ProcessGroupNCCL::gather: invalid tensor type at index 2 (expected CPUFloatType, got CPULongType) (rank 1)");
+        "Invalid usage of tensors with different dtypesFound torch.float32 and  torch.int64",
+        "Invalid usage of tensors with different dtypesFound torch.float32 and  torch.int64 (rank 1)");
     List<Tensor> wrongSize = list(4, 3, DType.FLOAT32);
     wrongSize.set(3, t(2, DType.FLOAT32));
     usage(() -> rootLists.gather(in, wrongSize, 1),
@@ -175,8 +175,8 @@ class FormChecksTest {
     List<Tensor> wrongType = list(4, 3, DType.INT32);
     wrongType.set(0, t(3, DType.FLOAT16));
     usage(() -> rootLists.scatter(out, wrongType, 1),
-        "ProcessGroupNCCL::scatter: invalid tensor type at index 0 (expected CPUIntType, got CPUHalfType)",
-        "ProcessGroupNCCL::scatter: invalid tensor type at index 0 (expected CPUIntType, got CPUHalfType) (rank 1)");
+        "Invalid usage of tensors with different dtypesFound torch.int32 and  torch.float16",
+        "Invalid usage of tensors with different dtypesFound torch.int32 and  torch.float16 (rank 1)");
     List<Tensor> wrongSize = list(4, 3, DType.INT32);
     wrongSize.set(1, t(4, DType.INT32));
     usage(() -> rootLists.scatter(out, wrongSize, 1),
@@ -221,9 +221,9 @@ class FormChecksTest {
   void reduceScatterListChecksLengthDtypeOperatorAndOwnEntry() {
     Tensor out = t(3, DType.FLOAT32);
     usage(() -> rootLists.reduceScatter(out, list(5, 3, DType.FLOAT32), ReduceOp.SUM),
-        "ProcessGroupGloo::reduce_scatter: invalid input tensor list at index 0 (expected length 4, got 5)",
-        "ProcessGroupGloo::reduce_scatter: invalid input tensor list at index 0 (expected length 4, got 5) (rank 1:"
-            + " input_list must hold one tensor per rank)");
+        "invalid input tensor list size, must be world size",
+        "invalid input tensor list size, must be world size (rank 1: input_list has 5 tensors, expected 4, one per"
+            + " rank)");
     usage(() -> rootLists.reduceScatter(out, list(4, 3, DType.FLOAT64), ReduceOp.SUM),
         "Invalid usage of tensors with different dtypesFound torch.float32 and  torch.float64",
         "Invalid usage of tensors with different dtypesFound torch.float32 and  torch.float64 (rank 1)");

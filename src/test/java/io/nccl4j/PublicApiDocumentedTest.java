@@ -8,6 +8,8 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import javax.tools.Diagnostic;
 import javax.tools.DiagnosticCollector;
 import javax.tools.DocumentationTool;
@@ -52,5 +54,36 @@ class PublicApiDocumentedTest {
     assertThat(errors).as("javadoc errors\n%s", log).isEmpty();
     assertThat(ok).as("javadoc ran\n%s", log).isTrue();
     assertThat(missing).as("public members without a comment").isEmpty();
+  }
+
+  /**
+   * A blocking method's comment says, on its own, what the operation does — not only "Collective, blocking." and a
+   * link to its asynchronous twin: the blocking forms are the ones most programs call, and IDEs show their comment.
+   */
+  @Test
+  void theBlockingFormsAreDocumentedOnTheirOwn() throws Exception {
+    String source = Files.readString(Path.of("src/main/java/io/nccl4j/ProcessGroup.java"));
+    Matcher m = Pattern.compile("/\\*\\*((?:(?!\\*/).)*)\\*/\\s*public (?:<[^>]+> )?[\\w<>]+ (\\w+)\\(", Pattern.DOTALL)
+        .matcher(source);
+    List<String> bare = new ArrayList<>();
+    int blocking = 0;
+    while (m.find()) {
+      String text = m.group(1).replaceAll("(?m)^\\s*\\*", " ").replaceAll("\\{@link [^}]*}", "").replaceAll("\\s+", " ")
+          .trim();
+      if (!text.contains("blocking")) {
+        continue;
+      }
+      blocking++;
+      // What describes the operation: without the kind of call, "blocking", links, and the sentences on waiting,
+      // checking and failing that every blocking form shares.
+      String rest = text.replaceAll("(Blocks this thread|@throws).*", "")
+          .replaceAll("^(Collective|Point-to-point)[^,.:]*, blocking(, [A-Z]+)?[.:]?", "")
+          .replaceAll("See\\s*\\.", "").trim();
+      if (rest.split("\\s+").length < 8) {
+        bare.add(m.group(2) + ": \"" + text + "\"");
+      }
+    }
+    assertThat(blocking).as("blocking methods found in ProcessGroup.java").isGreaterThanOrEqualTo(19);
+    assertThat(bare).as("blocking methods whose comment only points elsewhere").isEmpty();
   }
 }

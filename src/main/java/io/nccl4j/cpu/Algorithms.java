@@ -45,10 +45,10 @@ final class Algorithms implements AutoCloseable {
     this.working = scratch;
     this.scratch = new ScratchBuffer[] {new ScratchBuffer(scratch, "partial results 0 of rank " + transport.rank()),
         new ScratchBuffer(scratch, "partial results 1 of rank " + transport.rank())};
-    this.ring = new RingAlgorithms(transport, chunkBytes, this.scratch, options.kernels(), scratch);
+    this.ring = new RingAlgorithms(transport, chunkBytes, this.scratch, options.kernelChoice(), scratch);
     SharedMemory shm = options.algorithms() != CpuOptions.Algorithms.RING ? transport.sharedMemory() : null;
     this.shared = shm == null ? null
-        : new SharedMemoryAlgorithms(shm, transport.rank(), p, chunkBytes, this.scratch[0], options.kernels(), scratch);
+        : new SharedMemoryAlgorithms(shm, transport.rank(), p, chunkBytes, this.scratch[0], options.kernelChoice(), scratch);
   }
 
   /**

@@ -67,7 +67,7 @@ public final class CpuBackend implements Backend {
    * ({@code NCCL4J_CPU_KERNELS} / {@code -Dnccl4j.cpu.kernels} chooses).
    */
   public static String reductionKernels() {
-    return NativeKernels.describe(CpuOptions.fromEnvironment().kernels());
+    return NativeKernels.describe(CpuOptions.fromEnvironment().kernelChoice());
   }
 
   /**

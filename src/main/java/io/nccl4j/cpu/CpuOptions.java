@@ -1,5 +1,6 @@
 package io.nccl4j.cpu;
 
+import java.util.Locale;
 import java.util.Objects;
 
 /**
@@ -12,22 +13,18 @@ import java.util.Objects;
  * LocalCluster.of(4).backend(CpuCluster.of(CpuOptions.defaults().withAlgorithms(CpuOptions.Algorithms.RING)))
  * }</pre>
  *
- * @param algorithms which algorithms run
- * @param kernels which reducers the algorithms use (the shared-memory algorithms' and the ring's hops)
+ * <p>Two settings exist only for the experiments of docs/PERFORMANCE.md and are not part of this API: the
+ * environment's {@code NCCL4J_CPU_ALGO=phased} (the hierarchical AllReduce's phases each in a window of its own)
+ * and {@code NCCL4J_CPU_KERNELS=cached} (the native kernels without streaming stores); this package's tests reach
+ * them through package-private methods.
  */
-public record CpuOptions(Algorithms algorithms, Kernels kernels) {
+public final class CpuOptions {
   /** Which algorithms to use. */
   public enum Algorithms {
     /** Shared-memory algorithms where the transport offers shared memory, ring otherwise. */
     AUTO,
     /** Ring (and chain) algorithms over messages only, whatever the transport. */
-    RING,
-    /**
-     * As {@link #AUTO}, except that the hierarchical AllReduce across hosts runs its three phases
-     * (reduce within each host, rails across, gather within) each in a window of its own instead of
-     * its rails inside one window (docs/ALGORITHMS.md, "Across hosts"): to measure what that gains.
-     */
-    PHASED
+    RING
   }
 
   /** Which reducers the algorithms use: the shared-memory algorithms' and the ring's hops. */
@@ -37,16 +34,43 @@ public record CpuOptions(Algorithms algorithms, Kernels kernels) {
      * output that overlaps no input, and a large copy, go past the caches with streaming stores.
      */
     NATIVE,
-    /** The native kernels storing every output normally, through the caches (to measure what streaming gains). */
-    CACHED,
     /** The Java reducers only (for comparison, or to rule the native library out). */
     JAVA
   }
 
-  /** Neither may be null. */
-  public CpuOptions {
-    Objects.requireNonNull(algorithms, "algorithms");
-    Objects.requireNonNull(kernels, "kernels");
+  /** The values {@code NCCL4J_CPU_ALGO} accepts: the public ones and the experiment's. */
+  private enum AlgoSetting {
+    AUTO, RING, PHASED
+  }
+
+  /** The values {@code NCCL4J_CPU_KERNELS} accepts: the public ones and the experiment's. */
+  private enum KernelSetting {
+    NATIVE, CACHED, JAVA
+  }
+
+  private final Algorithms algorithms;
+  private final Kernels kernels;
+  /** The hierarchical AllReduce runs its three phases each in a window of its own (docs/ALGORITHMS.md). */
+  private final boolean phased;
+  /** The native kernels store every output through the caches. */
+  private final boolean cachedStores;
+
+  /**
+   * Options with {@code algorithms} and {@code kernels}.
+   *
+   * @param algorithms which algorithms run
+   * @param kernels which reducers the algorithms use (the shared-memory algorithms' and the ring's hops)
+   * @throws NullPointerException if either is null
+   */
+  public CpuOptions(Algorithms algorithms, Kernels kernels) {
+    this(algorithms, kernels, false, false);
+  }
+
+  private CpuOptions(Algorithms algorithms, Kernels kernels, boolean phased, boolean cachedStores) {
+    this.algorithms = Objects.requireNonNull(algorithms, "algorithms");
+    this.kernels = Objects.requireNonNull(kernels, "kernels");
+    this.phased = phased;
+    this.cachedStores = cachedStores;
   }
 
   /** AUTO algorithms and NATIVE kernels, whatever the environment says. */
@@ -61,17 +85,66 @@ public record CpuOptions(Algorithms algorithms, Kernels kernels) {
    * @throws IllegalArgumentException naming the setting and the accepted values when one is not
    */
   public static CpuOptions fromEnvironment() {
-    return new CpuOptions(Knobs.choice("nccl4j.cpu.algo", "NCCL4J_CPU_ALGO", Algorithms.AUTO),
-        Knobs.choice("nccl4j.cpu.kernels", "NCCL4J_CPU_KERNELS", Kernels.NATIVE));
+    AlgoSetting a = Knobs.choice("nccl4j.cpu.algo", "NCCL4J_CPU_ALGO", AlgoSetting.AUTO);
+    KernelSetting k = Knobs.choice("nccl4j.cpu.kernels", "NCCL4J_CPU_KERNELS", KernelSetting.NATIVE);
+    return new CpuOptions(a == AlgoSetting.RING ? Algorithms.RING : Algorithms.AUTO,
+        k == KernelSetting.JAVA ? Kernels.JAVA : Kernels.NATIVE, a == AlgoSetting.PHASED, k == KernelSetting.CACHED);
+  }
+
+  /** Which algorithms run. */
+  public Algorithms algorithms() {
+    return algorithms;
+  }
+
+  /** Which reducers the algorithms use. */
+  public Kernels kernels() {
+    return kernels;
   }
 
   /** These options with {@code a} algorithms. */
   public CpuOptions withAlgorithms(Algorithms a) {
-    return new CpuOptions(a, kernels);
+    return new CpuOptions(a, kernels, phased && a == Algorithms.AUTO, cachedStores);
   }
 
   /** These options with {@code k} kernels. */
   public CpuOptions withKernels(Kernels k) {
-    return new CpuOptions(algorithms, k);
+    return new CpuOptions(algorithms, k, phased, cachedStores && k == Kernels.NATIVE);
+  }
+
+  /** The experiment's phased hierarchical AllReduce ({@code NCCL4J_CPU_ALGO=phased}): AUTO, phases apart. */
+  CpuOptions withPhasedAllReduce() {
+    return new CpuOptions(Algorithms.AUTO, kernels, true, cachedStores);
+  }
+
+  /** The experiment's kernels without streaming stores ({@code NCCL4J_CPU_KERNELS=cached}): NATIVE, stores cached. */
+  CpuOptions withCachedStores() {
+    return new CpuOptions(algorithms, Kernels.NATIVE, phased, true);
+  }
+
+  /** Whether the hierarchical AllReduce runs its phases each in a window of its own. */
+  boolean phasedAllReduce() {
+    return phased;
+  }
+
+  /** The reducers as the backend chooses them, the experiment's {@link KernelChoice#CACHED} included. */
+  KernelChoice kernelChoice() {
+    return kernels == Kernels.JAVA ? KernelChoice.JAVA : cachedStores ? KernelChoice.CACHED : KernelChoice.NATIVE;
+  }
+
+  @Override
+  public boolean equals(Object o) {
+    return o instanceof CpuOptions c && algorithms == c.algorithms && kernels == c.kernels && phased == c.phased
+        && cachedStores == c.cachedStores;
+  }
+
+  @Override
+  public int hashCode() {
+    return Objects.hash(algorithms, kernels, phased, cachedStores);
+  }
+
+  @Override
+  public String toString() {
+    return "CpuOptions[algorithms=" + (phased ? "phased" : algorithms.name().toLowerCase(Locale.ROOT)) + ", kernels="
+        + kernelChoice().name().toLowerCase(Locale.ROOT) + "]";
   }
 }

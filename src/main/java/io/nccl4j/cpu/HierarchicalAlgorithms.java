@@ -30,7 +30,7 @@ import io.nccl4j.memory.ScratchBuffer;
  *       the ring would write one ({@link #fusedAllReduce}) — each input byte read once within the
  *       host, each output byte written once, and 2·(H−1)/H·S per host crossing the network.</li>
  *   <li>Large, where the native kernels do not run (the Java reducers, premultiplied or
- *       post-divided operators) or {@link CpuOptions.Algorithms#PHASED} asks, {@code
+ *       post-divided operators) or the experiment's phased setting ({@code NCCL4J_CPU_ALGO=phased}) asks, {@code
  *       hierarchical-phased}: the same three stages each in a window or step of its own — local rank i
  *       reduces block i of its host's inputs into its output, its rail AllReduces that block across
  *       hosts, then every rank copies the other blocks from its host's peers.</li>
@@ -63,12 +63,12 @@ final class HierarchicalAlgorithms implements AutoCloseable {
       CpuOptions options, Allocator working) {
     this.layout = layout;
     this.chunkBytes = chunkBytes;
-    CpuOptions.Kernels kernels = options.kernels();
+    KernelChoice kernels = options.kernelChoice();
     this.host = new SharedMemoryAlgorithms(layout.windows(), layout.local(), layout.perHost(), chunkBytes, scratch[0],
         kernels, working);
     this.railGroup = new RankSubset(group, layout.rail(layout.local()));
     this.rail = new RingAlgorithms(railGroup, chunkBytes, scratch, kernels, working);
-    this.fused = options.algorithms() == CpuOptions.Algorithms.PHASED ? null
+    this.fused = options.phasedAllReduce() ? null
         : NativeKernels.create(kernels, layout.perHost() + 1, working);
     this.sources = new long[layout.perHost() + 1];
     this.destinations = new long[layout.perHost()];

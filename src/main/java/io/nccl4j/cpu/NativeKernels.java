@@ -38,7 +38,7 @@ final class NativeKernels implements AutoCloseable {
   }
 
   private final int capacity;
-  /** Whether large outputs may go past the caches ({@link CpuOptions.Kernels#NATIVE}; not under CACHED). */
+  /** Whether large outputs may go past the caches ({@link KernelChoice#NATIVE}; not under CACHED). */
   private final boolean streaming;
   private final ScratchBuffer tables;
   private long sourceTable;
@@ -56,13 +56,13 @@ final class NativeKernels implements AutoCloseable {
    * Kernels for up to {@code capacity} sources and destinations, their tables from
    * {@code allocator}; null when Java reduces.
    */
-  static NativeKernels create(CpuOptions.Kernels choice, int capacity, Allocator allocator) {
-    return choice != CpuOptions.Kernels.JAVA && available()
-        ? new NativeKernels(capacity, choice == CpuOptions.Kernels.NATIVE, allocator) : null;
+  static NativeKernels create(KernelChoice choice, int capacity, Allocator allocator) {
+    return choice != KernelChoice.JAVA && available()
+        ? new NativeKernels(capacity, choice == KernelChoice.NATIVE, allocator) : null;
   }
 
-  /** {@link #create(CpuOptions.Kernels, int, Allocator)} with the tables counted in the host root (tests, tools). */
-  static NativeKernels create(CpuOptions.Kernels choice, int capacity) {
+  /** {@link #create(KernelChoice, int, Allocator)} with the tables counted in the host root (tests, tools). */
+  static NativeKernels create(KernelChoice choice, int capacity) {
     return create(choice, capacity, Allocator.host());
   }
 
@@ -76,15 +76,15 @@ final class NativeKernels implements AutoCloseable {
   }
 
   /** What the shared-memory algorithms reduce with under {@code choice}, in words (for reports). */
-  static String describe(CpuOptions.Kernels choice) {
-    if (choice == CpuOptions.Kernels.JAVA) {
+  static String describe(KernelChoice choice) {
+    if (choice == KernelChoice.JAVA) {
       return "java (NCCL4J_CPU_KERNELS=java)";
     }
     if (!available()) {
       return "java: " + Library.UNAVAILABLE;
     }
-    if (choice == CpuOptions.Kernels.CACHED || Library.STREAM_MIN_BYTES < 0) {
-      return "native (" + Library.ISA + ", normal stores" + (choice == CpuOptions.Kernels.CACHED
+    if (choice == KernelChoice.CACHED || Library.STREAM_MIN_BYTES < 0) {
+      return "native (" + Library.ISA + ", normal stores" + (choice == KernelChoice.CACHED
           ? ": NCCL4J_CPU_KERNELS=cached)" : ")");
     }
     return "native (" + Library.ISA + ", streaming stores from " + (Library.STREAM_MIN_BYTES >> 20)

@@ -38,7 +38,7 @@ final class RingAlgorithms implements AutoCloseable {
    * @param scratch two buffers, grown to {@code chunkBytes} when first used
    * @param tables where the native kernels' address tables come from
    */
-  RingAlgorithms(Transport transport, long chunkBytes, ScratchBuffer[] scratch, CpuOptions.Kernels kernelChoice,
+  RingAlgorithms(Transport transport, long chunkBytes, ScratchBuffer[] scratch, KernelChoice kernelChoice,
       Allocator tables) {
     this.transport = transport;
     this.rank = transport.rank();

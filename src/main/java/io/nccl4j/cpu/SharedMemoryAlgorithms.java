@@ -44,7 +44,7 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
 
   /** @param tables where the native kernels' address tables come from */
   SharedMemoryAlgorithms(SharedMemory shm, int rank, int p, long chunkBytes, ScratchBuffer scratch,
-      CpuOptions.Kernels kernelChoice, Allocator tables) {
+      KernelChoice kernelChoice, Allocator tables) {
     this.shm = shm;
     this.rank = rank;
     this.p = p;

@@ -17,7 +17,10 @@ import java.util.Arrays;
  * @param key this rank's ordering key within its colour
  */
 public record Subgroup(String id, int[] members, int color, int key) {
-  /** NCCL's {@code NCCL_SPLIT_NOCOLOR}: the rank takes part in the split but joins no group. */
+  /**
+   * NCCL's {@code NCCL_SPLIT_NOCOLOR}: the rank takes part in the split but joins no group. Applications pass
+   * {@code ProcessGroup.NO_COLOR}, the same value; backends read it here.
+   */
   public static final int NO_COLOR = -1;
 
   /** Copies {@code members}, so that the record cannot change under its holder. */

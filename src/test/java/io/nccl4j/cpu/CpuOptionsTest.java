@@ -47,4 +47,33 @@ class CpuOptionsTest {
         .hasMessage("algorithms");
     assertThatThrownBy(() -> CpuCluster.of(null)).isInstanceOf(NullPointerException.class).hasMessage("options");
   }
+
+  /**
+   * The public enums hold what applications choose; the experiments' settings (docs/PERFORMANCE.md) stay reachable
+   * through the environment, which the experiments' commands set, and package-private methods for the tests.
+   */
+  @Test
+  void theExperimentsSettingsAreNotInThePublicEnums() {
+    assertThat(CpuOptions.Algorithms.values()).containsExactly(CpuOptions.Algorithms.AUTO, CpuOptions.Algorithms.RING);
+    assertThat(CpuOptions.Kernels.values()).containsExactly(CpuOptions.Kernels.NATIVE, CpuOptions.Kernels.JAVA);
+    System.setProperty("nccl4j.cpu.algo", "phased");
+    System.setProperty("nccl4j.cpu.kernels", "cached");
+    try {
+      CpuOptions o = CpuOptions.fromEnvironment();
+      assertThat(o.algorithms()).isEqualTo(CpuOptions.Algorithms.AUTO);
+      assertThat(o.phasedAllReduce()).isTrue();
+      assertThat(o.kernels()).isEqualTo(CpuOptions.Kernels.NATIVE);
+      assertThat(o.kernelChoice()).isEqualTo(KernelChoice.CACHED);
+      assertThat(o).isEqualTo(CpuOptions.defaults().withPhasedAllReduce().withCachedStores())
+          .isNotEqualTo(CpuOptions.defaults()).hasToString("CpuOptions[algorithms=phased, kernels=cached]");
+      System.setProperty("nccl4j.cpu.algo", "ring");
+      System.setProperty("nccl4j.cpu.kernels", "java");
+      assertThat(CpuOptions.fromEnvironment()).isEqualTo(new CpuOptions(CpuOptions.Algorithms.RING,
+          CpuOptions.Kernels.JAVA));
+      assertThat(CpuOptions.fromEnvironment().kernelChoice()).isEqualTo(KernelChoice.JAVA);
+    } finally {
+      System.clearProperty("nccl4j.cpu.algo");
+      System.clearProperty("nccl4j.cpu.kernels");
+    }
+  }
 }

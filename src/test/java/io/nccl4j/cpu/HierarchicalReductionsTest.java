@@ -155,7 +155,7 @@ class HierarchicalReductionsTest {
 
   /** The options of a variant: "native", "java" (the reducers) or "phased" (native, phased AllReduce). */
   private static CpuOptions options(String variant) {
-    return variant.equals("phased") ? CpuOptions.defaults().withAlgorithms(CpuOptions.Algorithms.PHASED)
+    return variant.equals("phased") ? CpuOptions.defaults().withPhasedAllReduce()
         : CpuOptions.defaults().withKernels(CpuOptions.Kernels.valueOf(variant.toUpperCase(java.util.Locale.ROOT)));
   }
 

@@ -148,7 +148,7 @@ class NativeKernelsTest {
       }
       dst[d] = frame + 8;
     }
-    try (NativeKernels k = NativeKernels.create(CpuOptions.Kernels.NATIVE, 8)) {
+    try (NativeKernels k = NativeKernels.create(KernelChoice.NATIVE, 8)) {
       k.reduce(op, src, ns, dst, nd, n);
     }
     for (int d = 0; d < nd; d++) {
@@ -182,7 +182,7 @@ class NativeKernelsTest {
     }
     long expected = allocate((long) n * es);
     new ArrayReducer((long) MAX_N * 8).reduce(op, copy, ns, expected, n);
-    try (NativeKernels k = NativeKernels.create(CpuOptions.Kernels.NATIVE, ns)) {
+    try (NativeKernels k = NativeKernels.create(KernelChoice.NATIVE, ns)) {
       // AllReduce in place: every output is its input.
       k.reduce(op, src, ns, src.clone(), ns, n);
     }
@@ -198,7 +198,7 @@ class NativeKernelsTest {
       again[k] = allocate((long) n * es);
       NativeMemory.copy(copy[k], again[k], (long) n * es);
     }
-    try (NativeKernels k = NativeKernels.create(CpuOptions.Kernels.NATIVE, ns)) {
+    try (NativeKernels k = NativeKernels.create(KernelChoice.NATIVE, ns)) {
       k.reduce(op, again, ns, new long[] {again[2]}, 1, n);
     }
     for (int i = 0; i < n; i++) {
@@ -229,7 +229,7 @@ class NativeKernelsTest {
   @Test
   void anInstanceChecksItsCapacityAndClosesOnce() {
     long a = allocate(8);
-    NativeKernels k = NativeKernels.create(CpuOptions.Kernels.NATIVE, 2);
+    NativeKernels k = NativeKernels.create(KernelChoice.NATIVE, 2);
     assertThatThrownBy(() -> k.reduce(Reduction.ArrayOp.I64_SUM, new long[] {a, a, a}, 3, new long[] {a}, 1, 1))
         .isInstanceOf(IllegalStateException.class)
         .hasMessageContaining("expected at most 2 sources and destinations").hasMessageContaining("got 3 and 1");
@@ -241,11 +241,11 @@ class NativeKernelsTest {
 
   @Test
   void theJavaChoiceMeansNoKernelsAndABadChoiceIsNamed() {
-    assertThat(NativeKernels.create(CpuOptions.Kernels.JAVA, 4)).isNull();
-    assertThat(NativeKernels.describe(CpuOptions.Kernels.JAVA)).startsWith("java");
-    assertThat(NativeKernels.describe(CpuOptions.Kernels.NATIVE)).startsWith("native (")
+    assertThat(NativeKernels.create(KernelChoice.JAVA, 4)).isNull();
+    assertThat(NativeKernels.describe(KernelChoice.JAVA)).startsWith("java");
+    assertThat(NativeKernels.describe(KernelChoice.NATIVE)).startsWith("native (")
         .contains("streaming stores from 4 MiB");
-    assertThat(NativeKernels.describe(CpuOptions.Kernels.CACHED)).startsWith("native (")
+    assertThat(NativeKernels.describe(KernelChoice.CACHED)).startsWith("native (")
         .endsWith("normal stores: NCCL4J_CPU_KERNELS=cached)");
     System.setProperty("nccl4j.cpu.kernels", "gpu");
     try {
@@ -323,7 +323,7 @@ class NativeKernelsTest {
     long expected = javaReduced(op, src, ns, n);
     // One element past a 16-byte boundary: a head stored normally, then aligned blocks, then a tail.
     long[] dst = {framedDestination(n, es, es)};
-    try (NativeKernels k = NativeKernels.create(CpuOptions.Kernels.NATIVE, 4)) {
+    try (NativeKernels k = NativeKernels.create(KernelChoice.NATIVE, 4)) {
       assertThat(k.reduce(op, src, ns, dst, 1, n)).as("%s streamed", op).isTrue();
     }
     assertSame(op, dst[0], expected, n, "streamed destination");
@@ -343,8 +343,8 @@ class NativeKernelsTest {
     fill(op, src[1], 1, n, rnd);
     long expected = allocate((long) n * es);
     new ArrayReducer((long) n * es).reduce(op, src, 2, expected, n);
-    try (NativeKernels k = NativeKernels.create(CpuOptions.Kernels.NATIVE, 4);
-        NativeKernels cached = NativeKernels.create(CpuOptions.Kernels.CACHED, 4)) {
+    try (NativeKernels k = NativeKernels.create(KernelChoice.NATIVE, 4);
+        NativeKernels cached = NativeKernels.create(KernelChoice.CACHED, 4)) {
       long[] several = {framedDestination(n, es, 0), framedDestination(n, es, 0)};
       assertThat(k.reduce(op, src, 2, several, 2, n)).as("two destinations").isFalse();
       assertSame(op, several[0], expected, n, "first of two destinations");
@@ -378,8 +378,8 @@ class NativeKernelsTest {
     int ns = 3;
     long[] src = shiftedSources(op, ns, n, 977L * op.ordinal());
     long expected = javaReduced(op, src, ns, n);
-    try (NativeKernels k = NativeKernels.create(CpuOptions.Kernels.NATIVE, 4);
-        NativeKernels cached = NativeKernels.create(CpuOptions.Kernels.CACHED, 4)) {
+    try (NativeKernels k = NativeKernels.create(KernelChoice.NATIVE, 4);
+        NativeKernels cached = NativeKernels.create(KernelChoice.CACHED, 4)) {
       long[] two = {framedDestination(n, es, es), framedDestination(n, es, es)};
       assertThat(k.reducePiece(op, src, ns, two, 2, n)).as("%s, two destinations", op).isTrue();
       for (int d = 0; d < 2; d++) {
@@ -416,8 +416,8 @@ class NativeKernelsTest {
     for (int i = 0; i < bytes; i++) {
       NativeMemory.putByte(src + i, (byte) (i * 31 + (i >>> 11)));
     }
-    try (NativeKernels k = NativeKernels.create(CpuOptions.Kernels.NATIVE, 2);
-        NativeKernels cached = NativeKernels.create(CpuOptions.Kernels.CACHED, 2)) {
+    try (NativeKernels k = NativeKernels.create(KernelChoice.NATIVE, 2);
+        NativeKernels cached = NativeKernels.create(KernelChoice.CACHED, 2)) {
       long dst = framedDestination(bytes, 1, 5);
       assertThat(NativeKernels.copy(k, src, dst, bytes)).as("streamed").isTrue();
       assertCopied(src, dst, bytes, 0, "streamed");

@@ -9,7 +9,6 @@ import io.nccl4j.ProcessGroup;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
 import io.nccl4j.Validation;
-import io.nccl4j.spi.Subgroup;
 import io.nccl4j.store.HashStore;
 import java.time.Duration;
 import java.util.List;
@@ -71,7 +70,7 @@ class NcclSubgroupTest {
   @Test
   void aRankWithoutColourTakesPartInTheSplitAndGetsNoGroup() {
     List<Boolean> present = LocalCluster.of(1).timeout(TIMEOUT).backend(NcclCluster.of(nccl))
-        .call(pg -> pg.split(Subgroup.NO_COLOR, 0).isPresent());
+        .call(pg -> pg.split(ProcessGroup.NO_COLOR, 0).isPresent());
     assertThat(present).containsExactly(false);
     assertThat(log.relevant()).contains("ncclCommSplit(c1,-1,0)");
   }

@@ -271,8 +271,7 @@ class CliTest {
     assertThat(e.code()).isZero();
     List<String> lines = e.out().lines().toList();
     assertThat(lines.get(0)).startsWith("nccl4j demo — backend: cpu");
-    assertThat(lines).contains("### 1. equivalence", "### 2. contracts", "20 passed, 0 failed",
-        "AllReduce = ReduceScatter + AllGather: true");
+    assertThat(lines).as("the backend, then one summary line").hasSize(2);
     String last = lines.get(lines.size() - 1);
     assertThat(last).startsWith("demo passed: equivalence PASS, contracts PASS, bench PASS, memory PASS, probe PASS,"
         + " sweep PASS (backend cpu, world size 4, ");
@@ -280,7 +279,7 @@ class CliTest {
 
   @Test
   void demoRunDirectly() {
-    DemoCommand demo = parse(new DemoCommand(), withTimeout("--world-size", "3"));
+    DemoCommand demo = parse(new DemoCommand(), withTimeout("--world-size", "3", "--details"));
     ByteArrayOutputStream buf = new ByteArrayOutputStream();
     boolean ok;
     try (PrintStream out = new PrintStream(buf, true, StandardCharsets.UTF_8)) {

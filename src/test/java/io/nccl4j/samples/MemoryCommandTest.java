@@ -19,7 +19,7 @@ class MemoryCommandTest {
   private static final long MIB = 1L << 20;
 
   private static List<List<ModeResult>> ranks(int p, long bytes) {
-    return LocalCluster.of(p).timeout(TestTime.seconds(60)).call(pg -> MemoryCommand.runRank(pg, bytes));
+    return LocalCluster.of(p).timeout(TestTime.seconds(60)).call(pg -> MemoryCommand.runRank(pg, bytes, null));
   }
 
   private static long[] steadyAndPeak(ModeResult m) {
