@@ -6,7 +6,7 @@ import static org.assertj.core.api.Assertions.catchThrowable;
 
 import io.nccl4j.cpu.CpuBackend;
 import io.nccl4j.cpu.transport.LocalFabric;
-import io.nccl4j.cpu.transport.Tag;
+import io.nccl4j.cpu.transport.TransferTag;
 import io.nccl4j.cpu.transport.TcpTransport;
 import io.nccl4j.cpu.transport.Transport;
 import io.nccl4j.memory.Allocator;
@@ -19,6 +19,7 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -47,7 +48,7 @@ import org.junit.jupiter.api.Test;
  *       handle's owner and device; Communicator abort/close in both orders, ncclCommAbort once).</li>
  * </ul>
  */
-@org.junit.jupiter.api.Tag("multirank")
+@Tag("multirank")
 class ResourceLifecycleTest {
   private static final Duration TIMEOUT = TestTime.seconds(60);
   private static final AtomicLong RUNS = new AtomicLong();
@@ -114,7 +115,7 @@ class ResourceLifecycleTest {
       assertThat(catchThrowable(() -> Completions.submitGroup(b, List.of(barrier(2)))))
           .isExactlyInstanceOf(IllegalStateException.class).hasMessage("CPU backend of rank 0 is closed");
       // The backend closed its transport.
-      assertThat(catchThrowable(() -> transport.post(new Tag(Tag.Channel.COLLECTIVE, OpType.BARRIER, 3),
+      assertThat(catchThrowable(() -> transport.post(new TransferTag(TransferTag.Channel.COLLECTIVE, OpType.BARRIER, 3),
           System.nanoTime() + TIMEOUT.toNanos(), 0, 0, 0))).isExactlyInstanceOf(IllegalStateException.class)
           .hasMessage("local transport of rank 0 is closed");
     }
@@ -137,7 +138,7 @@ class ResourceLifecycleTest {
     }
   }
 
-  private static final Tag T1 = new Tag(Tag.Channel.COLLECTIVE, OpType.ALLREDUCE, 1);
+  private static final TransferTag T1 = new TransferTag(TransferTag.Channel.COLLECTIVE, OpType.ALLREDUCE, 1);
 
   private static long deadline(Duration d) {
     return System.nanoTime() + d.toNanos();

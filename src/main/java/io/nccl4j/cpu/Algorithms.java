@@ -3,7 +3,7 @@ package io.nccl4j.cpu;
 import io.nccl4j.CollectiveStats;
 import io.nccl4j.DType;
 import io.nccl4j.cpu.transport.SharedMemory;
-import io.nccl4j.cpu.transport.Tag;
+import io.nccl4j.cpu.transport.TransferTag;
 import io.nccl4j.cpu.transport.Transport;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.NativeMemory;
@@ -92,7 +92,7 @@ final class Algorithms implements AutoCloseable {
     return null;
   }
 
-  CollectiveStats allReduce(Tag tag, long deadline, long in, long out, long count, Reduction red) {
+  CollectiveStats allReduce(TransferTag tag, long deadline, long in, long out, long count, Reduction red) {
     CollectiveStats local = local(in, out, count, red);
     if (local != null) {
       return local;
@@ -115,7 +115,7 @@ final class Algorithms implements AutoCloseable {
    * each ({@link Transport#hosts}); null otherwise. The first call makes the ranks agree on where they
    * are, if no window did before: it comes at the same operation on every rank.
    */
-  private HierarchicalAlgorithms hierarchical(Tag tag, long deadline) {
+  private HierarchicalAlgorithms hierarchical(TransferTag tag, long deadline) {
     if (!hostsKnown) {
       io.nccl4j.cpu.transport.HostLayout layout = transport.hosts(tag, deadline);
       hostsKnown = true;
@@ -126,7 +126,7 @@ final class Algorithms implements AutoCloseable {
     return hierarchical;
   }
 
-  CollectiveStats reduceScatter(Tag tag, long deadline, long in, long out, long q, Reduction red) {
+  CollectiveStats reduceScatter(TransferTag tag, long deadline, long in, long out, long q, Reduction red) {
     CollectiveStats local = local(in, out, q, red);
     if (local != null) {
       return local;
@@ -139,7 +139,7 @@ final class Algorithms implements AutoCloseable {
     return s != null ? s : ring.reduceScatter(tag, deadline, in, out, q, red);
   }
 
-  CollectiveStats allGather(Tag tag, long deadline, long in, long out, long q, DType dtype) {
+  CollectiveStats allGather(TransferTag tag, long deadline, long in, long out, long q, DType dtype) {
     if (q == 0) {
       return CollectiveStats.LOCAL;
     }
@@ -154,7 +154,7 @@ final class Algorithms implements AutoCloseable {
 
   // Broadcast: hierarchical across hosts, else a chain over messages.
 
-  CollectiveStats broadcast(Tag tag, long deadline, long buf, long count, DType dtype, int root) {
+  CollectiveStats broadcast(TransferTag tag, long deadline, long buf, long count, DType dtype, int root) {
     if (shared != null && count > 0 && p > 1) {
       HierarchicalAlgorithms h = hierarchical(tag, deadline);
       if (h != null) {
@@ -166,23 +166,24 @@ final class Algorithms implements AutoCloseable {
 
   // Only over messages: linear gather and scatter, pairwise exchanges, single messages, a dissemination barrier.
 
-  CollectiveStats reduce(Tag tag, long deadline, long buf, long count, Reduction red, int root) {
+  CollectiveStats reduce(TransferTag tag, long deadline, long buf, long count, Reduction red, int root) {
     CollectiveStats local = local(buf, buf, count, red);
     return local != null ? local : ring.reduce(tag, deadline, buf, count, red, root);
   }
 
-  CollectiveStats allToAll(Tag tag, long deadline, long in, long out, long[] inSplits, long[] outSplits, DType dtype) {
+  CollectiveStats allToAll(TransferTag tag, long deadline, long in, long out, long[] inSplits, long[] outSplits,
+      DType dtype) {
     return ring.allToAll(tag, deadline, in, out, inSplits, outSplits, dtype);
   }
 
   /** {@code out} is 0 on non-roots; with nothing to exchange (no elements, one rank) the root copies its block. */
-  CollectiveStats gather(Tag tag, long deadline, long in, long out, long count, DType dtype, int root) {
+  CollectiveStats gather(TransferTag tag, long deadline, long in, long out, long count, DType dtype, int root) {
     CollectiveStats local = localCopy(in, out, count, dtype);
     return local != null ? local : ring.gather(tag, deadline, in, out, count, dtype, root);
   }
 
   /** {@code in} is 0 on non-roots; as {@link #gather} when there is nothing to exchange. */
-  CollectiveStats scatter(Tag tag, long deadline, long in, long out, long count, DType dtype, int root) {
+  CollectiveStats scatter(TransferTag tag, long deadline, long in, long out, long count, DType dtype, int root) {
     CollectiveStats local = localCopy(in, out, count, dtype);
     return local != null ? local : ring.scatter(tag, deadline, in, out, count, dtype, root);
   }
@@ -201,15 +202,15 @@ final class Algorithms implements AutoCloseable {
     return null;
   }
 
-  CollectiveStats send(Tag tag, long deadline, long src, long bytes, int peer) {
+  CollectiveStats send(TransferTag tag, long deadline, long src, long bytes, int peer) {
     return ring.send(tag, deadline, src, bytes, peer);
   }
 
-  CollectiveStats recv(Tag tag, long deadline, long dst, long bytes, int peer) {
+  CollectiveStats recv(TransferTag tag, long deadline, long dst, long bytes, int peer) {
     return ring.recv(tag, deadline, dst, bytes, peer);
   }
 
-  CollectiveStats barrier(Tag tag, long deadline) {
+  CollectiveStats barrier(TransferTag tag, long deadline) {
     return ring.barrier(tag, deadline);
   }
 }

@@ -8,7 +8,7 @@ import io.nccl4j.OpType;
 import io.nccl4j.Validation;
 import io.nccl4j.concurrent.Durations;
 import io.nccl4j.cpu.transport.Failure;
-import io.nccl4j.cpu.transport.Tag;
+import io.nccl4j.cpu.transport.TransferTag;
 import io.nccl4j.cpu.transport.Transport;
 import io.nccl4j.cpu.transport.TransportTimeoutException;
 import io.nccl4j.memory.Allocator;
@@ -189,14 +189,14 @@ public final class CpuBackend implements Backend {
     try {
       for (Collective c : ops) {
         if (c.op() == OpType.SEND) {
-          Tag p2p = new Tag(Tag.Channel.P2P, OpType.SEND, ++p2pSent[c.peer()]);
+          TransferTag p2p = new TransferTag(TransferTag.Channel.P2P, OpType.SEND, ++p2pSent[c.peer()]);
           sends.add(transport.post(p2p, deadline, c.peer(), c.input().address(), c.input().nbytes()));
           sent += c.input().nbytes();
         }
       }
       for (Collective c : ops) {
         if (c.op() == OpType.RECV) {
-          Tag p2p = new Tag(Tag.Channel.P2P, OpType.SEND, ++p2pReceived[c.peer()]);
+          TransferTag p2p = new TransferTag(TransferTag.Channel.P2P, OpType.SEND, ++p2pReceived[c.peer()]);
           transport.receive(p2p, deadline, c.peer(), c.output().address(), c.output().nbytes(), null);
           received += c.output().nbytes();
         }
@@ -291,8 +291,8 @@ public final class CpuBackend implements Backend {
 
 
   private CollectiveStats execute(Collective c, long deadline) {
-    Tag tag = inBand ? Tag.collective(c.op(), c.seq(), transferFingerprints.of(c))
-        : new Tag(Tag.Channel.COLLECTIVE, c.op(), c.seq());
+    TransferTag tag = inBand ? TransferTag.collective(c.op(), c.seq(), transferFingerprints.of(c))
+        : new TransferTag(TransferTag.Channel.COLLECTIVE, c.op(), c.seq());
     if (!c.op().isPointToPoint()) {
       transport.starting(tag);
     }
@@ -322,11 +322,11 @@ public final class CpuBackend implements Backend {
         return algorithms.scatter(tag, deadline, c.input() == null ? 0 : c.input().address(), c.output().address(),
             c.output().count(), c.output().dtype(), c.peer());
       case SEND: {
-        Tag p2p = new Tag(Tag.Channel.P2P, OpType.SEND, ++p2pSent[c.peer()]);
+        TransferTag p2p = new TransferTag(TransferTag.Channel.P2P, OpType.SEND, ++p2pSent[c.peer()]);
         return algorithms.send(p2p, deadline, c.input().address(), c.input().nbytes(), c.peer());
       }
       case RECV: {
-        Tag p2p = new Tag(Tag.Channel.P2P, OpType.SEND, ++p2pReceived[c.peer()]);
+        TransferTag p2p = new TransferTag(TransferTag.Channel.P2P, OpType.SEND, ++p2pReceived[c.peer()]);
         return algorithms.recv(p2p, deadline, c.output().address(), c.output().nbytes(), c.peer());
       }
       case BARRIER:

@@ -8,7 +8,7 @@ import io.nccl4j.CollectiveStats;
 import io.nccl4j.cpu.transport.HostLayout;
 import io.nccl4j.cpu.transport.RankSubset;
 import io.nccl4j.cpu.transport.SharedMemory;
-import io.nccl4j.cpu.transport.Tag;
+import io.nccl4j.cpu.transport.TransferTag;
 import io.nccl4j.cpu.transport.Transport;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.ScratchBuffer;
@@ -89,7 +89,7 @@ final class HierarchicalAlgorithms implements AutoCloseable {
     bounceMemory.close();
   }
 
-  CollectiveStats allReduce(Tag tag, long deadline, long in, long out, long count, Reduction red) {
+  CollectiveStats allReduce(TransferTag tag, long deadline, long in, long out, long count, Reduction red) {
     int es = red.dtype().size();
     long bytes = count * es;
     if (bytes <= Math.min(Algorithms.ONE_SHOT_MAX_BYTES, chunkBytes)) {
@@ -119,7 +119,8 @@ final class HierarchicalAlgorithms implements AutoCloseable {
   }
 
   /** The three stages each in a window or step of its own, over buffers in the segments. */
-  private CollectiveStats phasedAllReduce(Tag tag, long deadline, long src, long work, long count, Reduction red) {
+  private CollectiveStats phasedAllReduce(TransferTag tag, long deadline, long src, long work, long count,
+      Reduction red) {
     int es = red.dtype().size();
     CollectiveStats reduced = present(host.reduceOwnBlock(tag, deadline, src, work, count, red.partial()));
     long q0 = count / layout.perHost();
@@ -153,7 +154,7 @@ final class HierarchicalAlgorithms implements AutoCloseable {
    * outputs are written). A rank that fails inside abandons the window, so that its host's peers fail
    * rather than return outputs it did not finish.
    */
-  private CollectiveStats fusedAllReduce(Tag tag, long deadline, long in, long out, long count, int es,
+  private CollectiveStats fusedAllReduce(TransferTag tag, long deadline, long in, long out, long count, int es,
       Reduction.ArrayOp op) {
     int locals = layout.perHost();
     int p = railGroup.size();
@@ -226,7 +227,7 @@ final class HierarchicalAlgorithms implements AutoCloseable {
    * of every host (a chain over TCP), then every host's ranks copy it from that rank's buffer
    * through a window — the data crosses each host's link once and is copied once within each host.
    */
-  CollectiveStats broadcast(Tag tag, long deadline, long buf, long count, io.nccl4j.DType dtype, int root) {
+  CollectiveStats broadcast(TransferTag tag, long deadline, long buf, long count, io.nccl4j.DType dtype, int root) {
     long bytes = count * dtype.size();
     int rootHost = -1;
     int rootLocal = -1;
@@ -260,7 +261,7 @@ final class HierarchicalAlgorithms implements AutoCloseable {
    * partials over TCP — each host's link carries (H−1)/H of a host's share of the data, the least a
    * ReduceScatter can. Every block is reduced in the order of {@link #allReduce}.
    */
-  CollectiveStats reduceScatter(Tag tag, long deadline, long in, long out, long q, Reduction red) {
+  CollectiveStats reduceScatter(TransferTag tag, long deadline, long in, long out, long q, Reduction red) {
     int es = red.dtype().size();
     int hosts = layout.hosts().length;
     long count = (long) hosts * layout.perHost() * q;
@@ -285,7 +286,7 @@ final class HierarchicalAlgorithms implements AutoCloseable {
    * over TCP into a buffer in the segment, then every rank copies every host-mate's gathered blocks
    * to their places — each host's link carries what the other hosts' ranks hold, once.
    */
-  CollectiveStats allGather(Tag tag, long deadline, long in, long out, long q, io.nccl4j.DType dtype) {
+  CollectiveStats allGather(TransferTag tag, long deadline, long in, long out, long q, io.nccl4j.DType dtype) {
     int es = dtype.size();
     int hosts = layout.hosts().length;
     long bytes = q * es;

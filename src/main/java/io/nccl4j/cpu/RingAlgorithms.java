@@ -6,7 +6,7 @@ import static io.nccl4j.cpu.Blocks.start;
 import io.nccl4j.CollectiveStats;
 import io.nccl4j.DType;
 import io.nccl4j.cpu.transport.Combiner;
-import io.nccl4j.cpu.transport.Tag;
+import io.nccl4j.cpu.transport.TransferTag;
 import io.nccl4j.cpu.transport.Transport;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.ScratchBuffer;
@@ -70,12 +70,12 @@ final class RingAlgorithms implements AutoCloseable {
 
   /** Counts what one operation moved. */
   private final class Step {
-    final Tag tag;
+    final TransferTag tag;
     final long deadline;
     long sent;
     long received;
 
-    Step(Tag tag, long deadline) {
+    Step(TransferTag tag, long deadline) {
       this.tag = tag;
       this.deadline = deadline;
     }
@@ -124,7 +124,7 @@ final class RingAlgorithms implements AutoCloseable {
    * (p−1 steps) over p blocks of {@code count} elements (block sizes differ by at most one).
    * For p > 1 and count > 0.
    */
-  CollectiveStats allReduce(Tag tag, long deadline, long in, long out, long count, Reduction red) {
+  CollectiveStats allReduce(TransferTag tag, long deadline, long in, long out, long count, Reduction red) {
     int es = red.dtype().size();
     long q0 = count / p;
     long rem = count % p;
@@ -152,7 +152,7 @@ final class RingAlgorithms implements AutoCloseable {
   // ------------------------------------------------------------------ ReduceScatter
 
   /** Ring ReduceScatter: p−1 steps; intermediate sums live in scratch, chunk by chunk. For p > 1, q > 0. */
-  CollectiveStats reduceScatter(Tag tag, long deadline, long in, long out, long q, Reduction red) {
+  CollectiveStats reduceScatter(TransferTag tag, long deadline, long in, long out, long q, Reduction red) {
     int es = red.dtype().size();
     long chunk = Math.max(1, chunkBytes / es);
     Step step = new Step(tag, deadline);
@@ -176,7 +176,7 @@ final class RingAlgorithms implements AutoCloseable {
   // ------------------------------------------------------------------ AllGather
 
   /** Ring AllGather: p−1 steps, each forwarding the block received in the previous one. For q > 0. */
-  CollectiveStats allGather(Tag tag, long deadline, long in, long out, long q, DType dtype) {
+  CollectiveStats allGather(TransferTag tag, long deadline, long in, long out, long q, DType dtype) {
     int es = dtype.size();
     long bytes = q * es;
     NativeKernels.copy(kernels, in, out + rank * bytes, bytes);
@@ -197,7 +197,7 @@ final class RingAlgorithms implements AutoCloseable {
   // ------------------------------------------------------------------ Broadcast / Reduce
 
   /** Pipelined chain from the root along the ring: each rank forwards chunk k−1 while receiving chunk k. */
-  CollectiveStats broadcast(Tag tag, long deadline, long buf, long count, DType dtype, int root) {
+  CollectiveStats broadcast(TransferTag tag, long deadline, long buf, long count, DType dtype, int root) {
     if (count == 0 || p == 1) {
       return CollectiveStats.LOCAL;
     }
@@ -232,7 +232,7 @@ final class RingAlgorithms implements AutoCloseable {
    * writes the result. Non-root buffers are left unchanged (partial sums travel through scratch).
    * For p > 1 and count > 0.
    */
-  CollectiveStats reduce(Tag tag, long deadline, long buf, long count, Reduction red, int root) {
+  CollectiveStats reduce(TransferTag tag, long deadline, long buf, long count, Reduction red, int root) {
     int es = red.dtype().size();
     long total = count * es;
     long chunk = Math.max(es, chunkBytes / es * es);
@@ -275,7 +275,7 @@ final class RingAlgorithms implements AutoCloseable {
    * A root's receive waits for only that sender, so the order costs nothing while every sender has
    * posted. {@code out} is 0 on non-roots.
    */
-  CollectiveStats gather(Tag tag, long deadline, long in, long out, long count, DType dtype, int root) {
+  CollectiveStats gather(TransferTag tag, long deadline, long in, long out, long count, DType dtype, int root) {
     long bytes = count * dtype.size();
     Step step = new Step(tag, deadline);
     if (rank != root) {
@@ -297,7 +297,7 @@ final class RingAlgorithms implements AutoCloseable {
    * Linear scatter: the root posts block r of its input to every rank r at once, copies its own
    * block, then waits until every rank has taken its block. {@code in} is 0 on non-roots.
    */
-  CollectiveStats scatter(Tag tag, long deadline, long in, long out, long count, DType dtype, int root) {
+  CollectiveStats scatter(TransferTag tag, long deadline, long in, long out, long count, DType dtype, int root) {
     long bytes = count * dtype.size();
     Step step = new Step(tag, deadline);
     if (rank != root) {
@@ -334,7 +334,8 @@ final class RingAlgorithms implements AutoCloseable {
    * Pairwise exchange: in step s (1 … p−1) rank r sends its block for r+s and receives the block
    * from r−s; the block for itself is a local copy. Sizes are checked on receipt.
    */
-  CollectiveStats allToAll(Tag tag, long deadline, long in, long out, long[] inSplits, long[] outSplits, DType dtype) {
+  CollectiveStats allToAll(TransferTag tag, long deadline, long in, long out, long[] inSplits, long[] outSplits,
+      DType dtype) {
     int es = dtype.size();
     long[] inOff = offsets(inSplits);
     long[] outOff = offsets(outSplits);
@@ -359,20 +360,20 @@ final class RingAlgorithms implements AutoCloseable {
 
   // ------------------------------------------------------------------ P2P and barrier
 
-  CollectiveStats send(Tag tag, long deadline, long src, long bytes, int peer) {
+  CollectiveStats send(TransferTag tag, long deadline, long src, long bytes, int peer) {
     Step step = new Step(tag, deadline);
     step.exchange(peer, src, bytes, -1, 0, 0, null);
     return step.stats("p2p", 1);
   }
 
-  CollectiveStats recv(Tag tag, long deadline, long dst, long bytes, int peer) {
+  CollectiveStats recv(TransferTag tag, long deadline, long dst, long bytes, int peer) {
     Step step = new Step(tag, deadline);
     step.exchange(-1, 0, 0, peer, dst, bytes, null);
     return step.stats("p2p", 1);
   }
 
   /** Dissemination barrier: ⌈log2 p⌉ rounds of empty messages to r+2^k from r−2^k. */
-  CollectiveStats barrier(Tag tag, long deadline) {
+  CollectiveStats barrier(TransferTag tag, long deadline) {
     Step step = new Step(tag, deadline);
     int rounds = 0;
     for (int d = 1; d < p; d <<= 1) {

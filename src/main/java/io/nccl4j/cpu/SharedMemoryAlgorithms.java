@@ -5,7 +5,7 @@ import static io.nccl4j.cpu.Blocks.start;
 
 import io.nccl4j.CollectiveStats;
 import io.nccl4j.cpu.transport.SharedMemory;
-import io.nccl4j.cpu.transport.Tag;
+import io.nccl4j.cpu.transport.TransferTag;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.memory.ScratchBuffer;
@@ -111,7 +111,7 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
    * ranks compute the same bits), straight into its output — in place too, since peers read the
    * copies. One synchronisation per AllReduce: what small-message latency is made of.
    */
-  CollectiveStats oneShotAllReduce(Tag tag, long deadline, long in, long out, long count, Reduction red) {
+  CollectiveStats oneShotAllReduce(TransferTag tag, long deadline, long in, long out, long count, Reduction red) {
     long bytes = count * red.dtype().size();
     SharedMemory.Window w = shm.openStaged(tag, "one-shot", in, bytes, deadline);
     if (w == null) {
@@ -135,7 +135,7 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
    * Only rank r touches block r anywhere, so in place is safe: a chunk is read from every input
    * before it is written to any output.
    */
-  CollectiveStats directAllReduce(Tag tag, long deadline, long in, long out, long count, Reduction red) {
+  CollectiveStats directAllReduce(TransferTag tag, long deadline, long in, long out, long count, Reduction red) {
     int es = red.dtype().size();
     long q0 = count / p;
     long rem = count % p;
@@ -174,7 +174,7 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
    * place the output is block r of this rank's own input (Checks allows no other overlap): the
    * kernel reads each element before it writes it; the Java path goes through scratch.
    */
-  CollectiveStats directReduceScatter(Tag tag, long deadline, long in, long out, long q, Reduction red) {
+  CollectiveStats directReduceScatter(TransferTag tag, long deadline, long in, long out, long q, Reduction red) {
     int es = red.dtype().size();
     SharedMemory.Window w = shm.open(tag, "direct", q * es, deadline, in);
     if (w == null) {
@@ -218,7 +218,7 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
    * {@code q} elements at element {@code blocks[k]} of every rank's input (of {@code count}
    * elements) into {@code dst + k·q}, this rank's own memory.
    */
-  CollectiveStats reduceBlocks(Tag tag, long deadline, long in, long count, long[] blocks, long q, long dst,
+  CollectiveStats reduceBlocks(TransferTag tag, long deadline, long in, long count, long[] blocks, long q, long dst,
       Reduction red) {
     int es = red.dtype().size();
     SharedMemory.Window w = shm.open(tag, "blocks-reduce", count * es, deadline, in);
@@ -240,7 +240,7 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
    * of its own output only (the other blocks of its output are left as they are). The first stage of
    * a hierarchical AllReduce, before the hosts combine their blocks.
    */
-  CollectiveStats reduceOwnBlock(Tag tag, long deadline, long in, long out, long count, Reduction red) {
+  CollectiveStats reduceOwnBlock(TransferTag tag, long deadline, long in, long out, long count, Reduction red) {
     int es = red.dtype().size();
     long q0 = count / p;
     long rem = count % p;
@@ -262,7 +262,7 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
    * The second half of {@link #directAllReduce}: every rank copies block q of rank q's output into
    * its own, for every q (NCCL's block layout, {@code count} elements of {@code es} bytes).
    */
-  CollectiveStats gatherBlocks(Tag tag, long deadline, long out, long count, int es) {
+  CollectiveStats gatherBlocks(TransferTag tag, long deadline, long out, long count, int es) {
     long q0 = count / p;
     long rem = count % p;
     SharedMemory.Window w = shm.open(tag, "block-gather", count * es, deadline, out);
@@ -286,7 +286,7 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
    * Broadcast within the window's ranks: every rank copies rank {@code source}'s buffer into its own.
    * The exit barrier keeps the source's buffer unchanged until every copy is made.
    */
-  CollectiveStats copyFromOne(Tag tag, long deadline, long buf, long bytes, int source) {
+  CollectiveStats copyFromOne(TransferTag tag, long deadline, long buf, long bytes, int source) {
     SharedMemory.Window w = shm.open(tag, "block-broadcast", bytes, deadline, buf);
     if (w == null) {
       return null;
@@ -302,7 +302,7 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
   }
 
   /** AllGather on shared memory: every rank copies every input into its output. */
-  CollectiveStats directAllGather(Tag tag, long deadline, long in, long out, long bytes) {
+  CollectiveStats directAllGather(TransferTag tag, long deadline, long in, long out, long bytes) {
     SharedMemory.Window w = shm.open(tag, "direct", bytes, deadline, in);
     if (w == null) {
       return null; // a buffer out of the peers' reach (processes): the caller goes over messages

@@ -37,7 +37,7 @@ public final class LocalFabric {
   /** Per rank: the collective it is waiting in a window for, or null. */
   private final AtomicReferenceArray<Windows.Publication> inWindow;
   /** Per rank: the collective message it is waiting to send or receive, or null. */
-  private final AtomicReferenceArray<Tag> inMessage;
+  private final AtomicReferenceArray<TransferTag> inMessage;
   private final AtomicInteger closedEndpoints = new AtomicInteger();
   /** Where the windows' staging memory comes from; the fabric's own, closed with the last endpoint. */
   private final Allocator scratch;
@@ -120,7 +120,7 @@ public final class LocalFabric {
   }
 
   /** {@code rank} waits for a message of collective {@code tag} to arrive or to be taken (null: no longer). */
-  void waitingForMessage(int rank, Tag tag) {
+  void waitingForMessage(int rank, TransferTag tag) {
     inMessage.set(rank, tag);
   }
 
@@ -134,8 +134,8 @@ public final class LocalFabric {
    * or waits for a message of it to or from {@code rank}'s peers with another fingerprint: ranks
    * that disagree on a root can wait for each other with no message between them to compare.
    */
-  void checkPeerNotInWindow(int rank, int peer, Tag tag) {
-    Tag theirs = inMessage.get(peer);
+  void checkPeerNotInWindow(int rank, int peer, TransferTag tag) {
+    TransferTag theirs = inMessage.get(peer);
     if (theirs != null && theirs.sameOperation(tag)) {
       String differs = tag.mismatch(theirs, rank, peer);
       if (differs != null) {
@@ -153,15 +153,16 @@ public final class LocalFabric {
 
   /** Throws if {@code peer} waits for a message of the collective {@code rank} waits in a window for. */
   void checkPeerNotInMessage(int rank, int peer, Windows.Publication mine) {
-    Tag elsewhere = inMessage.get(peer);
+    TransferTag elsewhere = inMessage.get(peer);
     if (sameCollective(elsewhere, mine.tag())) {
       throw new CollectiveMismatchException("rank " + peer + " is running " + elsewhere + " but rank " + rank
           + " is running " + mine.describe());
     }
   }
 
-  private static boolean sameCollective(Tag a, Tag b) {
-    return a != null && b != null && a.channel() == Tag.Channel.COLLECTIVE && b.channel() == Tag.Channel.COLLECTIVE
+  private static boolean sameCollective(TransferTag a, TransferTag b) {
+    return a != null && b != null && a.channel() == TransferTag.Channel.COLLECTIVE
+        && b.channel() == TransferTag.Channel.COLLECTIVE
         && a.seq() == b.seq();
   }
 
@@ -257,7 +258,7 @@ public final class LocalFabric {
     }
 
     @Override
-    public Window openStaged(Tag tag, String algorithm, long src, long bytes, long deadline) {
+    public Window openStaged(TransferTag tag, String algorithm, long src, long bytes, long deadline) {
       ensureOpen();
       return windows.openStaged(rank, tag, algorithm, src, bytes, deadline);
     }
@@ -268,19 +269,19 @@ public final class LocalFabric {
     }
 
     @Override
-    public Window open(Tag tag, String algorithm, long bytes, long deadline, long... addresses) {
+    public Window open(TransferTag tag, String algorithm, long bytes, long deadline, long... addresses) {
       ensureOpen();
       return windows.open(rank, tag, algorithm, bytes, deadline, addresses);
     }
 
     @Override
-    public PendingSend post(Tag tag, long deadline, int to, long src, long bytes) {
+    public PendingSend post(TransferTag tag, long deadline, int to, long src, long bytes) {
       ensureOpen();
       return mailboxes.post(rank, tag, deadline, to, src, bytes);
     }
 
     @Override
-    public void receive(Tag tag, long deadline, int from, long dst, long dstBytes, Combiner combiner) {
+    public void receive(TransferTag tag, long deadline, int from, long dst, long dstBytes, Combiner combiner) {
       ensureOpen();
       mailboxes.receive(rank, tag, deadline, from, dst, dstBytes, combiner);
     }

@@ -20,7 +20,7 @@ final class Mailboxes {
   Mailboxes(LocalFabric fabric, int size) {
     this.fabric = fabric;
     this.size = size;
-    this.boxes = new Mailbox[Tag.Channel.values().length * size * size];
+    this.boxes = new Mailbox[TransferTag.Channel.values().length * size * size];
     for (int i = 0; i < boxes.length; i++) {
       boxes[i] = new Mailbox();
     }
@@ -30,7 +30,7 @@ final class Mailboxes {
   private static final class Message extends PostedSend {
     final int from;
 
-    Message(Tag tag, int from, long address, long bytes) {
+    Message(TransferTag tag, int from, long address, long bytes) {
       super(tag, address, bytes);
       this.from = from;
     }
@@ -49,12 +49,12 @@ final class Mailboxes {
     }
   }
 
-  private Mailbox box(Tag.Channel channel, int from, int to) {
+  private Mailbox box(TransferTag.Channel channel, int from, int to) {
     return boxes[(channel.ordinal() * size + from) * size + to];
   }
 
   /** {@link Transport#post} for {@code rank}. */
-  Transport.PendingSend post(int rank, Tag tag, long deadline, int to, long src, long bytes) {
+  Transport.PendingSend post(int rank, TransferTag tag, long deadline, int to, long src, long bytes) {
     fabric.checkFailed();
     Message m = new Message(tag, rank, src, bytes);
     box(tag.channel(), rank, to).post(m);
@@ -72,13 +72,13 @@ final class Mailboxes {
   }
 
   /** {@link Transport#receive} for {@code rank}. */
-  void receive(int rank, Tag tag, long deadline, int from, long dst, long dstBytes, Combiner combiner) {
+  void receive(int rank, TransferTag tag, long deadline, int from, long dst, long dstBytes, Combiner combiner) {
     fabric.checkFailed();
     Mailbox box = box(tag.channel(), from, rank);
     Message m;
     int round = 0;
     while ((m = box.queue.poll()) == null) {
-      if (round == 0 && tag.channel() == Tag.Channel.COLLECTIVE) {
+      if (round == 0 && tag.channel() == TransferTag.Channel.COLLECTIVE) {
         fabric.waitingForMessage(rank, tag); // cleared below, or by the failure that ends the group
       }
       if (!waitable(rank, from, deadline, tag, true)) {
@@ -129,7 +129,7 @@ final class Mailboxes {
     boolean published = false;
     try {
       while ((s = m.state()) == PostedSend.POSTED || s == PostedSend.TAKEN) {
-        if (!published && m.tag.channel() == Tag.Channel.COLLECTIVE) {
+        if (!published && m.tag.channel() == TransferTag.Channel.COLLECTIVE) {
           fabric.waitingForMessage(rank, m.tag); // peers that wait for this rank compare fingerprints with it
           published = true;
         }
@@ -182,7 +182,7 @@ final class Mailboxes {
    * Throws if the group failed or the deadline passed; returns false if {@code peer} has left
    * (the caller re-checks its condition once, then reports the departure).
    */
-  private boolean waitable(int rank, int peer, long deadline, Tag tag, boolean receiving) {
+  private boolean waitable(int rank, int peer, long deadline, TransferTag tag, boolean receiving) {
     fabric.checkFailed();
     if (fabric.departed(peer)) {
       return false;

@@ -17,7 +17,7 @@ class PostedSend {
   static final int FAILED = 3;
   static final int WITHDRAWN = 4;
 
-  final Tag tag;
+  final TransferTag tag;
   /** The sender's data. */
   final long address;
   final long bytes;
@@ -27,7 +27,7 @@ class PostedSend {
   /** Why it failed: the receiver's refusal, or the broken connection. */
   private volatile String why;
 
-  PostedSend(Tag tag, long address, long bytes) {
+  PostedSend(TransferTag tag, long address, long bytes) {
     this.tag = tag;
     this.address = address;
     this.bytes = bytes;

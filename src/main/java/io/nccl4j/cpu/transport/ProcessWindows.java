@@ -144,7 +144,7 @@ final class ProcessWindows implements SharedMemory {
     }
 
     @Override
-    public void checkNotElsewhere(int q, Tag tag) {
+    public void checkNotElsewhere(int q, TransferTag tag) {
       checkRunning(members[q], tag, ShmCurrent.WINDOW);
     }
 
@@ -165,7 +165,7 @@ final class ProcessWindows implements SharedMemory {
   }
 
   /** Whether windows run, agreed on at the first window ({@link ShmAgreement}); an unusable verdict: TCP only. */
-  private ShmAgreement.Verdict ready(Tag tag, long deadline) {
+  private ShmAgreement.Verdict ready(TransferTag tag, long deadline) {
     ShmAgreement.Verdict v = verdict;
     if (v == null) {
       publishEntry(null);
@@ -176,7 +176,7 @@ final class ProcessWindows implements SharedMemory {
         }
 
         @Override
-        public void checkElsewhere(int q, Tag t) {
+        public void checkElsewhere(int q, TransferTag t) {
           checkRunning(q, t, ShmCurrent.WINDOW);
         }
       }).reach(tag, deadline);
@@ -231,13 +231,13 @@ final class ProcessWindows implements SharedMemory {
   }
 
   /** The windows span every rank of the group (one host). */
-  private boolean overGroup(Tag tag, long deadline) {
+  private boolean overGroup(TransferTag tag, long deadline) {
     ShmAgreement.Verdict v = ready(tag, deadline);
     return v.problem() == null && v.hosts().length == 1;
   }
 
   /** Where the ranks are, when they are on several hosts with windows within each; else null. */
-  HostLayout layout(Tag tag, long deadline) {
+  HostLayout layout(TransferTag tag, long deadline) {
     ready(tag, deadline);
     return layout;
   }
@@ -250,22 +250,22 @@ final class ProcessWindows implements SharedMemory {
     }
 
     @Override
-    public Window open(Tag tag, String algorithm, long bytes, long deadline, long... addresses) {
+    public Window open(TransferTag tag, String algorithm, long bytes, long deadline, long... addresses) {
       return enter(tag, algorithm, bytes, deadline, true, addresses);
     }
 
     @Override
-    public Window openStaged(Tag tag, String algorithm, long src, long bytes, long deadline) {
+    public Window openStaged(TransferTag tag, String algorithm, long src, long bytes, long deadline) {
       return staged(tag, algorithm, src, bytes, deadline);
     }
   }
 
   @Override
-  public Window openStaged(Tag tag, String algorithm, long src, long bytes, long deadline) {
+  public Window openStaged(TransferTag tag, String algorithm, long src, long bytes, long deadline) {
     return overGroup(tag, deadline) ? staged(tag, algorithm, src, bytes, deadline) : null;
   }
 
-  private Window staged(Tag tag, String algorithm, long src, long bytes, long deadline) {
+  private Window staged(TransferTag tag, String algorithm, long src, long bytes, long deadline) {
     if (bytes > ShmSegment.STAGING_BYTES) {
       throw new IllegalArgumentException("a staged window holds at most " + ShmSegment.STAGING_BYTES + " bytes, not "
           + bytes);
@@ -286,7 +286,7 @@ final class ProcessWindows implements SharedMemory {
   }
 
   /** This rank starts {@code tag}, over messages until a window says otherwise ({@link ShmCurrent}). */
-  void starting(Tag tag) {
+  void starting(TransferTag tag) {
     long mine = words[rank];
     if (mine != 0) {
       ShmCurrent.write(ShmSegment.current(mine), tag, ShmCurrent.UNDECIDED, encoder.fingerprint(tag.fingerprint()));
@@ -298,14 +298,14 @@ final class ProcessWindows implements SharedMemory {
    * While this rank waits over TCP for {@code peer} (a group rank) in {@code tag}: throws when the peer's process,
    * whose segment this process mapped, is gone, or when it runs another collective, or this one in a window.
    */
-  void checkPeer(int peer, Tag tag, String what) {
+  void checkPeer(int peer, TransferTag tag, String what) {
     if (usable()) {
       checkGroupFailure(); // a host-mate that failed left it here, whether or not it is connected to this rank
     }
     if (peer < 0 || peer >= size || peer == rank) {
       return;
     }
-    if (currentWay != ShmCurrent.MESSAGES && words[rank] != 0 && tag.channel() == Tag.Channel.COLLECTIVE
+    if (currentWay != ShmCurrent.MESSAGES && words[rank] != 0 && tag.channel() == TransferTag.Channel.COLLECTIVE
         && !onAnotherHost(peer)) {
       currentWay = ShmCurrent.MESSAGES; // this rank waits over TCP for a host-mate in this collective now
       ShmCurrent.way(ShmSegment.current(words[rank]), ShmCurrent.MESSAGES);
@@ -337,7 +337,7 @@ final class ProcessWindows implements SharedMemory {
    * Throws when {@code peer} (a group rank whose words are known) runs another collective than {@code tag}, or waits
    * for this one the other way at two looks between which it wrote nothing ({@link ShmCurrent}).
    */
-  private void checkRunning(int peer, Tag tag, int myWay) {
+  private void checkRunning(int peer, TransferTag tag, int myWay) {
     if (words[peer] == 0) {
       return;
     }
@@ -363,14 +363,15 @@ final class ProcessWindows implements SharedMemory {
   }
 
   @Override
-  public Window open(Tag tag, String algorithm, long bytes, long deadline, long... addresses) {
+  public Window open(TransferTag tag, String algorithm, long bytes, long deadline, long... addresses) {
     if (!overGroup(tag, deadline)) {
       return null;
     }
     return enter(tag, algorithm, bytes, deadline, true, addresses);
   }
 
-  private Window enter(Tag tag, String algorithm, long bytes, long deadline, boolean exitBarrier, long... addresses) {
+  private Window enter(TransferTag tag, String algorithm, long bytes, long deadline, boolean exitBarrier,
+      long... addresses) {
     transport.checkFailed();
     long use = entered++;
     int parity = (int) (use & 1);
@@ -400,9 +401,9 @@ final class ProcessWindows implements SharedMemory {
    * (every rank compares everyone against rank 0, so all reach the same verdict); null when a buffer
    * lies outside the segments.
    */
-  private long[][] verify(int parity, long use, Tag mine, String algorithm, long bytes, int nAddresses) {
+  private long[][] verify(int parity, long use, TransferTag mine, String algorithm, long bytes, int nAddresses) {
     long p0 = ShmSegment.publication(ws[0], parity);
-    Tag first = decoder.tag(p0);
+    TransferTag first = decoder.tag(p0);
     long firstBytes = ShmPublication.bytes(p0);
     int firstN = ShmPublication.addressCount(p0);
     long[][] all = new long[n][];
@@ -413,7 +414,7 @@ final class ProcessWindows implements SharedMemory {
         throw new CollectiveMismatchException("rank " + members[q] + " is not in window #" + use + " with rank "
             + rank + " (" + mine + ")");
       }
-      Tag theirs = q == 0 ? first : decoder.tag(p);
+      TransferTag theirs = q == 0 ? first : decoder.tag(p);
       int na = ShmPublication.addressCount(p);
       if (first == null || theirs == null || na < 0 || na > ShmPublication.MAX_ADDRESSES) {
         int bad = first == null ? 0 : q;

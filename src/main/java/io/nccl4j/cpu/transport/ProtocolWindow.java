@@ -8,13 +8,13 @@ package io.nccl4j.cpu.transport;
 final class ProtocolWindow implements SharedMemory.Window {
   private final WindowProtocol protocol;
   private final long use;
-  private final Tag tag;
+  private final TransferTag tag;
   private final long deadline;
   private final boolean exitBarrier;
   private final long[][] all;
   private boolean closed;
 
-  ProtocolWindow(WindowProtocol protocol, long use, Tag tag, long deadline, boolean exitBarrier, long[][] all) {
+  ProtocolWindow(WindowProtocol protocol, long use, TransferTag tag, long deadline, boolean exitBarrier, long[][] all) {
     this.protocol = protocol;
     this.use = use;
     this.tag = tag;

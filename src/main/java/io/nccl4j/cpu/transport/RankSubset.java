@@ -30,12 +30,12 @@ public final class RankSubset implements Transport {
   }
 
   @Override
-  public PendingSend post(Tag tag, long deadlineNanos, int to, long src, long bytes) {
+  public PendingSend post(TransferTag tag, long deadlineNanos, int to, long src, long bytes) {
     return group.post(tag, deadlineNanos, members[to], src, bytes);
   }
 
   @Override
-  public void receive(Tag tag, long deadlineNanos, int from, long dst, long bytes, Combiner combiner) {
+  public void receive(TransferTag tag, long deadlineNanos, int from, long dst, long bytes, Combiner combiner) {
     group.receive(tag, deadlineNanos, members[from], dst, bytes, combiner);
   }
 

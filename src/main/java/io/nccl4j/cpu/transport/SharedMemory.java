@@ -22,7 +22,7 @@ public interface SharedMemory {
    * @throws TransportTimeoutException if the deadline passes first (no peer touches this rank's
    *     memory afterwards)
    */
-  Window open(Tag tag, String algorithm, long bytes, long deadlineNanos, long... addresses);
+  Window open(TransferTag tag, String algorithm, long bytes, long deadlineNanos, long... addresses);
 
   /**
    * Like {@link #open}, with one synchronisation instead of two, for small buffers: this rank's
@@ -32,7 +32,7 @@ public interface SharedMemory {
    * two buffers per rank, and a rank writes one again only two windows later, when every peer has
    * arrived at the window between and so has finished reading it.
    */
-  Window openStaged(Tag tag, String algorithm, long src, long bytes, long deadlineNanos);
+  Window openStaged(TransferTag tag, String algorithm, long src, long bytes, long deadlineNanos);
 
   /**
    * Whether this rank left a window while peers were still inside it (it timed out, or the group failed,

@@ -30,7 +30,7 @@ final class ShmAgreement {
     void check(int q, String what, java.util.function.BooleanSupplier stillAwaited);
 
     /** Throws when rank {@code q}, whose segment is mapped, runs something else than {@code tag} in a window. */
-    void checkElsewhere(int q, Tag tag);
+    void checkElsewhere(int q, TransferTag tag);
   }
 
   private final int rank;
@@ -77,7 +77,7 @@ final class ShmAgreement {
    * verdict from the same answers. Windows run over all ranks when they share one host, and over
    * each host's ranks when every host has the same number of ranks, two or more; otherwise not.
    */
-  Verdict reach(Tag tag, long deadline) {
+  Verdict reach(TransferTag tag, long deadline) {
     // The world's entries are published when its group is made: one missing is a rank that never joined. A
     // subgroup's, and every report on mapping, come at this first window: one missing has not reached it.
     List<String> texts = everyRank(SEGMENT_KEY, "shared-memory segment entry", tag, deadline,
@@ -245,7 +245,7 @@ final class ShmAgreement {
    * Every rank's value under {@code prefix} ({@code what} each is), waiting for them until {@code deadline}; a rank
    * that left the store before publishing its value fails the wait naming it ({@link Departures}).
    */
-  private List<String> everyRank(String prefix, String what, Tag tag, long deadline, String awaited) {
+  private List<String> everyRank(String prefix, String what, TransferTag tag, long deadline, String awaited) {
     List<String> keys = new ArrayList<>();
     for (int q = 0; q < size; q++) {
       keys.add(prefix + q);

@@ -39,7 +39,7 @@ final class ShmCurrent {
   private ShmCurrent() {}
 
   /** Writes what this rank runs at {@code at} (its window words' current area); {@code fingerprint} encoded, or null. */
-  static void write(long at, Tag tag, int way, byte[] fingerprint) {
+  static void write(long at, TransferTag tag, int way, byte[] fingerprint) {
     long v = NativeMemory.getLongVolatile(at + VERSION);
     NativeMemory.putLongVolatile(at + VERSION, v | 1);
     NativeMemory.putLong(at + SEQ, tag.seq());
@@ -63,7 +63,7 @@ final class ShmCurrent {
   }
 
   /** What a peer runs: its tag (fingerprint decoded) and way, as of the area's {@code version}. */
-  record Running(Tag tag, int way, long version) {
+  record Running(TransferTag tag, int way, long version) {
     String describe() {
       return tag + (way == WINDOW ? " in a shared-memory window" : " over TCP messages");
     }
@@ -91,20 +91,21 @@ final class ShmCurrent {
       return null;
     }
     OpType kind = OpType.fromWireCode(op);
-    Tag.Channel ch = Tag.Channel.fromWireCode(channel);
+    TransferTag.Channel ch = TransferTag.Channel.fromWireCode(channel);
     if (kind == null || ch == null || way < UNDECIDED || way > WINDOW) {
       return null;
     }
     Fingerprint f = fp == null ? null : TcpFrames.decodeFingerprint(fp, kind);
-    return new Running(new Tag(ch, kind, seq, f), way, v);
+    return new Running(new TransferTag(ch, kind, seq, f), way, v);
   }
 
   /**
    * Why rank {@code self}, running {@code mine}, and rank {@code peer}, running {@code theirs}, wait for each other in
    * vain — the same collective number, but another collective or fingerprint — or null.
    */
-  static String otherCollective(Tag mine, int self, Running theirs, int peer) {
-    if (theirs == null || mine.channel() != Tag.Channel.COLLECTIVE || theirs.tag().channel() != Tag.Channel.COLLECTIVE
+  static String otherCollective(TransferTag mine, int self, Running theirs, int peer) {
+    if (theirs == null || mine.channel() != TransferTag.Channel.COLLECTIVE
+        || theirs.tag().channel() != TransferTag.Channel.COLLECTIVE
         || theirs.tag().seq() != mine.seq()) {
       return null;
     }
@@ -120,7 +121,7 @@ final class ShmCurrent {
    * Why rank {@code self}, waiting {@code myWay} in {@code mine}, and rank {@code peer}, waiting the other way in the
    * same collective, wait for each other in vain; null when they are not (yet) seen to.
    */
-  static String otherWay(Tag mine, int myWay, int self, Running theirs, int peer) {
+  static String otherWay(TransferTag mine, int myWay, int self, Running theirs, int peer) {
     if (theirs == null || theirs.way() == UNDECIDED || theirs.way() == myWay || !theirs.tag().sameOperation(mine)) {
       return null;
     }

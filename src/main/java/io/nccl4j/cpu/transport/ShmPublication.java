@@ -32,7 +32,8 @@ final class ShmPublication {
    * Writes a publication at {@code p}; its use number last, so that a reader who sees it sees the rest. The
    * algorithm and the fingerprint come encoded ({@link Encoder}).
    */
-  static void write(long p, long use, Tag tag, byte[] algorithm, long bytes, long[] offsets, byte[] fingerprint) {
+  static void write(long p, long use, TransferTag tag, byte[] algorithm, long bytes, long[] offsets,
+      byte[] fingerprint) {
     if (offsets.length > MAX_ADDRESSES) {
       throw new IllegalArgumentException("a window publishes at most " + MAX_ADDRESSES + " buffers");
     }
@@ -137,9 +138,9 @@ final class ShmPublication {
     private final byte[] scratch = new byte[MAX_FINGERPRINT_BYTES];
 
   /** The tag published at {@code p} (its fingerprint decoded), or null when it is not one nccl4j writes. */
-      Tag tag(long p) {
+      TransferTag tag(long p) {
       OpType op = OpType.fromWireCode(NativeMemory.getInt(p + P_OP));
-      Tag.Channel channel = Tag.Channel.fromWireCode(NativeMemory.getInt(p + P_CHANNEL));
+      TransferTag.Channel channel = TransferTag.Channel.fromWireCode(NativeMemory.getInt(p + P_CHANNEL));
       if (op == null || channel == null) {
         return null;
       }
@@ -156,7 +157,7 @@ final class ShmPublication {
           lastFingerprint = fp;
         }
       }
-      return new Tag(channel, op, NativeMemory.getLong(p + P_SEQ), fp);
+      return new TransferTag(channel, op, NativeMemory.getLong(p + P_SEQ), fp);
     }
   }
 }

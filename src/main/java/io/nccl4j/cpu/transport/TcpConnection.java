@@ -21,7 +21,7 @@ final class TcpConnection {
   private static final Object STOP = new Object();
 
   final int peer;
-  final Tag.Channel channel;
+  final TransferTag.Channel channel;
   private final TcpTransport transport;
   private final TcpConnections connections;
   private final int rank;
@@ -37,7 +37,7 @@ final class TcpConnection {
   private final Object lock = new Object();
   private final Thread writer;
 
-  TcpConnection(TcpTransport transport, TcpConnections connections, int peer, Tag.Channel channel) {
+  TcpConnection(TcpTransport transport, TcpConnections connections, int peer, TransferTag.Channel channel) {
     this.transport = transport;
     this.connections = connections;
     this.rank = transport.rank();
@@ -49,7 +49,7 @@ final class TcpConnection {
   }
 
   /** Connects, unless connected or lost already (see {@link TcpConnections#dial}). */
-  void connectIfNeeded(Tag tag, long opDeadline) {
+  void connectIfNeeded(TransferTag tag, long opDeadline) {
     synchronized (lock) {
       if (socket != null || lostReason != null) {
         return;
@@ -96,7 +96,7 @@ final class TcpConnection {
    * address ({@link Departures#departed}), and whether the group's failure was left in the store
    * ({@link StoredFailure}).
    */
-  void awaitAttached(long deadline, Tag tag, String what) {
+  void awaitAttached(long deadline, TransferTag tag, String what) {
     while (true) {
       synchronized (lock) {
         if (socket != null) {
@@ -166,18 +166,18 @@ final class TcpConnection {
   }
 
   /** Queues {@code bytes} at {@code src} for the writer thread. */
-  Transport.PendingSend send(Tag tag, long src, long bytes, long deadline) {
+  Transport.PendingSend send(TransferTag tag, long src, long bytes, long deadline) {
     Send s = new Send(tag, src, bytes, deadline);
     queue.add(s);
     return s;
   }
 
   /** Tells the peer, through the writer, that this rank waits for its data of {@code tag} ({@link TcpFrames#WAITING}). */
-  void sendWaiting(Tag tag) {
+  void sendWaiting(TransferTag tag) {
     queue.add(tag);
   }
 
-  private void writeWaiting(Tag tag, byte[] header) {
+  private void writeWaiting(TransferTag tag, byte[] header) {
     byte[] fingerprint = TcpFrames.encodeFingerprint(tag.fingerprint());
     writeLock.lock();
     try {
@@ -214,7 +214,7 @@ final class TcpConnection {
       if (next == STOP) {
         return;
       }
-      if (next instanceof Tag waiting) {
+      if (next instanceof TransferTag waiting) {
         writeWaiting(waiting, header);
         continue;
       }
@@ -346,7 +346,7 @@ final class TcpConnection {
   private final class Send extends PostedSend implements Transport.PendingSend {
     final long deadline;
 
-    Send(Tag tag, long src, long bytes, long deadline) {
+    Send(TransferTag tag, long src, long bytes, long deadline) {
       super(tag, src, bytes);
       this.deadline = deadline;
     }

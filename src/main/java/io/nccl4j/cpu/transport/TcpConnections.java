@@ -114,16 +114,16 @@ final class TcpConnections {
     return job.id();
   }
 
-  private static int key(int peer, Tag.Channel channel) {
+  private static int key(int peer, TransferTag.Channel channel) {
     return peer * 2 + channel.ordinal();
   }
 
-  private TcpConnection connection(int peer, Tag.Channel channel) {
+  private TcpConnection connection(int peer, TransferTag.Channel channel) {
     return conns.computeIfAbsent(key(peer, channel), k -> new TcpConnection(transport, this, peer, channel));
   }
 
   /** The connection to {@code peer} for {@code tag}, made now if this rank connects (by {@code deadline}). */
-  TcpConnection get(int peer, Tag tag, long deadline) {
+  TcpConnection get(int peer, TransferTag tag, long deadline) {
     if (peer < 0 || peer >= size || peer == rank) {
       throw new IllegalArgumentException("rank " + rank + " cannot connect to rank " + peer);
     }
@@ -217,7 +217,7 @@ final class TcpConnections {
       }
       out.writeByte(TcpFrames.HELLO_OK);
       out.flush();
-      TcpConnection c = connection(h.rank(), Tag.Channel.fromWireCode(h.channel()));
+      TcpConnection c = connection(h.rank(), TransferTag.Channel.fromWireCode(h.channel()));
       c.attach(s);
       if (closed) {
         // close() may have gone through the connections before this one was made: it must not outlive them.
@@ -252,7 +252,7 @@ final class TcpConnections {
    * ({@link Departures}); one whose listener refuses connections once published has gone, which is
    * reported within about a second.
    */
-  Socket dial(int peer, Tag.Channel channel, Tag tag, long opDeadline) {
+  Socket dial(int peer, TransferTag.Channel channel, TransferTag tag, long opDeadline) {
     long started = System.nanoTime();
     long deadline = Durations.deadline(started, connectTimeout);
     if (opDeadline - deadline < 0) {
@@ -319,7 +319,8 @@ final class TcpConnections {
   }
 
   /** The connecting side of the handshake: hello, then the proof that answers the listener's challenge. */
-  private void introduce(Socket s, int peer, String addr, Tag.Channel channel, long deadline) throws IOException {
+  private void introduce(Socket s, int peer, String addr, TransferTag.Channel channel, long deadline)
+      throws IOException {
     long left = Math.max(1, (deadline - System.nanoTime()) / 1_000_000);
     s.setSoTimeout((int) Math.min(left, Math.max(1, Math.min(Integer.MAX_VALUE, handshakeTimeout.toMillis()))));
     DataOutputStream out = new DataOutputStream(s.getOutputStream());

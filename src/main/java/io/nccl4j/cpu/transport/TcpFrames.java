@@ -64,11 +64,11 @@ final class TcpFrames {
     /** True when it comes from rank {@code peer < self} of group {@code groupId}, on a known channel. */
     boolean validFor(String groupId, int self) {
       return magic == MAGIC && version == VERSION && this.groupId.equals(groupId) && rank >= 0 && rank < self
-          && Tag.Channel.fromWireCode(channel) != null;
+          && TransferTag.Channel.fromWireCode(channel) != null;
     }
   }
 
-  static void writeHello(DataOutputStream o, String groupId, int rank, Tag.Channel channel) throws IOException {
+  static void writeHello(DataOutputStream o, String groupId, int rank, TransferTag.Channel channel) throws IOException {
     byte[] gid = groupId.getBytes(StandardCharsets.UTF_8);
     o.writeInt(MAGIC);
     o.writeShort(VERSION);
@@ -105,7 +105,7 @@ final class TcpFrames {
    * Writes the header of a data frame of {@code bytes} payload bytes for {@code tag}, whose encoded
    * fingerprint ({@link #encodeFingerprint}) of {@code fingerprintBytes} bytes follows it.
    */
-  static void encodeDataHeader(byte[] header, Tag tag, long bytes, int fingerprintBytes) {
+  static void encodeDataHeader(byte[] header, TransferTag tag, long bytes, int fingerprintBytes) {
     header[0] = DATA;
     header[1] = (byte) tag.channel().wireCode();
     header[2] = (byte) tag.op().wireCode();
@@ -116,13 +116,13 @@ final class TcpFrames {
   }
 
   /** The tag of a data frame's header (without fingerprint), or null for a channel or operation that does not exist. */
-  static Tag dataTag(byte[] header) {
-    Tag.Channel channel = Tag.Channel.fromWireCode(header[1] & 0xff);
+  static TransferTag dataTag(byte[] header) {
+    TransferTag.Channel channel = TransferTag.Channel.fromWireCode(header[1] & 0xff);
     OpType op = OpType.fromWireCode(header[2] & 0xff);
     if (channel == null || op == null) {
       return null;
     }
-    return new Tag(channel, op, getLong(header, 3));
+    return new TransferTag(channel, op, getLong(header, 3));
   }
 
   /** The length of the fingerprint that follows a data frame's header. */

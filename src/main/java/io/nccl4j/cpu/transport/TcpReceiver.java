@@ -46,7 +46,7 @@ final class TcpReceiver {
   }
 
   /** {@link Transport#receive}. */
-  void receive(Tag tag, long deadline, int from, long dst, long bytes, Combiner combiner) {
+  void receive(TransferTag tag, long deadline, int from, long dst, long bytes, Combiner combiner) {
     // Counted before checking that the transport is open, so that close() either sees this receive
     // (and waits for it before freeing the staging buffer) or this receive sees close().
     receivers.incrementAndGet();
@@ -72,14 +72,14 @@ final class TcpReceiver {
     scratch.close();
   }
 
-  private void receiveOpen(Tag tag, long deadline, int from, long dst, long bytes, Combiner combiner) {
+  private void receiveOpen(TransferTag tag, long deadline, int from, long dst, long bytes, Combiner combiner) {
     transport.ensureOpen();
     transport.checkFailed();
     TcpConnection c = connections.get(from, tag, deadline);
     c.awaitAttached(deadline, tag, "waiting for rank " + from + " to connect (" + tag + ")");
     InputStream in = c.in;
     byte[] header = new byte[TcpFrames.HEADER_BYTES];
-    Tag got;
+    TransferTag got;
     byte[] fingerprint;
     while (true) {
       readFirstByte(c, in, header, deadline, tag);
@@ -147,7 +147,7 @@ final class TcpReceiver {
   }
 
   /** What the receiver of a frame tagged {@code got} with {@code fingerprint} finds wrong with it for {@code tag}. */
-  private String mismatch(Tag tag, Tag got, byte[] fingerprint, int from) {
+  private String mismatch(TransferTag tag, TransferTag got, byte[] fingerprint, int from) {
     if (tag.fingerprint() == null || fingerprint.length == 0) {
       return tag.mismatch(got, rank, from);
     }
@@ -166,7 +166,7 @@ final class TcpReceiver {
     if (theirs == null) {
       return "rank " + from + " sent " + tag + " with an unreadable fingerprint of " + fingerprint.length + " bytes";
     }
-    return tag.mismatch(new Tag(got.channel(), got.op(), got.seq(), theirs), rank, from);
+    return tag.mismatch(new TransferTag(got.channel(), got.op(), got.seq(), theirs), rank, from);
   }
 
   /** A fingerprint this rank receives with, and its bytes as frames carry them (compared byte for byte). */
@@ -175,7 +175,7 @@ final class TcpReceiver {
   /** The last receive's; one reference, so a reader never pairs one fingerprint with another's bytes. */
   private volatile Encoded encoded;
 
-  private RuntimeException readAbort(TcpConnection c, InputStream in, long deadline, Tag tag, byte kind) {
+  private RuntimeException readAbort(TcpConnection c, InputStream in, long deadline, TransferTag tag, byte kind) {
     byte[] b = new byte[TcpFrames.ABORT_HEADER_BYTES - 1];
     readFully(c, in, b, 0, b.length, deadline, tag);
     int root = TcpFrames.abortRoot(b);
@@ -198,7 +198,7 @@ final class TcpReceiver {
    * the same collective with another fingerprint then finds the mismatch, where no data would ever
    * flow between the two to carry it.
    */
-  private void readFirstByte(TcpConnection c, InputStream in, byte[] header, long deadline, Tag tag) {
+  private void readFirstByte(TcpConnection c, InputStream in, byte[] header, long deadline, TransferTag tag) {
     readFully(c, in, header, 0, 1, deadline, tag, tag.fingerprint() != null);
   }
 
@@ -210,7 +210,7 @@ final class TcpReceiver {
    * buffered past the header, then straight from the socket ({@link NativeSocket}), in slices, so that deadlines
    * and failures are noticed as by the streams.
    */
-  private void readFully(TcpConnection c, NativeSocket direct, long dst, int len, long deadline, Tag tag) {
+  private void readFully(TcpConnection c, NativeSocket direct, long dst, int len, long deadline, TransferTag tag) {
     TcpConnection.Input in = c.in;
     int done = Math.min(in.buffered(), len);
     if (done > 0) {
@@ -236,7 +236,7 @@ final class TcpReceiver {
   }
 
   /** Between two slices of a read that got nothing: throws the group's failure, or a timeout past the deadline. */
-  private void checkStillWaiting(TcpConnection c, long deadline, Tag tag) {
+  private void checkStillWaiting(TcpConnection c, long deadline, TransferTag tag) {
     transport.checkFailed();
     transport.checkPeer(c.peer, tag, "waiting for " + tag + " data from rank " + c.peer);
     if (System.nanoTime() - deadline > 0) {
@@ -245,12 +245,12 @@ final class TcpReceiver {
   }
 
   /** Reads exactly {@code len} bytes, polling so that deadlines and failures are noticed. */
-  private void readFully(TcpConnection c, InputStream in, byte[] b, int off, int len, long deadline, Tag tag) {
+  private void readFully(TcpConnection c, InputStream in, byte[] b, int off, int len, long deadline, TransferTag tag) {
     readFully(c, in, b, off, len, deadline, tag, false);
   }
 
   /** {@link #readFully}; with {@code notice}, tells the peer once what it waits for after {@link #WAITING_NOTICE_NANOS}. */
-  private void readFully(TcpConnection c, InputStream in, byte[] b, int off, int len, long deadline, Tag tag,
+  private void readFully(TcpConnection c, InputStream in, byte[] b, int off, int len, long deadline, TransferTag tag,
       boolean notice) {
     long noticeAt = System.nanoTime() + WAITING_NOTICE_NANOS;
     int done = 0;

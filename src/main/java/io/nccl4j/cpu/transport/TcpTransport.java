@@ -127,7 +127,7 @@ public final class TcpTransport implements Transport {
   }
 
   @Override
-  public void starting(Tag tag) {
+  public void starting(TransferTag tag) {
     ProcessWindows w = shared;
     if (w != null) {
       w.starting(tag);
@@ -139,7 +139,7 @@ public final class TcpTransport implements Transport {
    * host's memory and is gone (its pid), or runs another collective or the same by another way — a peer that
    * never connects or sends would otherwise say nothing until the deadline.
    */
-  void checkPeer(int peer, Tag tag, String what) {
+  void checkPeer(int peer, TransferTag tag, String what) {
     ProcessWindows w = shared;
     if (w != null) {
       w.checkPeer(peer, tag, what);
@@ -147,7 +147,7 @@ public final class TcpTransport implements Transport {
   }
 
   @Override
-  public HostLayout hosts(Tag tag, long deadline) {
+  public HostLayout hosts(TransferTag tag, long deadline) {
     return shared == null ? null : shared.layout(tag, deadline);
   }
 
@@ -201,14 +201,14 @@ public final class TcpTransport implements Transport {
   }
 
   @Override
-  public PendingSend post(Tag tag, long deadline, int to, long src, long bytes) {
+  public PendingSend post(TransferTag tag, long deadline, int to, long src, long bytes) {
     ensureOpen();
     checkFailed();
     return connections.get(to, tag, deadline).send(tag, src, bytes, deadline);
   }
 
   @Override
-  public void receive(Tag tag, long deadline, int from, long dst, long bytes, Combiner combiner) {
+  public void receive(TransferTag tag, long deadline, int from, long dst, long bytes, Combiner combiner) {
     receiver.receive(tag, deadline, from, dst, bytes, combiner);
   }
 
@@ -226,7 +226,7 @@ public final class TcpTransport implements Transport {
   }
 
   /** Whether this rank has a connection to {@code peer} for {@code channel} with its handshake done on this side. */
-  boolean connected(int peer, Tag.Channel channel) {
+  boolean connected(int peer, TransferTag.Channel channel) {
     for (TcpConnection c : connections.all()) {
       if (c.peer == peer && c.channel == channel && c.attached()) {
         return true;

@@ -6,7 +6,7 @@ package io.nccl4j.cpu.transport;
  * threads, the receiver reads the sender's memory directly) and, for processes, a TCP transport.
  *
  * <p>Messages between two ranks on one channel arrive in the order they were sent. Each carries a
- * {@link Tag}; the receiver checks it and the size against what it expects, so ranks that run
+ * {@link TransferTag}; the receiver checks it and the size against what it expects, so ranks that run
  * different operations fail with a clear error instead of corrupting data.
  */
 public interface Transport extends AutoCloseable {
@@ -18,7 +18,7 @@ public interface Transport extends AutoCloseable {
    * Offers {@code bytes} at {@code src} to rank {@code to} and returns at once. The source must stay
    * unchanged until {@link PendingSend#await} returns; on failure call {@link PendingSend#cancel}.
    */
-  PendingSend post(Tag tag, long deadlineNanos, int to, long src, long bytes);
+  PendingSend post(TransferTag tag, long deadlineNanos, int to, long src, long bytes);
 
   /**
    * Receives {@code bytes} from rank {@code from}: copied into {@code dst}, or handed to
@@ -28,7 +28,7 @@ public interface Transport extends AutoCloseable {
    * @throws io.nccl4j.CollectiveMismatchException if the incoming tag or size differs
    * @throws TransportTimeoutException if the deadline passes
    */
-  void receive(Tag tag, long deadlineNanos, int from, long dst, long bytes, Combiner combiner);
+  void receive(TransferTag tag, long deadlineNanos, int from, long dst, long bytes, Combiner combiner);
 
   /** A posted send. */
   interface PendingSend {
@@ -44,7 +44,7 @@ public interface Transport extends AutoCloseable {
    * this rank's data has been taken and the incoming data written. Either side may be absent
    * ({@code -1}).
    */
-  default void exchange(Tag tag, long deadlineNanos, int to, long src, long srcBytes, int from, long dst,
+  default void exchange(TransferTag tag, long deadlineNanos, int to, long src, long srcBytes, int from, long dst,
       long dstBytes, Combiner combiner) {
     PendingSend sent = to >= 0 ? post(tag, deadlineNanos, to, src, srcBytes) : null;
     boolean done = false;
@@ -88,7 +88,7 @@ public interface Transport extends AutoCloseable {
    * (processes sharing memory), so that a peer waiting for this rank in vain — this rank in another collective, or
    * in the same one by another way — finds the mismatch instead of its timeout. Nothing by default.
    */
-  default void starting(Tag tag) {}
+  default void starting(TransferTag tag) {}
 
   /**
    * The ranks this rank knows to have failed: each rank whose failure the group recorded, and each peer it can tell
@@ -110,7 +110,7 @@ public interface Transport extends AutoCloseable {
    * hosts with different numbers of ranks). Collective the first time (the ranks agree, under
    * {@code deadlineNanos}, at the same operation {@code tag}); every rank gets the same answer.
    */
-  default HostLayout hosts(Tag tag, long deadlineNanos) {
+  default HostLayout hosts(TransferTag tag, long deadlineNanos) {
     return null;
   }
 

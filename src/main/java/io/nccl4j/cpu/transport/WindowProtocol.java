@@ -53,7 +53,7 @@ final class WindowProtocol {
      * message instead: ranks that disagree on the collective may otherwise wait for each other with
      * nothing between them to compare. Nothing to check where the transport cannot tell.
      */
-    default void checkNotElsewhere(int q, Tag tag) {}
+    default void checkNotElsewhere(int q, TransferTag tag) {}
 
     /**
      * The error for a window a peer aborted: the group's failure, which the peer records a moment
@@ -101,7 +101,7 @@ final class WindowProtocol {
    * waits until every member has; throws, with nobody entering, when the group fails, a member goes, a
    * counter is corrupt, or {@code deadline} passes first.
    */
-  void arrive(long use, Tag tag, long deadline) {
+  void arrive(long use, TransferTag tag, long deadline) {
     int parity = (int) (use & 1);
     long target = target(use);
     long v = words.increment(Counter.ARRIVED, parity);
@@ -117,7 +117,7 @@ final class WindowProtocol {
    * the window then aborted, so that every member still inside fails too — or when a peer abandoned
    * the window (its part of the buffers may be unwritten).
    */
-  void leave(long use, Tag tag, long deadline, boolean barrier) {
+  void leave(long use, TransferTag tag, long deadline, boolean barrier) {
     int parity = (int) (use & 1);
     long target = target(use);
     words.markLeft(members.me(), use);
@@ -164,7 +164,7 @@ final class WindowProtocol {
   }
 
   /** Waits until counter {@code c} of {@code use} is complete; {@code mine}: the count this member's increment made. */
-  private void await(Counter c, long use, Tag tag, long deadline, long mine) {
+  private void await(Counter c, long use, TransferTag tag, long deadline, long mine) {
     int parity = (int) (use & 1);
     long target = target(use);
     Backoff backoff = words.backoff();
@@ -223,7 +223,7 @@ final class WindowProtocol {
   }
 
   /** Throws if the wait cannot end well: the group failed, a member is gone or elsewhere, or the deadline passed. */
-  private void hopeless(Counter c, long use, Tag tag, long deadline, long now) {
+  private void hopeless(Counter c, long use, TransferTag tag, long deadline, long now) {
     members.checkFailed();
     List<Integer> late = new ArrayList<>();
     int me = members.me();
@@ -245,7 +245,7 @@ final class WindowProtocol {
     }
   }
 
-  private RuntimeException timeout(Counter c, Tag tag, List<Integer> late) {
+  private RuntimeException timeout(Counter c, TransferTag tag, List<Integer> late) {
     if (late.isEmpty()) {
       // Every member's mark says it did what the counter still waits for: a mark or the counter was overwritten.
       return new BackendException(members.wordsName() + " is corrupt (every rank's mark says it "

@@ -55,7 +55,7 @@ final class Windows implements WindowWords {
   }
 
   /** What a rank published for one window: its use number is its arrival mark. */
-  record Publication(long use, Tag tag, String algorithm, long bytes, long[] addresses) {
+  record Publication(long use, TransferTag tag, String algorithm, long bytes, long[] addresses) {
     String describe() {
       return tag + " (" + algorithm + ", " + bytes + " bytes)";
     }
@@ -180,7 +180,7 @@ final class Windows implements WindowWords {
     }
 
     @Override
-    public void checkNotElsewhere(int q, Tag tag) {
+    public void checkNotElsewhere(int q, TransferTag tag) {
       Publication mine = slots[(int) (entered[me] - 1 & 1)].published.get(me);
       fabric.checkPeerNotInMessage(me, q, mine);
     }
@@ -202,7 +202,7 @@ final class Windows implements WindowWords {
   // ------------------------------------------------------------------ windows
 
   /** {@link SharedMemory#openStaged} for {@code rank}. */
-  SharedMemory.Window openStaged(int rank, Tag tag, String algorithm, long src, long bytes, long deadline) {
+  SharedMemory.Window openStaged(int rank, TransferTag tag, String algorithm, long src, long bytes, long deadline) {
     int parity = (int) (entered[rank] & 1);
     long buffer;
     synchronized (staging) {
@@ -219,7 +219,7 @@ final class Windows implements WindowWords {
   }
 
   /** {@link SharedMemory#open} for {@code rank}. */
-  SharedMemory.Window open(int rank, Tag tag, String algorithm, long bytes, long deadline, long... addresses) {
+  SharedMemory.Window open(int rank, TransferTag tag, String algorithm, long bytes, long deadline, long... addresses) {
     return enter(rank, tag, algorithm, bytes, deadline, true, addresses);
   }
 
@@ -237,7 +237,7 @@ final class Windows implements WindowWords {
     }
   }
 
-  private SharedMemory.Window enter(int rank, Tag tag, String algorithm, long bytes, long deadline,
+  private SharedMemory.Window enter(int rank, TransferTag tag, String algorithm, long bytes, long deadline,
       boolean exitBarrier, long... addresses) {
     fabric.checkFailed();
     long use = entered[rank]++;

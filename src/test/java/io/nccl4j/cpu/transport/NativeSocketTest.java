@@ -14,6 +14,7 @@ import java.net.Socket;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -21,7 +22,7 @@ import org.junit.jupiter.api.Test;
  * socket's descriptor, keeps the stream's order with the JDK's own reads and writes on the same socket, fails once
  * the JDK closed the socket, and refuses use after its own close.
  */
-@org.junit.jupiter.api.Tag("unit")
+@Tag("unit")
 class NativeSocketTest {
   private ServerSocket listener;
   private Socket client;

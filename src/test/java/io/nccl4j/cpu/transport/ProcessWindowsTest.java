@@ -188,8 +188,7 @@ class ProcessWindowsTest {
   @Test
   void aPeerLeavingAWindowAnotherAbandonedFailsWithThatRanksCause() throws Exception {
     io.nccl4j.store.HashStore store = new io.nccl4j.store.HashStore(TIMEOUT);
-    io.nccl4j.cpu.transport.Tag tag = new io.nccl4j.cpu.transport.Tag(io.nccl4j.cpu.transport.Tag.Channel.COLLECTIVE,
-        io.nccl4j.OpType.ALLREDUCE, 1);
+    TransferTag tag = new TransferTag(TransferTag.Channel.COLLECTIVE, io.nccl4j.OpType.ALLREDUCE, 1);
     java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(2);
     try {
       List<java.util.concurrent.Future<Throwable>> left = new java.util.ArrayList<>();

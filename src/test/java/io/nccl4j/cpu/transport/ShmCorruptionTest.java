@@ -20,6 +20,7 @@ import java.util.List;
 import java.util.concurrent.CyclicBarrier;
 import java.util.function.LongUnaryOperator;
 import java.util.stream.Stream;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -31,7 +32,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * threads, each with its own mappings of every segment; the test maps rank 0's segment (which holds
  * the window counters) as a stranger would, and writes into it between two collectives.
  */
-@org.junit.jupiter.api.Tag("multirank")
+@Tag("multirank")
 class ShmCorruptionTest {
   private static final int SIZE = 3;
   /** Elements per rank: past the one-shot size, so the direct AllReduce runs (a window every rank waits to leave). */

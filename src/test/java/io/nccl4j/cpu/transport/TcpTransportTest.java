@@ -340,7 +340,7 @@ class TcpTransportTest {
       // Under way: rank 0 writes over a connection that rank 1 has taken too (a socket rank 1 had not yet taken
       // when it closed would be another scenario: a connection to a peer that left while it was made).
       Waits.await("rank 0 writing its 32 MiB to rank 1 over a connection both have made").until(() ->
-          r0.transport().writingTo(1) && rs.get(1).transport().connected(0, io.nccl4j.cpu.transport.Tag.Channel.P2P));
+          r0.transport().writingTo(1) && rs.get(1).transport().connected(0, TransferTag.Channel.P2P));
       assertThat(w.isCompleted()).as("rank 0's send waits for room in rank 1's socket").isFalse();
       long start = System.nanoTime();
       rs.get(1).transport().close();

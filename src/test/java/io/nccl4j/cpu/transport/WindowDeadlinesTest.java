@@ -18,6 +18,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.function.IntFunction;
 import org.assertj.core.api.Assertions;
 
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -28,7 +29,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * passes, naming it, instead of waiting for as long as it stays — over the threads' windows and over
  * the processes' (here ranks as threads, each with its own mappings of every segment).
  */
-@org.junit.jupiter.api.Tag("multirank")
+@Tag("multirank")
 class WindowDeadlinesTest {
   private static final int SIZE = 3;
   private static final int INSIDE = 1;
@@ -58,7 +59,7 @@ class WindowDeadlinesTest {
   @ParameterizedTest(name = "{0}")
   @ValueSource(strings = {"threads", "processes"})
   void aRankThatStaysInsideAWindowTimesTheOthersOutWhenTheyLeaveNamingIt(String kind) throws Exception {
-    Tag tag = new Tag(Tag.Channel.COLLECTIVE, io.nccl4j.OpType.ALLREDUCE, 7);
+    TransferTag tag = new TransferTag(TransferTag.Channel.COLLECTIVE, io.nccl4j.OpType.ALLREDUCE, 7);
     long buf = NativeMemory.allocate(64);
     IntFunction<Rank> make = ranks(kind, buf);
     ExecutorService pool = Executors.newFixedThreadPool(SIZE);
@@ -128,7 +129,7 @@ class WindowDeadlinesTest {
   void aRankArrivingAfterAPeerGaveUpDoesNotEnterTheWindow(String kind) throws Exception {
     long buf = NativeMemory.allocate(64);
     IntFunction<Rank> make = ranks(kind, buf);
-    Tag tag = new Tag(Tag.Channel.COLLECTIVE, io.nccl4j.OpType.ALLREDUCE, 3);
+    TransferTag tag = new TransferTag(TransferTag.Channel.COLLECTIVE, io.nccl4j.OpType.ALLREDUCE, 3);
     ExecutorService pool = Executors.newFixedThreadPool(SIZE);
     try {
       List<Rank> ranks = new ArrayList<>();
@@ -136,7 +137,7 @@ class WindowDeadlinesTest {
         ranks.add(make.apply(r));
       }
       // A first window every rank opens and leaves (the processes agree on their segments in it).
-      Tag first = new Tag(Tag.Channel.COLLECTIVE, io.nccl4j.OpType.ALLREDUCE, 2);
+      TransferTag first = new TransferTag(TransferTag.Channel.COLLECTIVE, io.nccl4j.OpType.ALLREDUCE, 2);
       long any = System.nanoTime() + TestTime.seconds(60).toNanos();
       List<Future<Object>> opened = new ArrayList<>();
       for (Rank me : ranks) {

@@ -13,6 +13,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.assertj.core.api.Assertions;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -20,12 +21,12 @@ import org.junit.jupiter.api.Test;
  * {@code ProcessWindowsTest}): a rank that abandons a window makes a peer leaving it fail with the
  * cause that rank records, rather than return as if its part were done.
  */
-@org.junit.jupiter.api.Tag("multirank")
+@Tag("multirank")
 class WindowsAbandonTest {
   @Test
   void aPeerLeavingAWindowAnotherAbandonedFailsWithThatRanksCause() throws Exception {
     LocalFabric fabric = new LocalFabric(2);
-    Tag tag = new Tag(Tag.Channel.COLLECTIVE, OpType.ALLREDUCE, 1);
+    TransferTag tag = new TransferTag(TransferTag.Channel.COLLECTIVE, OpType.ALLREDUCE, 1);
     long buf = NativeMemory.allocate(64);
     ExecutorService pool = Executors.newFixedThreadPool(2);
     try {

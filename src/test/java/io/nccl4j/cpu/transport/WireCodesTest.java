@@ -12,6 +12,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -20,7 +21,7 @@ import org.junit.jupiter.api.Test;
  * read here from the C header they must agree with. A kind added or moved in an enum changes none of them; a
  * changed number fails here, where it is a decision, not a side effect.
  */
-@org.junit.jupiter.api.Tag("unit")
+@Tag("unit")
 class WireCodesTest {
   @Test
   void operationsKeepTheirWireCodes() {
@@ -48,10 +49,10 @@ class WireCodesTest {
 
   @Test
   void channelsKeepTheirWireCodes() {
-    assertThat(Tag.Channel.COLLECTIVE.wireCode()).isZero();
-    assertThat(Tag.Channel.P2P.wireCode()).isEqualTo(1);
-    assertThat(Tag.Channel.values()).hasSize(2);
-    assertThat(Tag.Channel.fromWireCode(2)).isNull();
+    assertThat(TransferTag.Channel.COLLECTIVE.wireCode()).isZero();
+    assertThat(TransferTag.Channel.P2P.wireCode()).isEqualTo(1);
+    assertThat(TransferTag.Channel.values()).hasSize(2);
+    assertThat(TransferTag.Channel.fromWireCode(2)).isNull();
   }
 
   /** The C header's enum, in its order: NCCL4J_F32_SUM is 0, and so on. */

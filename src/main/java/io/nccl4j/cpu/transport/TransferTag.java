@@ -4,11 +4,11 @@ import io.nccl4j.OpType;
 import io.nccl4j.spi.Fingerprint;
 
 /**
- * Identifies the operation a message belongs to. Collectives use the group's sequence number;
- * point-to-point messages use a per-pair counter. A collective's tag may carry its
- * {@link Fingerprint} ({@link Fingerprint#forTransfer}), which every transfer then takes along: the receiver
- * compares it with its own, so ranks that disagree on dtype, counts, operator or root fail instead
- * of returning wrong data. Without one (validation off, or a rank that has not switched yet) only
+ * What every transfer of an operation carries — a message, a window's publication — to say which operation it
+ * belongs to. Collectives use the group's sequence number; point-to-point messages use a per-pair counter. A
+ * collective's tag may carry its {@link Fingerprint} ({@link Fingerprint#forTransfer}), which every transfer then
+ * takes along: the receiver compares it with its own, so ranks that disagree on dtype, counts, operator or root
+ * fail instead of returning wrong data. Without one (validation off, or a rank that has not switched yet) only
  * channel, operation and sequence number are compared.
  *
  * @param channel collective or point-to-point traffic
@@ -16,7 +16,7 @@ import io.nccl4j.spi.Fingerprint;
  * @param seq the sequence number
  * @param fingerprint the collective's fingerprint as transfers carry it, or null
  */
-public record Tag(Channel channel, OpType op, long seq, Fingerprint fingerprint) {
+public record TransferTag(Channel channel, OpType op, long seq, Fingerprint fingerprint) {
   /** Collective and point-to-point traffic use separate ordered channels. */
   public enum Channel {
     COLLECTIVE(0),
@@ -28,7 +28,7 @@ public record Tag(Channel channel, OpType op, long seq, Fingerprint fingerprint)
       this.wireCode = wireCode;
     }
 
-    /** The number that stands for the channel in frames and publications (pinned by OpTypeTest, not the order). */
+    /** The number that stands for the channel in frames and publications (pinned by WireCodesTest, not the order). */
     public int wireCode() {
       return wireCode;
     }
@@ -45,7 +45,7 @@ public record Tag(Channel channel, OpType op, long seq, Fingerprint fingerprint)
   }
 
   /** A tag without fingerprint. */
-  public Tag(Channel channel, OpType op, long seq) {
+  public TransferTag(Channel channel, OpType op, long seq) {
     this(channel, op, seq, null);
   }
 
@@ -53,8 +53,8 @@ public record Tag(Channel channel, OpType op, long seq, Fingerprint fingerprint)
    * The tag of collective {@code op} #{@code seq} whose transfers carry {@code transfer}, a
    * fingerprint as {@link Fingerprint#forTransfer} makes it (without sequence number).
    */
-  public static Tag collective(OpType op, long seq, Fingerprint transfer) {
-    return new Tag(Channel.COLLECTIVE, op, seq, transfer);
+  public static TransferTag collective(OpType op, long seq, Fingerprint transfer) {
+    return new TransferTag(Channel.COLLECTIVE, op, seq, transfer);
   }
 
   /**
@@ -62,7 +62,7 @@ public record Tag(Channel channel, OpType op, long seq, Fingerprint fingerprint)
    * under this tag, or null when it does: PyTorch's mismatch message when both carry fingerprints
    * that differ, else a description of the differing operation or sequence number.
    */
-  public String mismatch(Tag got, int self, int from) {
+  public String mismatch(TransferTag got, int self, int from) {
     if (sameAs(got)) {
       return null;
     }
@@ -77,12 +77,12 @@ public record Tag(Channel channel, OpType op, long seq, Fingerprint fingerprint)
   }
 
   /** The same channel, operation and sequence number, whatever the fingerprints say. */
-  public boolean sameOperation(Tag other) {
+  public boolean sameOperation(TransferTag other) {
     return channel == other.channel && op == other.op && seq == other.seq;
   }
 
   /** Equal as {@link #mismatch} judges (both fingerprints compared only when both are present). */
-  public boolean sameAs(Tag other) {
+  public boolean sameAs(TransferTag other) {
     return sameOperation(other)
         && (fingerprint == other.fingerprint || fingerprint == null || other.fingerprint == null
             || fingerprint.equals(other.fingerprint));
