@@ -2,7 +2,7 @@ package io.nccl4j.samples;
 
 import io.nccl4j.ObjectCodec;
 import io.nccl4j.ProcessGroup;
-import io.nccl4j.cpu.transport.HostSharedMemory;
+import io.nccl4j.cpu.transport.shm.HostSharedMemory;
 import io.nccl4j.launch.DistEnv;
 import io.nccl4j.launch.ProcessGroups;
 import java.io.DataInputStream;

@@ -11,6 +11,7 @@ import com.tngtech.archunit.core.importer.ClassFileImporter;
 import com.tngtech.archunit.core.importer.ImportOption;
 import com.tngtech.archunit.library.dependencies.SliceAssignment;
 import com.tngtech.archunit.library.dependencies.SliceIdentifier;
+import java.util.List;
 import java.util.Set;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
@@ -85,6 +86,26 @@ class ArchitectureTest {
         .should().dependOnClassesThat().resideInAnyPackage("io.nccl4j.samples..", "picocli..")
         .because("picocli is an optional dependency used by the command line only")
         .check(classes);
+  }
+
+  /**
+   * The CPU backend's transport is a small core ({@code io.nccl4j.cpu.transport}: the Transport, the shared-memory
+   * windows' contract and protocol, the tag, the group's failure and how it travels) and three ways to carry it: ranks
+   * as threads ({@code .threads}), TCP between processes ({@code .tcp}) and the shared memory of one host's processes
+   * ({@code .shm}). Each way knows the core only, so that one can be read, changed or left out without the others;
+   * the launcher composes TCP and shared memory through the core's {@code ProcessLink}.
+   */
+  @Test
+  void eachWayOfTheTransportKnowsOnlyTheCore() {
+    String core = "io.nccl4j.cpu.transport";
+    List<String> ways = List.of(core + ".threads..", core + ".tcp..", core + ".shm..");
+    noClasses().that().resideInAPackage(core).should().dependOnClassesThat().resideInAnyPackage(
+        ways.toArray(String[]::new)).because("the core is what the ways share, and knows none of them").check(classes);
+    for (String way : ways) {
+      String[] others = ways.stream().filter(w -> !w.equals(way)).toArray(String[]::new);
+      noClasses().that().resideInAPackage(way).should().dependOnClassesThat().resideInAnyPackage(others)
+          .because("threads, TCP and shared memory meet only through the transport's core").check(classes);
+    }
   }
 
   /**

@@ -74,7 +74,7 @@ public final class NcclInfo {
         + ", " + System.getProperty("java.vendor") + "), " + rt.availableProcessors() + " cores, max heap "
         + rt.maxMemory() / (1 << 20) + " MiB"));
     lines.add(new Line("CPU backend", true, "available (ranks as threads of one JVM; "
-        + io.nccl4j.cpu.transport.HostSharedMemory.describe() + ")"));
+        + io.nccl4j.cpu.transport.shm.HostSharedMemory.describe() + ")"));
     NativeRuntime nr;
     try {
       nr = NativeRuntime.get();

@@ -28,20 +28,24 @@ import org.slf4j.LoggerFactory;
  * the workers; a store in one JVM) the peers wait for their timeout, as a rank that never joined the store makes
  * them do everywhere: nothing tells it apart from a late one.
  */
-final class Departures {
+public final class Departures {
   private static final Logger LOG = LoggerFactory.getLogger(Departures.class);
   /** How every notice starts; no address, group id or segment entry does. */
-  static final String PREFIX = "nccl4j departure notice: ";
+  public static final String PREFIX = "nccl4j departure notice: ";
   /** Under this key plus a rank: that rank's listener, {@code host:port}. */
-  static final String ADDRESS_KEY = "transport/addr/";
+  public static final String ADDRESS_KEY = "transport/addr/";
   /** The group's id, which rank 0 draws. */
-  static final String GROUP_ID_KEY = "transport/gid";
+  public static final String GROUP_ID_KEY = "transport/gid";
   /**
    * Under this key plus a rank: a notice that rank's store connection ended, whenever it ends. The rank never sets
    * it, so the store's server sets it when the rank's process exits, is killed or loses the store: how a rank tells,
    * at any time, which of its peers are gone ({@link #gone}).
    */
-  static final String GONE_KEY = "transport/gone/";
+  public static final String GONE_KEY = "transport/gone/";
+  /** Under this key plus a rank: that rank's shared-memory segment entry (read by the host's shared memory). */
+  public static final String SEGMENT_KEY = "shm/segment/";
+  /** Under this key plus a rank: {@code ok}, or why that rank cannot use the peers' segments. */
+  public static final String MAPPED_KEY = "shm/mapped/";
 
   private final Store store;
   private final int rank;
@@ -56,7 +60,7 @@ final class Departures {
    * store that refuses them (a broken connection, whose next request fails with the cause) leaves the group as it
    * would be without them: the peers then wait for their timeout.
    */
-  Departures(Store store, int rank, int size, boolean sharedMemory) {
+  public Departures(Store store, int rank, int size, boolean sharedMemory) {
     this.store = store;
     this.rank = rank;
     this.size = size;
@@ -70,8 +74,8 @@ final class Departures {
       add(keys, values, GROUP_ID_KEY, "group id");
     }
     if (sharedMemory) {
-      add(keys, values, ShmAgreement.SEGMENT_KEY + rank, "shared-memory segment entry");
-      add(keys, values, ShmAgreement.MAPPED_KEY + rank, "report on mapping its peers' segments");
+      add(keys, values, SEGMENT_KEY + rank, "shared-memory segment entry");
+      add(keys, values, MAPPED_KEY + rank, "report on mapping its peers' segments");
     }
     boolean k;
     try {
@@ -91,7 +95,7 @@ final class Departures {
   }
 
   /** The notice's words when {@code value} is a notice, else null. */
-  static String notice(String value) {
+  public static String notice(String value) {
     return value.startsWith(PREFIX) ? value.substring(PREFIX.length()) : null;
   }
 
@@ -99,7 +103,7 @@ final class Departures {
    * What rank {@code self} fails with when it was {@code waiting} (e.g. "waiting for rank 1's transport address
    * (ALLREDUCE #1)") and found {@code peer}'s notice, whose words are {@code notice}.
    */
-  static PeerFailureException failure(int self, int peer, String waiting, String notice) {
+  public static PeerFailureException failure(int self, int peer, String waiting, String notice) {
     return new PeerFailureException(peer, "rank " + self + " was " + waiting + ", but the store holds rank " + peer
         + "'s departure notice instead: " + notice + "; rank " + peer + " has exited, been killed or lost the store"
         + " while joining the group");
@@ -109,7 +113,7 @@ final class Departures {
    * How a note starts that a process of another world left where this world's ranks publish what they wait for
    * ({@link #markConflict}).
    */
-  static final String CONFLICT = "nccl4j job conflict: ";
+  public static final String CONFLICT = "nccl4j job conflict: ";
 
   /**
    * Leaves {@code why} where the first group of a world of {@code size} ranks publishes what its ranks wait for
@@ -118,11 +122,11 @@ final class Departures {
    * instead of at their timeout. For a process that finds the job's world has another size than its own: the
    * nodes were launched differently, and the job cannot run.
    */
-  static void markConflict(Store firstGroup, int size, String why) {
+  public static void markConflict(Store firstGroup, int size, String why) {
     byte[] note = (CONFLICT + why).getBytes(StandardCharsets.UTF_8);
     List<String> keys = new ArrayList<>(List.of(GROUP_ID_KEY));
     for (int q = 0; q < size; q++) {
-      keys.addAll(List.of(ADDRESS_KEY + q, ShmAgreement.SEGMENT_KEY + q, ShmAgreement.MAPPED_KEY + q));
+      keys.addAll(List.of(ADDRESS_KEY + q, SEGMENT_KEY + q, MAPPED_KEY + q));
     }
     for (String key : keys) {
       firstGroup.compareSet(key, new byte[0], note); // set only where nothing is
@@ -138,7 +142,7 @@ final class Departures {
   }
 
   /** Throws {@link #failure} when {@code value}, which rank {@code self} was {@code waiting} for, is a notice. */
-  static void check(String value, int self, int peer, String waiting) {
+  public static void check(String value, int self, int peer, String waiting) {
     checkConflict(value, self, waiting);
     String notice = notice(value);
     if (notice != null) {
@@ -147,7 +151,7 @@ final class Departures {
   }
 
   /** {@code addr}, read as {@code peer}'s address while {@code waiting}: throws when it is the peer's notice. */
-  void checkAddress(String addr, int peer, String waiting) {
+  public void checkAddress(String addr, int peer, String waiting) {
     check(addr, rank, peer, waiting);
     published.add(peer);
   }
@@ -161,7 +165,7 @@ final class Departures {
    * goes on as it would without notices). A stored failure whose rank did publish its address (a rank that joined
    * and then failed) is not taken here: its peers learn of it as before, over their connections.
    */
-  PeerFailureException departed(int peer, String waiting) {
+  public PeerFailureException departed(int peer, String waiting) {
     if (!kept) {
       return null;
     }
@@ -185,7 +189,7 @@ final class Departures {
    * Whether rank {@code q}'s store connection has ended ({@link #GONE_KEY}): false where the store keeps no notices
    * or cannot answer now.
    */
-  boolean gone(int q) {
+  public boolean gone(int q) {
     if (!kept) {
       return false;
     }

@@ -15,13 +15,13 @@ import io.nccl4j.PeerFailureException;
  */
 public final class Failure {
   /** The rank to blame (the one that timed out, when {@link #timeout}). */
-  final int rank;
-  final String message;
-  final Throwable cause;
+  public final int rank;
+  public final String message;
+  public final Throwable cause;
   /** {@code rank} waited too long rather than failed; waiters time out instead of failing. */
-  final boolean timeout;
+  public final boolean timeout;
   /** The ranks run different collectives ({@code message} says how); waiters throw a mismatch. */
-  final boolean mismatch;
+  public final boolean mismatch;
 
   private Failure(int rank, String message, Throwable cause, boolean timeout) {
     this(rank, message, cause, timeout, false);
@@ -51,7 +51,7 @@ public final class Failure {
   }
 
   /** What the group records when {@code rank} fails with {@code cause}. */
-  static Failure of(int rank, Throwable cause) {
+  public static Failure of(int rank, Throwable cause) {
     if (cause instanceof CollectiveTimeoutException) {
       return new Failure(rank, CollectiveTimeoutException.quote(rank, cause.getMessage()), cause, true);
     }
@@ -65,17 +65,17 @@ public final class Failure {
   }
 
   /** A peer's report that {@code rank} timed out, as {@code message} says (its own words, already prefixed). */
-  static Failure timedOut(int rank, String message) {
+  public static Failure timedOut(int rank, String message) {
     return new Failure(rank, message, null, true);
   }
 
   /** {@code rank}'s finding that the ranks run different collectives, in {@code message}'s words. */
-  static Failure mismatched(int rank, String message) {
+  public static Failure mismatched(int rank, String message) {
     return new Failure(rank, message, null, false, true);
   }
 
   /** What every wait of the failed group throws. */
-  RuntimeException toException() {
+  public RuntimeException toException() {
     if (mismatch) {
       return new CollectiveMismatchException(message);
     }
@@ -86,7 +86,7 @@ public final class Failure {
   }
 
   /** Another rank's message inside this rank's (which the backend ends with a period). */
-  static String quoted(String message) {
+  public static String quoted(String message) {
     return message.endsWith(".") ? message.substring(0, message.length() - 1) : message;
   }
 }

@@ -10,62 +10,62 @@ import java.util.concurrent.locks.LockSupport;
  * {@link #address} belongs to the sender again once the send is no longer taken: what {@link #withdraw} and the
  * transports' cancels rely on. One state machine, one vocabulary, for the threads' mailboxes and for TCP.
  */
-class PostedSend {
-  static final int POSTED = 0;
-  static final int TAKEN = 1;
-  static final int DONE = 2;
-  static final int FAILED = 3;
-  static final int WITHDRAWN = 4;
+public class PostedSend {
+  public static final int POSTED = 0;
+  public static final int TAKEN = 1;
+  public static final int DONE = 2;
+  public static final int FAILED = 3;
+  public static final int WITHDRAWN = 4;
 
-  final TransferTag tag;
+  public final TransferTag tag;
   /** The sender's data. */
-  final long address;
-  final long bytes;
+  public final long address;
+  public final long bytes;
   /** The sender's thread, woken when the send ends. */
   private final Thread sender = Thread.currentThread();
   private final AtomicInteger state = new AtomicInteger(POSTED);
   /** Why it failed: the receiver's refusal, or the broken connection. */
   private volatile String why;
 
-  PostedSend(TransferTag tag, long address, long bytes) {
+  public PostedSend(TransferTag tag, long address, long bytes) {
     this.tag = tag;
     this.address = address;
     this.bytes = bytes;
   }
 
   /** Takes the send to move its data; false when the sender withdrew it first. */
-  final boolean take() {
+  public final boolean take() {
     return state.compareAndSet(POSTED, TAKEN);
   }
 
   /** Ends a taken send: done, or failed for {@code why}; wakes the sender. */
-  final void finish(boolean ok, String why) {
+  public final void finish(boolean ok, String why) {
     this.why = why;
     state.set(ok ? DONE : FAILED);
     LockSupport.unpark(sender);
   }
 
   /** Withdraws the send if nobody took it yet: true then; false when it is taken or ended. */
-  final boolean withdraw() {
+  public final boolean withdraw() {
     return state.compareAndSet(POSTED, WITHDRAWN);
   }
 
-  final int state() {
+  public final int state() {
     return state.get();
   }
 
   /** Still posted, or taken: not ended. */
-  final boolean pending() {
+  public final boolean pending() {
     int s = state.get();
     return s == POSTED || s == TAKEN;
   }
 
-  final boolean taken() {
+  public final boolean taken() {
     return state.get() == TAKEN;
   }
 
   /** Why it failed (after {@link #FAILED}). */
-  final String why() {
+  public final String why() {
     return why;
   }
 }

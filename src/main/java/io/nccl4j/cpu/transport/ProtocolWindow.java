@@ -5,7 +5,7 @@ package io.nccl4j.cpu.transport;
  * (as this rank reaches them), and leaving — with the exit barrier under the collective's deadline, or without
  * one for a staged window — or abandoning it after a failure inside.
  */
-final class ProtocolWindow implements SharedMemory.Window {
+public final class ProtocolWindow implements SharedMemory.Window {
   private final WindowProtocol protocol;
   private final long use;
   private final TransferTag tag;
@@ -14,7 +14,7 @@ final class ProtocolWindow implements SharedMemory.Window {
   private final long[][] all;
   private boolean closed;
 
-  ProtocolWindow(WindowProtocol protocol, long use, TransferTag tag, long deadline, boolean exitBarrier, long[][] all) {
+  public ProtocolWindow(WindowProtocol protocol, long use, TransferTag tag, long deadline, boolean exitBarrier, long[][] all) {
     this.protocol = protocol;
     this.use = use;
     this.tag = tag;

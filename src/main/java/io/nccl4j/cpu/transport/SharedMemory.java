@@ -2,8 +2,8 @@ package io.nccl4j.cpu.transport;
 
 /**
  * Direct access to the buffers of every rank, for ranks that share memory — threads of one JVM
- * ({@link LocalFabric}), or processes of one host whose tensors live in shared segments
- * ({@link ProcessWindows}): what NCCL's P2P and NVLS transports give kernels on one node. Algorithms on it read a
+ * ({@code LocalFabric}), or processes of one host whose tensors live in shared segments
+ * ({@code ProcessWindows}): what NCCL's P2P and NVLS transports give kernels on one node. Algorithms on it read a
  * peer's input and write a peer's output in place, with two synchronisations per collective
  * instead of a message per step.
  *

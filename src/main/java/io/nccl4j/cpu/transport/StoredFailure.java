@@ -14,9 +14,9 @@ import org.slf4j.LoggerFactory;
  * leaves its abort frame under {@link #KEY}; a rank whose dial is refused reads it and fails with
  * the same cause, in its words, instead of dialling a closed port until its timeout.
  */
-final class StoredFailure {
+public final class StoredFailure {
   private static final Logger LOG = LoggerFactory.getLogger(StoredFailure.class);
-  static final String KEY = "transport/failure";
+  public static final String KEY = "transport/failure";
 
   private StoredFailure() {}
 
@@ -24,8 +24,8 @@ final class StoredFailure {
    * Leaves {@code f} in {@code store} unless a failure is there already (the first one is the cause), on a thread of
    * its own: the store may be gone too, and the failing path never waits.
    */
-  static Thread leave(Store store, int rank, Failure f) {
-    byte[] frame = TcpFrames.abortFrame(TcpFrames.abortKind(f), f.rank, f.message.getBytes(StandardCharsets.UTF_8));
+  public static Thread leave(Store store, int rank, Failure f) {
+    byte[] frame = FailureFrames.abortFrame(FailureFrames.abortKind(f), f.rank, f.message.getBytes(StandardCharsets.UTF_8));
     Thread t = new Thread(() -> {
       try {
         store.compareSet(KEY, new byte[0], frame); // the first failure left stays: later ones are its consequences
@@ -39,18 +39,18 @@ final class StoredFailure {
   }
 
   /** The failure a peer left in {@code store}, or null when none is there (or it is not an abort frame). */
-  static Failure find(Store store) {
+  public static Failure find(Store store) {
     if (!store.check(List.of(KEY))) {
       return null;
     }
     byte[] frame = store.get(KEY, Duration.ofSeconds(1));
-    if (frame.length < TcpFrames.ABORT_HEADER_BYTES) {
+    if (frame.length < FailureFrames.ABORT_HEADER_BYTES) {
       return null;
     }
-    byte[] header = Arrays.copyOfRange(frame, 1, TcpFrames.ABORT_HEADER_BYTES);
-    int root = TcpFrames.abortRoot(header);
-    int n = Math.min(TcpFrames.abortTextBytes(header), frame.length - TcpFrames.ABORT_HEADER_BYTES);
-    String text = new String(frame, TcpFrames.ABORT_HEADER_BYTES, n, StandardCharsets.UTF_8);
-    return TcpFrames.abortFailure(frame[0], root, text);
+    byte[] header = Arrays.copyOfRange(frame, 1, FailureFrames.ABORT_HEADER_BYTES);
+    int root = FailureFrames.abortRoot(header);
+    int n = Math.min(FailureFrames.abortTextBytes(header), frame.length - FailureFrames.ABORT_HEADER_BYTES);
+    String text = new String(frame, FailureFrames.ABORT_HEADER_BYTES, n, StandardCharsets.UTF_8);
+    return FailureFrames.abortFailure(frame[0], root, text);
   }
 }

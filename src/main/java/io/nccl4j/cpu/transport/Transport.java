@@ -2,7 +2,7 @@ package io.nccl4j.cpu.transport;
 
 /**
  * What the CPU algorithms need from the network: one primitive, a step that sends one block to a
- * peer while receiving one block from another. Implementations: {@link LocalFabric} (ranks as
+ * peer while receiving one block from another. Implementations: {@code LocalFabric} (ranks as
  * threads, the receiver reads the sender's memory directly) and, for processes, a TCP transport.
  *
  * <p>Messages between two ranks on one channel arrive in the order they were sent. Each carries a

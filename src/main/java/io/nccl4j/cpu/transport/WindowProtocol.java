@@ -27,9 +27,9 @@ import java.util.function.BooleanSupplier;
  * stray write, and fails the group naming the words as corrupt instead of letting a window open or
  * close early over wrong data.
  */
-final class WindowProtocol {
+public final class WindowProtocol {
   /** The members of the windows, as the protocol needs them besides the words. */
-  interface Members {
+  public interface Members {
     /** How many members the windows have. */
     int size();
 
@@ -78,7 +78,7 @@ final class WindowProtocol {
    */
   private volatile boolean leftWithMembersInside;
 
-  WindowProtocol(WindowWords words, Members members) {
+  public WindowProtocol(WindowWords words, Members members) {
     this.words = words;
     this.members = members;
   }
@@ -87,12 +87,12 @@ final class WindowProtocol {
    * Whether this member left a window while others were still inside it: what they write into its buffers
    * afterwards must not land in memory that was freed and handed out again.
    */
-  boolean leftWithMembersInside() {
+  public boolean leftWithMembersInside() {
     return leftWithMembersInside;
   }
 
   /** What use {@code use}'s counters reach once every member has counted itself. */
-  long target(long use) {
+  public long target(long use) {
     return ((use >> 1) + 1) * members.size();
   }
 
@@ -101,7 +101,7 @@ final class WindowProtocol {
    * waits until every member has; throws, with nobody entering, when the group fails, a member goes, a
    * counter is corrupt, or {@code deadline} passes first.
    */
-  void arrive(long use, TransferTag tag, long deadline) {
+  public void arrive(long use, TransferTag tag, long deadline) {
     int parity = (int) (use & 1);
     long target = target(use);
     long v = words.increment(Counter.ARRIVED, parity);
@@ -117,7 +117,7 @@ final class WindowProtocol {
    * the window then aborted, so that every member still inside fails too — or when a peer abandoned
    * the window (its part of the buffers may be unwritten).
    */
-  void leave(long use, TransferTag tag, long deadline, boolean barrier) {
+  public void leave(long use, TransferTag tag, long deadline, boolean barrier) {
     int parity = (int) (use & 1);
     long target = target(use);
     words.markLeft(members.me(), use);
@@ -134,7 +134,7 @@ final class WindowProtocol {
    * Leaves window use {@code use} after a failure inside it: every member still waiting to leave,
    * and every later one, fails instead of returning as if the collective were done.
    */
-  void abandon(long use) {
+  public void abandon(long use) {
     abort(Counter.LEFT, (int) (use & 1));
   }
 

@@ -4,7 +4,7 @@ import io.nccl4j.concurrent.Backoff;
 
 /**
  * The shared words a group's windows run on: Java atomics for ranks that are threads of one JVM
- * ({@link Windows}), words in the segments the processes of one host map ({@link ProcessWindows}).
+ * ({@code Windows}), words in the segments the processes of one host map ({@code ProcessWindows}).
  * The protocol over them is written once, in {@link WindowProtocol}.
  *
  * <p>Windows alternate between two slots (a window's use number's parity). Each slot has two
@@ -22,7 +22,7 @@ import io.nccl4j.concurrent.Backoff;
  * departure counter: written before a member's increment, read after another's load of the
  * completed count.
  */
-interface WindowWords {
+public interface WindowWords {
   /** Set in a counter when a member withdraws before the window opens, or abandons it inside. */
   long ABORTED = 1L << 62;
 

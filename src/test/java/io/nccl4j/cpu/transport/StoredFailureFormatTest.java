@@ -55,9 +55,9 @@ class StoredFailureFormatTest {
     assertThat(GroupFailure.parse(null)).isEmpty();
     assertThat(GroupFailure.parse(new byte[0])).isEmpty();
     assertThat(GroupFailure.parse("ok".getBytes(StandardCharsets.US_ASCII))).isEmpty();
-    byte[] data = TcpFrames.abortFrame(TcpFrames.DATA, 1, "x".getBytes(StandardCharsets.UTF_8));
+    byte[] data = FailureFrames.abortFrame((byte) 1, 1, "x".getBytes(StandardCharsets.UTF_8));
     assertThat(GroupFailure.parse(data)).as("kind 1 is a data frame, not a failure").isEmpty();
-    byte[] frame = TcpFrames.abortFrame(TcpFrames.ABORT, 7, "rank 7 failed: é".getBytes(StandardCharsets.UTF_8));
+    byte[] frame = FailureFrames.abortFrame(FailureFrames.ABORT, 7, "rank 7 failed: é".getBytes(StandardCharsets.UTF_8));
     byte[] cut = Arrays.copyOf(frame, frame.length - 2);
     GroupFailure g = GroupFailure.parse(cut).orElseThrow();
     assertThat(g.rank()).isEqualTo(7);

@@ -1,5 +1,6 @@
 package io.nccl4j.cpu.transport;
 
+import io.nccl4j.cpu.transport.threads.LocalFabric;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.nccl4j.OpType;

@@ -1,0 +1,31 @@
+package io.nccl4j.cpu.transport.shm;
+
+import java.io.IOException;
+
+/**
+ * Fault injection for the tests of processes sharing memory (off unless set): with
+ * {@code -Dnccl4j.fault.stopInWindow=N}, this process stops itself with SIGSTOP right after every rank
+ * arrived at its window number N (counted from 0 per group), inside the window — what a debugger, a long
+ * pause or a frozen VM does to a host-mate at the worst moment, and what a test cannot time from outside.
+ * The process goes on where it stopped when it gets SIGCONT.
+ */
+final class WindowFaults {
+  private static final long STOP_IN_WINDOW = Long.getLong("nccl4j.fault.stopInWindow", -1);
+
+  private WindowFaults() {}
+
+  /** Called inside window {@code use}, after every rank arrived. */
+  static void arrived(long use) {
+    if (use != STOP_IN_WINDOW) {
+      return;
+    }
+    try {
+      // kill(1) stops this process while waitFor blocks; SIGCONT lets waitFor return.
+      new ProcessBuilder("kill", "-STOP", Long.toString(ProcessHandle.current().pid())).inheritIO().start().waitFor();
+    } catch (IOException e) {
+      throw new IllegalStateException("nccl4j.fault.stopInWindow: cannot run kill -STOP: " + e.getMessage(), e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+}
