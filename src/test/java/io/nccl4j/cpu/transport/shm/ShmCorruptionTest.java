@@ -49,8 +49,10 @@ class ShmCorruptionTest {
     CyclicBarrier between = new CyclicBarrier(SIZE);
     List<String> seen = LocalCluster.of(SIZE).timeout(TestTime.seconds(10))
         .backend(new ShmThreadsCluster(dir, 64L << 20)).call(pg -> {
-          // Before the first window every segment file is still there (the last rank to map one removes it).
+          // Before the first window every segment file is still there (the last rank to map one removes it, and the
+          // others map rank 0's as soon as they open theirs): rank 0 maps it before any rank goes on.
           MappedByteBuffer first = pg.rank() == 0 ? mapRankZerosSegment() : null;
+          between.await();
           try (Tensor t = pg.empty(N, DType.INT64); Tensor out = pg.empty(N, DType.INT64)) {
             fill(pg, t, 1);
             pg.allReduce(out, t, ReduceOp.SUM);
