@@ -437,10 +437,10 @@ selftest() {
   fixture="$root/target/native/nccl"
   stub="$root/target/native/libcuda.so.1"
   if [ ! -f "$fixture/libnccl.so.2" ] || [ ! -f "$fixture/libnccl4j_isoc23.so" ]; then
-    bash "$root/native/nccl-fixture/fetch.sh" "$fixture" >&2
+    bash "$root/native/fixtures/nccl/fetch.sh" "$fixture" >&2
   fi
   if [ ! -f "$stub" ]; then
-    bash "$root/native/cuda-stub/build.sh" \
+    bash "$root/native/fixtures/cuda-stub/build.sh" \
       "$HOME/.m2/repository/org/bytedeco/cuda/$cuda_version/cuda-$cuda_version-linux-x86_64.jar" "$root/target/native" >&2
   fi
   start_steps "$root/target/gpu-selftest"

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Builds nccl4j's native pieces that need only gcc: the native twin of the probe (native/probe) and
-# the NVTX recording injection library used by tests (native/nvtx-injection).
+# Builds what of native/ the normal build compiles with gcc alone, neither of it shipped in the jar (native/README.md):
+# the native twin of the probe (native/tools/probe) and the NVTX recording injection library the tests use
+# (native/fixtures/nvtx-injection).
 # usage: native/build.sh <output dir>. Without gcc nothing is built and the tests that need it skip.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="$1"
 command -v gcc >/dev/null || { echo "native/build.sh: gcc not found; native pieces not built" >&2; exit 0; }
 mkdir -p "$out"
-gcc -O2 -Wall -Wextra -o "$out/nccl_probe" "$here/probe/nccl_probe.c" -ldl
-bash "$here/nvtx-injection/build.sh" "$out"
+gcc -O2 -Wall -Wextra -o "$out/nccl_probe" "$here/tools/probe/nccl_probe.c" -ldl
+bash "$here/fixtures/nvtx-injection/build.sh" "$out"
 echo "built $out/nccl_probe"

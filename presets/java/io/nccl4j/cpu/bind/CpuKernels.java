@@ -6,7 +6,7 @@ import org.bytedeco.javacpp.annotation.Platform;
 
 /**
  * nccl4j's own JavaCPP preset for the CPU backend's native helpers: the reduction and copy kernels
- * (native/cpu/nccl4j_cpu_kernels.h: one pass that reads every source and writes every destination,
+ * (native/jni/cpu/nccl4j_cpu_kernels.h: one pass that reads every source and writes every destination,
  * vectorised, AVX2 where the CPU has it), the futex between processes (nccl4j_cpu_futex.h) and the
  * TCP transport's sockets (nccl4j_cpu_socket.h). Needs no CUDA; built by the normal Maven build
  * with the system's C++ compiler. The CPU backend uses it through

@@ -6,7 +6,7 @@ import org.bytedeco.javacpp.annotation.Platform;
 /**
  * nccl4j's own JavaCPP preset: NVTX through {@code libnvtx3interop.so.1} (CUDA ≥ 12.9 and the pip
  * package nvidia-nvtx, where {@code libnvToolsExt.so.1} no longer exists) or {@code libnvToolsExt.so.1},
- * whichever is loadable — found at run time by a small shim (native/nvtx3/nccl4j_nvtx3.h), so the
+ * whichever is loadable — found at run time by a small shim (native/jni/nvtx3/nccl4j_nvtx3.h), so the
  * JNI library loads everywhere and needs neither the CUDA runtime nor a driver. Built by the normal
  * Maven build (the javacpp plugin compiles the JNI library with the system's C++ compiler).
  */

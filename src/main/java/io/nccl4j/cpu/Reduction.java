@@ -198,7 +198,7 @@ public final class Reduction {
     F32_SUM(0), F32_PROD(1), F64_SUM(2), F64_PROD(3), I32_SUM(4), I32_PROD(5), I32_MIN(6), I32_MAX(7), I64_SUM(8),
     I64_PROD(9), I64_MIN(10), I64_MAX(11);
 
-    /** The kernel's number in native/cpu/nccl4j_cpu_kernels.h (NCCL4J_F32_SUM …), fixed, not the declaration order. */
+    /** The kernel's number in native/jni/cpu/nccl4j_cpu_kernels.h (NCCL4J_F32_SUM …), fixed, not the declaration order. */
     final int kernelCode;
 
     ArrayOp(int kernelCode) {

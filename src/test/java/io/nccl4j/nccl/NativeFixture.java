@@ -7,7 +7,7 @@ import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.Properties;
 
-/** What the native-tests profile's fixture (native/nccl-fixture/fetch.sh) provided, if anything. */
+/** What the native-tests profile's fixture (native/fixtures/nccl/fetch.sh) provided, if anything. */
 final class NativeFixture {
   /** The NCCL API of the binding line the build selected (the pom's nccl4j.bound.nccl, for each line). */
   static final NcclVersion BOUND = parse(System.getProperty("nccl4j.bound.nccl", "2.30.7"));

@@ -34,7 +34,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The real libnccl.so.2 through {@link NativeRuntime} and {@link Nccl#load()}, on a machine without
- * a GPU: with the native-tests profile (the default) the fixture (native/nccl-fixture) provides
+ * a GPU: with the native-tests profile (the default) the fixture (native/fixtures/nccl) provides
  * Debian's build of NCCL (2.29.7) and the CUDA runtime of the binding line from bytedeco's
  * cuda-redist jar, and a CUDA driver stub whose every function returns CUDA_ERROR_STUB_LIBRARY (34)
  * stands in for libcuda.so.1. The binding is the default line's (NCCL API 2.30.7), newer than the

@@ -15,7 +15,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The native twin of the probe (native/probe/nccl_probe.c, built into target/native) where it cannot
+ * The native twin of the probe (native/tools/probe/nccl_probe.c, built into target/native) where it cannot
  * run: exit status 2 and a one-line reason, never a crash.
  */
 @Tag("native")

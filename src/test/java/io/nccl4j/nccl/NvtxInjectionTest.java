@@ -18,8 +18,8 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * nccl4j's ranges reach an NVTX tool: a child JVM runs with NVTX_INJECTION64_PATH naming the
- * recording injection library (native/nvtx-injection, built into target/native by the normal build),
- * which writes every push, pop and mark to NCCL4J_NVTX_RECORD. Skips, saying why, where the
+ * recording injection library (native/fixtures/nvtx-injection, built into target/native by the
+ * normal build), which writes every push, pop and mark to NCCL4J_NVTX_RECORD. Skips, saying why, where the
  * injection library was not built (no gcc) or no NVTX library loads in the child.
  */
 @Tag("native")

@@ -58,7 +58,7 @@ class WireCodesTest {
   /** The C header's enum, in its order: NCCL4J_F32_SUM is 0, and so on. */
   @Test
   void theKernelsNumbersAreTheHeaders() throws Exception {
-    String header = Files.readString(Path.of("native/cpu/nccl4j_cpu_kernels.h"), StandardCharsets.UTF_8);
+    String header = Files.readString(Path.of("native/jni/cpu/nccl4j_cpu_kernels.h"), StandardCharsets.UTF_8);
     Matcher block = Pattern.compile("enum \\{([^}]*)NCCL4J_OP_COUNT").matcher(header);
     assertThat(block.find()).as("the kernels' enum in the header").isTrue();
     List<String> names = new ArrayList<>();

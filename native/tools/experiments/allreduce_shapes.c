@@ -9,7 +9,7 @@
  *   fused-nt       the same with non-temporal stores
  *   staged-memcpy  reduce 32 KiB into scratch in cache, then memcpy it to every output (the shape of
  *                  the Java reducers, without their staging copies into heap arrays)
- * Build and run: gcc -O2 -mavx2 -pthread -o allreduce_shapes native/experiments/allreduce_shapes.c
+ * Build and run: gcc -O2 -mavx2 -pthread -o allreduce_shapes native/tools/experiments/allreduce_shapes.c
  *                && ./allreduce_shapes
  */
 #include <immintrin.h>

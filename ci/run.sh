@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# CI's script (its entry, .ci/run, execs it): runs the README's test command (the line ending in `# the tests`),
+# then the README's main job (the line ending in `# the main job`) as a smoke test, then the builds and checks below.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+test_cmd="$(grep -m1 -E '^mvn .*# the tests' README.md | sed 's/#.*//')"
+main_cmd="$(grep -m1 -E '^\./nccl4j .*# the main job' README.md | sed 's/#.*//')"
+if [ -z "$test_cmd" ] || [ -z "$main_cmd" ]; then
+  echo "ci/run.sh: README.md must start with the main-job and test commands" >&2
+  exit 2
+fi
+
+# PyTorch as the oracle of the store's wire and of torchrun (PyTorchStoreTest, TorchrunTest, ...): Debian's
+# python3-torch (1.13, the legacy dialect; about 70 s with apt-get update) and torch 2.13 for CPU from the wheel
+# this machine keeps on disk (about 110 s) in target/torch-venv. Either missing makes those tests skip, saying so.
+if [ "$(id -u)" = 0 ] && ! /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
+  echo "==> apt-get install -y python3-torch"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch >/dev/null) \
+    || echo "ci/run.sh: python3-torch not installed; the legacy-dialect tests will skip" >&2
+fi
+if [ ! -x target/torch-venv/bin/python ]; then
+  echo "==> python3 -m venv target/torch-venv && pip install torch==2.13.0+cpu"
+  (python3 -m venv target/torch-venv \
+    && target/torch-venv/bin/pip install -q "torch==2.13.0+cpu") \
+    || echo "ci/run.sh: torch 2.13 not installed; the current-dialect tests will skip" >&2
+fi
+
+echo "==> $test_cmd"
+eval "$test_cmd"
+
+echo "==> $main_cmd"
+eval "$main_cmd"
+
+# The benchmarks compile (they implement the native seams, which grow with the binding).
+jmh=(mvn -B -q -Pjmh -DskipNativeTests test-compile)
+echo "==> ${jmh[*]}"
+"${jmh[@]}"
+
+# The CUDA 12 binding line (-Pcuda12) builds, and its bindings work against the real libnccl.so.2
+# and on the fault-injection seam.
+line12=(mvn -B -Pcuda12 test -Dsurefire.failIfNoSpecifiedTests=false
+  "-Dtest=io.nccl4j.nccl.**.*Test")
+echo "==> ${line12[*]}"
+"${line12[@]}"
+
+# The library as applications get it: installed with its sources and javadoc (reusing the build
+# above; its tests ran there, so they are not even compiled again), then the consumer project
+# samples/app, which depends on that artifact, builds and runs its tests.
+version="$(sed -n '0,/<version>/s:.*<version>\(.*\)</version>.*:\1:p' pom.xml)"
+if ! grep -q "<nccl4j.version>$version</nccl4j.version>" samples/app/pom.xml; then
+  echo "ci/run.sh: samples/app/pom.xml must depend on nccl4j $version, the version pom.xml builds" >&2
+  exit 1
+fi
+install=(mvn -B -q -Dmaven.test.skip=true -DskipNativeTests install)
+echo "==> ${install[*]}"
+"${install[@]}"
+app=(mvn -B -f samples/app/pom.xml verify)
+echo "==> ${app[*]}"
+"${app[@]}"
+
+# nccl4j on Apache Spark (spark/): a project of its own on the installed artifact, as samples/app. Its first build
+# downloads Spark 4.2 and its dependencies (about 200 MB); its tests run Spark in local mode and with executors as
+# JVMs of their own (local-cluster mode). The heavier cases wait for -Pnightly (spark/README.md).
+if ! grep -q "<nccl4j.version>$version</nccl4j.version>" spark/pom.xml; then
+  echo "ci/run.sh: spark/pom.xml must depend on nccl4j $version, the version pom.xml builds" >&2
+  exit 1
+fi
+spark=(mvn -B -f spark/pom.xml verify)
+echo "==> ${spark[*]}"
+"${spark[@]}"
+
+# The CLI jar runs on its own, from outside the checkout.
+cli="$PWD/target/nccl4j-cli.jar"
+away="$(mktemp -d)"
+echo "==> (cd $away && java -jar $cli demo)"
+(cd "$away" && java -jar "$cli" demo)
+rm -rf "$away"
+
+# The GPU check proves itself here, where there is no GPU: ci/gpu-check.sh selftest builds the bundle a GPU machine
+# gets (reusing the build above) and runs it as that machine would — its jlink'd runtime and jars, the launcher with
+# processes, the C probe, the JNI binding against the native tests' libnccl and a driver stub — and fails when the
+# runtime lacks a module the jars need, a library path is wrong, or a JUnit step ran no test (about a minute).
+echo "==> bash ci/gpu-check.sh selftest"
+bash ci/gpu-check.sh selftest
