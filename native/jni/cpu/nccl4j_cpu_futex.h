@@ -1,5 +1,5 @@
 /*
- * Waiting between processes, for the CPU backend's windows in /dev/shm (io.nccl4j.cpu.transport.Futex), used
+ * Waiting between processes, for the CPU backend's windows in /dev/shm (io.nccl4j.cpu.transport.shm.Futex), used
  * through the JavaCPP class io.nccl4j.cpu.bind.CpuKernels.
  */
 #ifndef NCCL4J_CPU_FUTEX_H
