@@ -10,7 +10,6 @@ import io.nccl4j.cpu.transport.shm.ShmThreadsCluster;
 import io.nccl4j.testing.TestData;
 import io.nccl4j.testing.TestTime;
 import java.nio.file.Path;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.stream.Stream;

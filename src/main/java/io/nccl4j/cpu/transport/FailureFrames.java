@@ -1,6 +1,9 @@
 package io.nccl4j.cpu.transport;
 
 import io.nccl4j.PeerFailureException;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteOrder;
 
 /**
  * A group's failure as bytes, written once for every way it travels: TCP's abort frames, the failure area of a
@@ -9,6 +12,9 @@ import io.nccl4j.PeerFailureException;
  * message length (low 32 bits, at most {@link #MAX_ABORT_TEXT}), then the UTF-8 message; all big-endian.
  */
 public final class FailureFrames {
+  /** 8 bytes of a frame as one big-endian long. */
+  private static final VarHandle BIG_ENDIAN_LONG = MethodHandles.byteArrayViewVarHandle(long[].class,
+      ByteOrder.BIG_ENDIAN);
   /** An abort frame whose root rank failed. */
   public static final byte ABORT = 2;
   /** An abort frame whose root rank timed out. */
@@ -61,17 +67,10 @@ public final class FailureFrames {
   }
 
   private static long getLong(byte[] b, int at) {
-    long v = 0;
-    for (int i = 0; i < 8; i++) {
-      v = (v << 8) | (b[at + i] & 0xffL);
-    }
-    return v;
+    return (long) BIG_ENDIAN_LONG.get(b, at);
   }
 
   private static void putLong(byte[] b, int at, long v) {
-    for (int i = 7; i >= 0; i--) {
-      b[at + i] = (byte) v;
-      v >>>= 8;
-    }
+    BIG_ENDIAN_LONG.set(b, at, v);
   }
 }

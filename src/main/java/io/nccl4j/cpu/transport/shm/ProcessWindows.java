@@ -16,8 +16,6 @@ import io.nccl4j.concurrent.Backoff;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.store.Store;
 import java.nio.charset.StandardCharsets;
-import java.util.ArrayList;
-import java.util.List;
 
 /**
  * {@link SharedMemory} windows between the processes of one host, over their {@link ShmSegment}s:

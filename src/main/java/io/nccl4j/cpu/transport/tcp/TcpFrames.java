@@ -1,15 +1,16 @@
 package io.nccl4j.cpu.transport.tcp;
 
-import io.nccl4j.cpu.transport.TransferTag;
 import io.nccl4j.OpType;
 import io.nccl4j.PeerFailureException;
+import io.nccl4j.cpu.transport.TransferTag;
 import io.nccl4j.spi.Fingerprint;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
-import java.util.ArrayList;
-import java.util.List;
 
 /**
  * The wire format of {@link TcpTransport}, all integers big-endian.
@@ -29,6 +30,9 @@ import java.util.List;
  * </ul>
  */
 final class TcpFrames {
+  /** 8 bytes of a frame as one big-endian long. */
+  private static final VarHandle BIG_ENDIAN_LONG = MethodHandles.byteArrayViewVarHandle(long[].class,
+      ByteOrder.BIG_ENDIAN);
   static final int MAGIC = 0x4e344a54; // "N4JT"
   /** 3: data frames carry the fingerprint; 4: the challenge after the hello. */
   static final short VERSION = 5;
@@ -126,17 +130,10 @@ final class TcpFrames {
   }
 
   private static long getLong(byte[] b, int at) {
-    long v = 0;
-    for (int i = 0; i < 8; i++) {
-      v = (v << 8) | (b[at + i] & 0xffL);
-    }
-    return v;
+    return (long) BIG_ENDIAN_LONG.get(b, at);
   }
 
   private static void putLong(byte[] b, int at, long v) {
-    for (int i = 7; i >= 0; i--) {
-      b[at + i] = (byte) v;
-      v >>>= 8;
-    }
+    BIG_ENDIAN_LONG.set(b, at, v);
   }
 }
