@@ -65,6 +65,11 @@ final class RunCommand implements Callable<Integer> {
   public Integer call() {
     List<String> cmd = new ArrayList<>();
     cmd.add(Paths.get(System.getProperty("java.home"), "bin", "java").toString());
+    if (Runtime.version().feature() >= 22) {
+      // What the CLI jar's manifest (Enable-Native-Access) grants the launcher, which java -cp does not read:
+      // without it every rank printed four warning lines on Java 24+ for JavaCPP's System.load.
+      cmd.add("--enable-native-access=ALL-UNNAMED");
+    }
     String opts = System.getenv("NCCL4J_JAVA_OPTS");
     if (opts != null && !opts.isBlank()) {
       cmd.addAll(List.of(opts.trim().split("\\s+")));
