@@ -14,6 +14,7 @@ import io.nccl4j.Tensor;
 import io.nccl4j.Work;
 import io.nccl4j.nccl.bind.CudaApi;
 import io.nccl4j.store.HashStore;
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -35,8 +36,8 @@ import org.junit.jupiter.api.Test;
  */
 @Tag("unit")
 class NcclRulesTest extends NcclFixture {
-  private static final Duration LONG = Duration.ofSeconds(30);
-  private static final Duration DID_NOT_HANG = Duration.ofSeconds(20);
+  private static final Duration LONG = TestTime.seconds(30);
+  private static final Duration DID_NOT_HANG = TestTime.seconds(20);
 
   NcclRulesTest() {
     super(23007);
