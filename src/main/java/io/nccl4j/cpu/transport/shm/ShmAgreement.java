@@ -1,6 +1,7 @@
 package io.nccl4j.cpu.transport.shm;
 
 import io.nccl4j.cpu.transport.Departures;
+import io.nccl4j.cpu.transport.GroupFailureState;
 import io.nccl4j.cpu.transport.ProcessLink;
 import io.nccl4j.cpu.transport.TransferTag;
 import io.nccl4j.cpu.transport.TransportTimeoutException;
@@ -287,6 +288,15 @@ final class ShmAgreement {
     List<String> values = new ArrayList<>();
     for (String k : keys) {
       values.add(new String(store.get(k, Duration.ofSeconds(5)), StandardCharsets.UTF_8));
+    }
+    for (String v : values) {
+      if (Departures.notice(v) != null) {
+        // A rank that failed leaves why in the store before its connection ends: the group's first failure (a
+        // mismatch it found, say) is what every rank reports, not the departure that followed it.
+        transport.failures().awaitFromStore(GroupFailureState.STORED_FAILURE_GRACE_NANOS);
+        transport.failures().check();
+        break;
+      }
     }
     for (int q = 0; q < size; q++) {
       Departures.check(values.get(q), rank, q, "waiting for rank " + q + "'s " + what + " (" + tag + ")");
