@@ -270,7 +270,15 @@ class MultiProcessTest {
     String cp = Arrays.stream(System.getProperty("java.class.path").split(File.pathSeparator))
         .filter(e -> !Paths.get(e).toAbsolutePath().toString().equals(Paths.get(testClasses).toAbsolutePath().toString()))
         .collect(Collectors.joining(File.pathSeparator));
-    List<String> cmd = jvm(cp);
+    List<String> cmd = new ArrayList<>();
+    // A process started in the background by a non-interactive shell (a CI runner's, `mvn … &`) inherits SIGINT as
+    // ignored, and a JVM keeps an ignored SIGINT ignored: the launcher would never see the signal under test. The
+    // launcher starts with SIGINT's default disposition where env can give it (coreutils 8.31+; env execs, so the pid
+    // is the launcher's).
+    if (envResetsSignals()) {
+      cmd.addAll(List.of("env", "--default-signal=INT"));
+    }
+    cmd.addAll(jvm(cp));
     cmd.addAll(List.of(io.nccl4j.samples.Cli.class.getName(), "run", "--nproc-per-node", "2", "--class",
         RankMains.PrintPidAndSleep.class.getName(), "--classpath", testClasses, "--", "300"));
     Process launcher = start(new ProcessBuilder(cmd).redirectErrorStream(true));
@@ -308,6 +316,20 @@ class MultiProcessTest {
         ProcessHandle.of(pid).ifPresent(ProcessHandle::destroyForcibly);
       }
       launcher.destroyForcibly();
+    }
+  }
+
+  /** Whether this machine's {@code env} can reset a signal to its default disposition before it execs. */
+  private static boolean envResetsSignals() {
+    try {
+      Process p = new ProcessBuilder("env", "--default-signal=INT", "true").redirectErrorStream(true)
+          .redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+      return p.waitFor(TestTime.scaledSeconds(20), TimeUnit.SECONDS) && p.exitValue() == 0;
+    } catch (java.io.IOException e) {
+      return false;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return false;
     }
   }
 
