@@ -1,8 +1,10 @@
 package io.nccl4j.cpu.transport.shm;
 
 import io.nccl4j.cpu.transport.Departures;
+import io.nccl4j.cpu.transport.Failure;
 import io.nccl4j.cpu.transport.GroupFailureState;
 import io.nccl4j.cpu.transport.ProcessLink;
+import io.nccl4j.cpu.transport.StoredFailure;
 import io.nccl4j.cpu.transport.TransferTag;
 import io.nccl4j.cpu.transport.TransportTimeoutException;
 import io.nccl4j.store.Store;
@@ -11,6 +13,7 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.locks.LockSupport;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -291,10 +294,7 @@ final class ShmAgreement {
     }
     for (String v : values) {
       if (Departures.notice(v) != null) {
-        // A rank that failed leaves why in the store before its connection ends: the group's first failure (a
-        // mismatch it found, say) is what every rank reports, not the departure that followed it.
-        transport.failures().awaitFromStore(GroupFailureState.STORED_FAILURE_GRACE_NANOS);
-        transport.failures().check();
+        mismatchBeforeDeparture();
         break;
       }
     }
@@ -302,5 +302,31 @@ final class ShmAgreement {
       Departures.check(values.get(q), rank, q, "waiting for rank " + q + "'s " + what + " (" + tag + ")");
     }
     return values;
+  }
+
+  /**
+   * A rank that found the ranks running different collectives leaves the mismatch in the store before its
+   * connection ends: that, not the departure that followed, is what every rank reports. Waits a moment for it (the
+   * failing rank stores it on a thread of its own). Any other failure there stays the peer's: a departure's own
+   * consequence (a host-mate that met the same notice first) is reported by each rank in its own words.
+   */
+  private void mismatchBeforeDeparture() {
+    long until = System.nanoTime() + GroupFailureState.STORED_FAILURE_GRACE_NANOS;
+    do {
+      Failure f;
+      try {
+        f = StoredFailure.find(store);
+      } catch (RuntimeException e) {
+        return; // the store is gone too: the departure is all there is to say
+      }
+      if (f != null) {
+        if (f.mismatch) {
+          transport.failures().record(f);
+          transport.failures().check();
+        }
+        return;
+      }
+      LockSupport.parkNanos(10_000_000);
+    } while (System.nanoTime() - until < 0);
   }
 }
