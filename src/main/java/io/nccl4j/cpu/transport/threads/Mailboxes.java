@@ -1,6 +1,7 @@
 package io.nccl4j.cpu.transport.threads;
 
 import io.nccl4j.cpu.transport.Combiner;
+import io.nccl4j.cpu.transport.Polls;
 import io.nccl4j.cpu.transport.PostedSend;
 import io.nccl4j.cpu.transport.TransferTag;
 import io.nccl4j.cpu.transport.Transport;
@@ -104,7 +105,9 @@ final class Mailboxes {
     box.waiter = null;
     fabric.waitingForMessage(rank, null);
     if (!m.take()) {
-      // The sender withdrew it after failing; the fabric is failed, so report that.
+      // The sender withdrew it because it failed: report its failure, which it records in the fabric a moment after
+      // it withdraws (a mismatch it found, say), not the withdrawal.
+      Polls.awaitFor(fabric::isFailed);
       fabric.checkFailed();
       throw new PeerFailureException(from, "rank " + from + " withdrew its message for " + tag);
     }
