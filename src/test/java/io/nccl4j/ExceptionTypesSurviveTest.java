@@ -3,7 +3,6 @@ package io.nccl4j;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
-import io.nccl4j.testing.TestTime;
 import com.tngtech.archunit.core.domain.JavaClass;
 import com.tngtech.archunit.core.domain.JavaModifier;
 import com.tngtech.archunit.core.importer.ClassFileImporter;
@@ -15,9 +14,9 @@ import io.nccl4j.nccl.NcclUsageException;
 import io.nccl4j.spi.Backend;
 import io.nccl4j.spi.Collective;
 import io.nccl4j.store.StoreTimeoutException;
+import io.nccl4j.testing.TestTime;
 import java.lang.reflect.Field;
 import java.lang.reflect.Modifier;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;

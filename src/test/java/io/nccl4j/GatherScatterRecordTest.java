@@ -5,9 +5,8 @@ import static org.assertj.core.api.Assertions.catchThrowable;
 
 import io.nccl4j.spi.Collective;
 import io.nccl4j.spi.Fingerprint;
-import io.nccl4j.trace.FlightRecorder;
 import io.nccl4j.testing.TestTime;
-import java.time.Duration;
+import io.nccl4j.trace.FlightRecorder;
 import java.util.List;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;

@@ -6,8 +6,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
 import io.nccl4j.spi.Collective;
-import io.nccl4j.trace.CollectiveObserver;
 import io.nccl4j.testing.TestTime;
+import io.nccl4j.trace.CollectiveObserver;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;

@@ -5,12 +5,12 @@ package io.nccl4j.cpu;
 // roundings) kept side by side, so that a difference from NCCL is visible in one place; split by
 // type, the same rules would be written once per type.
 
-import io.nccl4j.memory.Elements;
 import io.nccl4j.DType;
 import io.nccl4j.Float16;
 import io.nccl4j.Float8;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Scalar;
+import io.nccl4j.memory.Elements;
 import io.nccl4j.memory.NativeMemory;
 
 /**

@@ -1,8 +1,8 @@
 package io.nccl4j.nccl;
 
-import io.nccl4j.concurrent.Backoff;
 import io.nccl4j.BackendException;
 import io.nccl4j.CollectiveTimeoutException;
+import io.nccl4j.concurrent.Backoff;
 import io.nccl4j.concurrent.Durations;
 import io.nccl4j.nccl.bind.CudaApi;
 import io.nccl4j.spi.Backend.Completion;

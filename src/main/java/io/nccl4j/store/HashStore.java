@@ -1,13 +1,13 @@
 package io.nccl4j.store;
 
 import io.nccl4j.concurrent.Durations;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
-import java.nio.charset.StandardCharsets;
 
 /** A {@link Store} in this JVM (PyTorch's HashStore), for ranks that are threads. */
 public final class HashStore implements Store {

@@ -1,7 +1,5 @@
 package io.nccl4j.cpu;
 
-import io.nccl4j.testing.TestTime;
-import java.util.Locale;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.nccl4j.DType;
@@ -10,9 +8,11 @@ import io.nccl4j.ProcessGroup;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
 import io.nccl4j.Work;
+import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;

@@ -3,8 +3,8 @@ package io.nccl4j.launch;
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.nccl4j.testing.TorchPythons;
 import io.nccl4j.testing.TestTime;
+import io.nccl4j.testing.TorchPythons;
 import java.io.IOException;
 import java.net.ServerSocket;
 import java.nio.file.Files;

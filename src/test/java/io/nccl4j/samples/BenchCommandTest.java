@@ -3,16 +3,15 @@ package io.nccl4j.samples;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.nccl4j.testing.TestTime;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.nccl4j.LocalCluster;
 import io.nccl4j.samples.BenchCommand.SizeResult;
+import io.nccl4j.testing.TestTime;
 import java.awt.image.BufferedImage;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.Duration;
 import java.util.List;
 import javax.imageio.ImageIO;
 import org.junit.jupiter.api.Tag;

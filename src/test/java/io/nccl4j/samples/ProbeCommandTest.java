@@ -3,15 +3,14 @@ package io.nccl4j.samples;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.nccl4j.testing.TestTime;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.nccl4j.LocalCluster;
 import io.nccl4j.samples.ProbeCommand.RankResult;
 import io.nccl4j.samples.ProbeCommand.Span;
+import io.nccl4j.testing.TestTime;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;

@@ -4,8 +4,8 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.nccl4j.store.TcpStore;
-import io.nccl4j.testing.TorchPythons;
 import io.nccl4j.testing.TestTime;
+import io.nccl4j.testing.TorchPythons;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;

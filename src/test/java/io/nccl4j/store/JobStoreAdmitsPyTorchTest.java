@@ -5,8 +5,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.nccl4j.BackendException;
-import io.nccl4j.testing.TorchPythons;
 import io.nccl4j.testing.TestTime;
+import io.nccl4j.testing.TorchPythons;
 import java.time.Duration;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Assumptions;

@@ -6,8 +6,8 @@ import static org.assertj.core.api.Assertions.catchThrowable;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import io.nccl4j.testing.TorchPythons;
 import io.nccl4j.testing.TestTime;
+import io.nccl4j.testing.TorchPythons;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;

@@ -5,7 +5,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
-import io.nccl4j.testing.TestTime;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.nccl4j.CollectiveTimeoutException;
@@ -13,6 +12,7 @@ import io.nccl4j.DType;
 import io.nccl4j.LocalCluster;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
+import io.nccl4j.testing.TestTime;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;

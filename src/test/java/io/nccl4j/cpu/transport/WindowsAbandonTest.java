@@ -1,10 +1,10 @@
 package io.nccl4j.cpu.transport;
 
-import io.nccl4j.cpu.transport.threads.LocalFabric;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.nccl4j.OpType;
 import io.nccl4j.PeerFailureException;
+import io.nccl4j.cpu.transport.threads.LocalFabric;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.testing.TestTime;
 import java.util.ArrayList;

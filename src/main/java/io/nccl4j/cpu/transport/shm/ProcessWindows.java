@@ -1,5 +1,8 @@
 package io.nccl4j.cpu.transport.shm;
 
+import io.nccl4j.CollectiveMismatchException;
+import io.nccl4j.PeerFailureException;
+import io.nccl4j.concurrent.Backoff;
 import io.nccl4j.cpu.transport.Failure;
 import io.nccl4j.cpu.transport.HostLayout;
 import io.nccl4j.cpu.transport.HostWindows;
@@ -10,9 +13,6 @@ import io.nccl4j.cpu.transport.SharedMemory;
 import io.nccl4j.cpu.transport.TransferTag;
 import io.nccl4j.cpu.transport.Transport;
 import io.nccl4j.cpu.transport.WindowProtocol;
-import io.nccl4j.CollectiveMismatchException;
-import io.nccl4j.PeerFailureException;
-import io.nccl4j.concurrent.Backoff;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.store.Store;
 import java.nio.charset.StandardCharsets;

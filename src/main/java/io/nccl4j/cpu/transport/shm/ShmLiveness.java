@@ -1,8 +1,8 @@
 package io.nccl4j.cpu.transport.shm;
 
+import io.nccl4j.PeerFailureException;
 import io.nccl4j.cpu.transport.Failure;
 import io.nccl4j.cpu.transport.ProcessLink;
-import io.nccl4j.PeerFailureException;
 import java.util.function.BooleanSupplier;
 
 /**

@@ -1,8 +1,8 @@
 package io.nccl4j.cpu.transport.shm;
 
+import io.nccl4j.OpType;
 import io.nccl4j.cpu.transport.FingerprintBytes;
 import io.nccl4j.cpu.transport.TransferTag;
-import io.nccl4j.OpType;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.spi.Fingerprint;
 import java.nio.charset.StandardCharsets;

@@ -1,7 +1,7 @@
 package io.nccl4j.cpu.transport.shm;
 
-import io.nccl4j.cpu.transport.WindowWords;
 import io.nccl4j.concurrent.Backoff;
+import io.nccl4j.cpu.transport.WindowWords;
 import io.nccl4j.memory.NativeMemory;
 
 /**

@@ -1,13 +1,14 @@
 package io.nccl4j.cpu.transport.tcp;
 
+import io.nccl4j.PeerFailureException;
 import io.nccl4j.cpu.transport.FailureFrames;
 import io.nccl4j.cpu.transport.FingerprintBytes;
 import io.nccl4j.cpu.transport.GroupFailureState;
+import io.nccl4j.cpu.transport.Polls;
 import io.nccl4j.cpu.transport.PostedSend;
 import io.nccl4j.cpu.transport.TransferTag;
 import io.nccl4j.cpu.transport.Transport;
 import io.nccl4j.cpu.transport.TransportTimeoutException;
-import io.nccl4j.PeerFailureException;
 import io.nccl4j.memory.NativeMemory;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
@@ -389,7 +390,7 @@ final class TcpConnection {
         if (System.nanoTime() - deadline > 0) {
           throw new TransportTimeoutException("waiting for rank " + peer + " to take " + tag);
         }
-        TcpTransport.SLICES.pause(round, deadline);
+        Polls.SLICES.pause(round, deadline);
       }
       if (state() == FAILED) {
         // A failure already recorded (a peer's abort frame, a timeout) is the cause, not this connection;
@@ -410,7 +411,7 @@ final class TcpConnection {
       if (taken()) {
         // The writer is reading our memory; closing the socket stops it within one write.
         close();
-        TcpTransport.awaitFor(() -> !taken());
+        Polls.awaitFor(() -> !taken());
       }
     }
   }

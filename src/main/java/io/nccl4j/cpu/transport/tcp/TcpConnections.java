@@ -1,12 +1,12 @@
 package io.nccl4j.cpu.transport.tcp;
 
-import io.nccl4j.cpu.transport.Departures;
-import io.nccl4j.cpu.transport.TransferTag;
-import io.nccl4j.cpu.transport.TransportTimeoutException;
 import io.nccl4j.BackendException;
 import io.nccl4j.PeerFailureException;
 import io.nccl4j.concurrent.Backoff;
 import io.nccl4j.concurrent.Durations;
+import io.nccl4j.cpu.transport.Departures;
+import io.nccl4j.cpu.transport.TransferTag;
+import io.nccl4j.cpu.transport.TransportTimeoutException;
 import io.nccl4j.store.JobIdentity;
 import io.nccl4j.store.ListenerLimits;
 import io.nccl4j.store.Store;

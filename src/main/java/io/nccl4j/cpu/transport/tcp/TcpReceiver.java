@@ -1,12 +1,13 @@
 package io.nccl4j.cpu.transport.tcp;
 
+import io.nccl4j.CollectiveMismatchException;
 import io.nccl4j.cpu.transport.Combiner;
 import io.nccl4j.cpu.transport.Failure;
 import io.nccl4j.cpu.transport.FailureFrames;
 import io.nccl4j.cpu.transport.FingerprintBytes;
+import io.nccl4j.cpu.transport.Polls;
 import io.nccl4j.cpu.transport.TransferTag;
 import io.nccl4j.cpu.transport.TransportTimeoutException;
-import io.nccl4j.CollectiveMismatchException;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.memory.ScratchBuffer;
@@ -69,7 +70,7 @@ final class TcpReceiver {
    * under it would corrupt memory, so the buffer is leaked, with a warning, if it does not stop.
    */
   void close() {
-    if (!TcpTransport.awaitFor(() -> receivers.get() == 0)) {
+    if (!Polls.awaitFor(() -> receivers.get() == 0)) {
       LOG.warn("rank {}: a receive is still running after close; its {} byte staging buffer is not freed", rank,
           TcpTransport.CHUNK);
       return;

@@ -1,5 +1,6 @@
 package io.nccl4j.cpu.transport.tcp;
 
+import io.nccl4j.PeerFailureException;
 import io.nccl4j.cpu.transport.Combiner;
 import io.nccl4j.cpu.transport.Departures;
 import io.nccl4j.cpu.transport.Failure;
@@ -7,24 +8,19 @@ import io.nccl4j.cpu.transport.FailureFrames;
 import io.nccl4j.cpu.transport.GroupFailureState;
 import io.nccl4j.cpu.transport.HostLayout;
 import io.nccl4j.cpu.transport.HostWindows;
-import io.nccl4j.cpu.transport.Polls;
 import io.nccl4j.cpu.transport.ProcessLink;
 import io.nccl4j.cpu.transport.SharedMemory;
 import io.nccl4j.cpu.transport.SharedMemorySwitch;
 import io.nccl4j.cpu.transport.TransferTag;
 import io.nccl4j.cpu.transport.Transport;
 import io.nccl4j.cpu.transport.TransportTimeoutException;
-import java.util.SortedSet;
-import java.util.function.Consumer;
-
-import io.nccl4j.PeerFailureException;
-import io.nccl4j.concurrent.Backoff;
 import io.nccl4j.store.JobIdentity;
 import io.nccl4j.store.Store;
 import java.net.InetAddress;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
-import java.util.function.BooleanSupplier;
+import java.util.SortedSet;
+import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -50,8 +46,6 @@ public final class TcpTransport implements Transport, ProcessLink {
   private static final Logger LOG = LoggerFactory.getLogger(TcpTransport.class);
   /** The unit in which payloads are copied between native memory and the sockets. */
   static final int CHUNK = 1 << 20;
-  /** Polling in 1 ms slices: for waits whose end no other thread signals. */
-  static final Backoff SLICES = Polls.SLICES;
 
   private final int rank;
   private final int size;
@@ -335,10 +329,5 @@ public final class TcpTransport implements Transport, ProcessLink {
     UncaughtFailures.closed(this);
     connections.close();
     receiver.close();
-  }
-
-  /** Waits, in 1 ms slices, until {@code done} or for 5 s; returns {@code done}'s final answer. */
-  static boolean awaitFor(BooleanSupplier done) {
-    return Polls.awaitFor(done);
   }
 }

@@ -1,13 +1,13 @@
 package io.nccl4j.cpu.transport.threads;
 
+import io.nccl4j.CollectiveMismatchException;
+import io.nccl4j.PeerFailureException;
+import io.nccl4j.concurrent.Backoff;
 import io.nccl4j.cpu.transport.Combiner;
 import io.nccl4j.cpu.transport.Failure;
 import io.nccl4j.cpu.transport.SharedMemory;
 import io.nccl4j.cpu.transport.TransferTag;
 import io.nccl4j.cpu.transport.Transport;
-import io.nccl4j.CollectiveMismatchException;
-import io.nccl4j.PeerFailureException;
-import io.nccl4j.concurrent.Backoff;
 import io.nccl4j.memory.Allocator;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;

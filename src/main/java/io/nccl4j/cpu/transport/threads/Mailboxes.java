@@ -1,13 +1,13 @@
 package io.nccl4j.cpu.transport.threads;
 
+import io.nccl4j.CollectiveMismatchException;
+import io.nccl4j.PeerFailureException;
 import io.nccl4j.cpu.transport.Combiner;
 import io.nccl4j.cpu.transport.Polls;
 import io.nccl4j.cpu.transport.PostedSend;
 import io.nccl4j.cpu.transport.TransferTag;
 import io.nccl4j.cpu.transport.Transport;
 import io.nccl4j.cpu.transport.TransportTimeoutException;
-import io.nccl4j.CollectiveMismatchException;
-import io.nccl4j.PeerFailureException;
 import io.nccl4j.memory.NativeMemory;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.locks.LockSupport;

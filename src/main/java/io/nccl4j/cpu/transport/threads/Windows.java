@@ -1,22 +1,22 @@
 package io.nccl4j.cpu.transport.threads;
 
+import io.nccl4j.CollectiveMismatchException;
+import io.nccl4j.PeerFailureException;
+import io.nccl4j.concurrent.Backoff;
 import io.nccl4j.cpu.transport.Polls;
 import io.nccl4j.cpu.transport.ProtocolWindow;
 import io.nccl4j.cpu.transport.SharedMemory;
 import io.nccl4j.cpu.transport.TransferTag;
 import io.nccl4j.cpu.transport.WindowProtocol;
 import io.nccl4j.cpu.transport.WindowWords;
-import io.nccl4j.CollectiveMismatchException;
-import io.nccl4j.PeerFailureException;
-import io.nccl4j.concurrent.Backoff;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.memory.ScratchBuffer;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.atomic.AtomicReferenceArray;
-import java.util.function.BooleanSupplier;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.BooleanSupplier;
 
 /**
  * The {@link SharedMemory} windows of a {@link LocalFabric}: the {@link WindowProtocol} over Java

@@ -1,8 +1,5 @@
 package io.nccl4j.cpu.transport.shm;
 
-import io.nccl4j.cpu.transport.SharedMemory;
-import io.nccl4j.cpu.transport.TransferTag;
-import io.nccl4j.cpu.transport.tcp.TcpTransport;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -15,6 +12,9 @@ import io.nccl4j.RankFailedException;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
 import io.nccl4j.Work;
+import io.nccl4j.cpu.transport.SharedMemory;
+import io.nccl4j.cpu.transport.TransferTag;
+import io.nccl4j.cpu.transport.tcp.TcpTransport;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.testing.TestTime;
 import java.io.IOException;

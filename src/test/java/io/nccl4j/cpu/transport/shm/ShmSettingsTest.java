@@ -1,9 +1,9 @@
 package io.nccl4j.cpu.transport.shm;
 
-import io.nccl4j.cpu.transport.SharedMemorySwitch;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.nccl4j.cpu.transport.SharedMemorySwitch;
 import java.nio.file.Path;
 import java.util.List;
 import org.junit.jupiter.api.Tag;

@@ -1,7 +1,7 @@
 package io.nccl4j.cpu.transport.shm;
 
-import io.nccl4j.cpu.transport.tcp.TcpTransport;
 import io.nccl4j.cpu.CpuBackend;
+import io.nccl4j.cpu.transport.tcp.TcpTransport;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.MemoryResource;
 import io.nccl4j.spi.ClusterBackend;

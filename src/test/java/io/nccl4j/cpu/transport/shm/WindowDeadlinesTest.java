@@ -1,12 +1,12 @@
 package io.nccl4j.cpu.transport.shm;
 
+import static org.assertj.core.api.Assertions.assertThat;
+
 import io.nccl4j.cpu.transport.SharedMemory;
 import io.nccl4j.cpu.transport.TransferTag;
 import io.nccl4j.cpu.transport.TransportTimeoutException;
 import io.nccl4j.cpu.transport.tcp.TcpTransport;
 import io.nccl4j.cpu.transport.threads.LocalFabric;
-import static org.assertj.core.api.Assertions.assertThat;
-
 import io.nccl4j.memory.MemoryResource;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.store.HashStore;
@@ -22,7 +22,6 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.function.IntFunction;
 import org.assertj.core.api.Assertions;
-
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;

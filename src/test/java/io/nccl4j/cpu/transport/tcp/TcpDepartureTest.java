@@ -1,6 +1,5 @@
 package io.nccl4j.cpu.transport.tcp;
 
-import io.nccl4j.cpu.transport.shm.HostSharedMemory;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
@@ -10,6 +9,7 @@ import io.nccl4j.ProcessGroup;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
 import io.nccl4j.cpu.CpuBackend;
+import io.nccl4j.cpu.transport.shm.HostSharedMemory;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.MemoryResource;
 import io.nccl4j.store.TcpStore;

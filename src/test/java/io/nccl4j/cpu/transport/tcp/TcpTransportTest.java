@@ -1,6 +1,5 @@
 package io.nccl4j.cpu.transport.tcp;
 
-import io.nccl4j.cpu.transport.TransferTag;
 import static io.nccl4j.testing.RankErrors.recordAndThrow;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
@@ -16,6 +15,7 @@ import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
 import io.nccl4j.Work;
 import io.nccl4j.cpu.CpuBackend;
+import io.nccl4j.cpu.transport.TransferTag;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.store.HashStore;
 import io.nccl4j.testing.TestTime;
