@@ -679,13 +679,17 @@ class RankFailureProcessTest {
     Job job = new Job(true, "stop-in-window", size, victim, TIMEOUT,
         Map.of("JAVA_TOOL_OPTIONS", "-Dnccl4j.fault.stopInWindow=4"));
     try {
+      // The victim says which window it stops in (ALLREDUCE #n): the survivors must name that one.
+      String stopped = job.await(victim, s -> s.startsWith("nccl4j.fault.stopInWindow: stopping inside window #4 ("));
+      String collective = stopped.substring(stopped.indexOf('(') + 1, stopped.lastIndexOf(')'));
       for (int r : survivors(size, victim)) {
         assertThat(job.exit(r)).as("rank %d; output: %s", r, job.all()).isZero();
         Failure f = job.failure(r, "A");
         assertThat(f.type()).as("rank %d: %s", r, f).isEqualTo(CollectiveTimeoutException.class.getName());
-        assertThat(f.message()).as("rank %d", r).contains("Watchdog caught collective operation timeout")
-            .containsPattern("waiting for rank 1 \\(pid \\d+, stopped: SIGSTOP or a debugger\\) to leave its window of"
-                + " ALLREDUCE #\\d+");
+        assertThat(f.message()).as("rank %d; output: %s", r, job.all())
+            .contains("Watchdog caught collective operation timeout")
+            .contains("waiting for rank 1 (pid " + job.pid(victim) + ", stopped: SIGSTOP or a debugger) to leave its"
+                + " window of " + collective + " ");
         assertThat(f.millis()).as("rank %d: %s", r, f).isLessThan(TIMEOUT.multipliedBy(2).toMillis());
       }
     } finally {

@@ -396,7 +396,7 @@ final class ProcessWindows implements HostWindows {
     ShmCurrent.way(ShmSegment.current(ws[me]), ShmCurrent.WINDOW);
     currentWay = ShmCurrent.WINDOW;
     protocol.arrive(use, tag, deadline);
-    WindowFaults.arrived(use);
+    WindowFaults.arrived(use, tag);
     long[][] all = verify(parity, use, tag, algorithm, bytes, addresses.length);
     Window w = new ProtocolWindow(protocol, use, tag, deadline, exitBarrier, all);
     if (all == null) {

@@ -14,17 +14,32 @@ final class WindowFaults {
 
   private WindowFaults() {}
 
-  /** Called inside window {@code use}, after every rank arrived. */
-  static void arrived(long use) {
+  /** Called inside window {@code use} of {@code tag}, after every rank arrived. */
+  static void arrived(long use, Object tag) {
     if (use != STOP_IN_WINDOW) {
       return;
     }
+    // Said first, so that a test can tell which window the process stopped in from what its peers report.
+    System.err.println("nccl4j.fault.stopInWindow: stopping inside window #" + use + " (" + tag + ")");
+    System.err.flush();
+    Process kill;
     try {
-      // kill(1) stops this process while waitFor blocks; SIGCONT lets waitFor return.
-      new ProcessBuilder("kill", "-STOP", Long.toString(ProcessHandle.current().pid())).inheritIO().start().waitFor();
+      kill = new ProcessBuilder("kill", "-STOP", Long.toString(ProcessHandle.current().pid())).inheritIO().start();
     } catch (IOException e) {
       throw new IllegalStateException("nccl4j.fault.stopInWindow: cannot run kill -STOP: " + e.getMessage(), e);
-    } catch (InterruptedException e) {
+    }
+    // kill(1) stops this process while this thread waits for it; SIGCONT lets the wait end. The wait does not
+    // end on an interrupt: returning before kill(1) ran would leave the window and stop somewhere else.
+    boolean interrupted = false;
+    while (true) {
+      try {
+        kill.waitFor();
+        break;
+      } catch (InterruptedException e) {
+        interrupted = true;
+      }
+    }
+    if (interrupted) {
       Thread.currentThread().interrupt();
     }
   }
