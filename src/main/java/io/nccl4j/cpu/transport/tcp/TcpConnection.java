@@ -332,19 +332,29 @@ final class TcpConnection {
    * Takes the bytes the peer sent that nobody will read. Closing a socket with unread bytes makes the kernel answer
    * with a reset, and a reset makes the peer drop what it has not read yet: the data this rank sent it last. The
    * usual unread bytes are a waiting notice the peer sent while it waited for that data (a loaded machine); taken
-   * here, the close is an orderly one. Only what has arrived is read: this never waits.
+   * here, the close is an orderly one. Only what had arrived at the first look is read: this never waits, and a peer
+   * still streaming a payload is not drained to its end (which would complete its send as if this rank had received
+   * it); what it sends after that look meets the reset, and its send fails.
    */
   private static void discardUnread(Socket s) {
     try {
-      InputStream raw = s.getInputStream();
-      byte[] sink = new byte[4096];
-      int n;
-      while ((n = Math.min(raw.available(), sink.length)) > 0 && raw.read(sink, 0, n) > 0) {
-        // discarded
-      }
+      discardArrived(s.getInputStream());
     } catch (IOException | RuntimeException e) {
       // closing anyway
     }
+  }
+
+  /** Reads and drops what {@code in} holds now, and no more; the number of bytes dropped. */
+  static long discardArrived(InputStream in) throws IOException {
+    long left = in.available();
+    long dropped = 0;
+    byte[] sink = new byte[4096];
+    int n;
+    while (left > 0 && (n = in.read(sink, 0, (int) Math.min(left, sink.length))) > 0) {
+      left -= n;
+      dropped += n;
+    }
+    return dropped;
   }
 
   private static void closeQuietly(Socket s) {
