@@ -14,17 +14,22 @@ fi
 # PyTorch as the oracle of the store's wire and of torchrun (PyTorchStoreTest, TorchrunTest, ...): Debian's
 # python3-torch (1.13, the legacy dialect; about 70 s with apt-get update) and torch 2.13 for CPU from the wheel
 # this machine keeps on disk (about 110 s) in target/torch-venv. Either missing makes those tests skip, saying so.
+# The two installs share nothing (dpkg's files; a venv of its own) and mostly wait for downloads and unpacking,
+# so they run side by side, each into its own log, printed when both have ended.
+logs="$(mktemp -d)"
 if [ "$(id -u)" = 0 ] && ! /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
-  echo "==> apt-get install -y python3-torch"
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch >/dev/null) \
-    || echo "ci/run.sh: python3-torch not installed; the legacy-dialect tests will skip" >&2
+  echo "==> apt-get install -y python3-torch (beside the next install)"
+  ( (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch >/dev/null) \
+    || echo "ci/run.sh: python3-torch not installed; the legacy-dialect tests will skip" ) >"$logs/apt" 2>&1 &
 fi
 if [ ! -x target/torch-venv/bin/python ]; then
   echo "==> python3 -m venv target/torch-venv && pip install torch==2.13.0+cpu"
-  (python3 -m venv target/torch-venv \
-    && target/torch-venv/bin/pip install -q "torch==2.13.0+cpu") \
-    || echo "ci/run.sh: torch 2.13 not installed; the current-dialect tests will skip" >&2
+  ( (python3 -m venv target/torch-venv && target/torch-venv/bin/pip install -q "torch==2.13.0+cpu") \
+    || echo "ci/run.sh: torch 2.13 not installed; the current-dialect tests will skip" ) >"$logs/pip" 2>&1 &
 fi
+wait
+cat "$logs"/* >&2 2>/dev/null || true
+rm -rf "$logs"
 
 echo "==> $test_cmd"
 eval "$test_cmd"
