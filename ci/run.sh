@@ -12,10 +12,12 @@ if [ -z "$test_cmd" ] || [ -z "$main_cmd" ]; then
 fi
 
 # PyTorch as the oracle of the store's wire and of torchrun (PyTorchStoreTest, TorchrunTest, ...): Debian's
-# python3-torch (1.13, the legacy dialect; about 70 s with apt-get update) and torch 2.13 for CPU from the wheel
-# this machine keeps on disk (about 110 s) in target/torch-venv. Either missing makes those tests skip, saying so.
-# The two installs share nothing (dpkg's files; a venv of its own) and mostly wait for downloads and unpacking,
-# so they run side by side, each into its own log, printed when both have ended.
+# python3-torch (1.13, the legacy dialect; about 70 s with apt-get update on a fresh machine) and torch 2.13 for CPU
+# from the wheel this machine keeps on disk, with its dependencies from the local index, in target/torch-venv. Either
+# missing makes those tests skip, saying so. The two installs share nothing (dpkg's files; a venv of its own), so they
+# run side by side, each into its own log, printed when both have ended. pip first tries each index once: where
+# pypi.org cannot be reached, its default five retries with back-off cost about 110 s of this step (measured: 26 s
+# with --retries 0, 136 s without); where one try fails, the install runs again with pip's retries.
 logs="$(mktemp -d)"
 if [ "$(id -u)" = 0 ] && ! /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
   echo "==> apt-get install -y python3-torch (beside the next install)"
@@ -24,7 +26,9 @@ if [ "$(id -u)" = 0 ] && ! /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; t
 fi
 if [ ! -x target/torch-venv/bin/python ]; then
   echo "==> python3 -m venv target/torch-venv && pip install torch==2.13.0+cpu"
-  ( (python3 -m venv target/torch-venv && target/torch-venv/bin/pip install -q "torch==2.13.0+cpu") \
+  ( (python3 -m venv target/torch-venv \
+      && { target/torch-venv/bin/pip install -q --retries 0 "torch==2.13.0+cpu" \
+           || target/torch-venv/bin/pip install -q "torch==2.13.0+cpu"; }) \
     || echo "ci/run.sh: torch 2.13 not installed; the current-dialect tests will skip" ) >"$logs/pip" 2>&1 &
 fi
 wait
