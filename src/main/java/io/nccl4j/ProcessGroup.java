@@ -246,6 +246,9 @@ public final class ProcessGroup implements AutoCloseable {
     synchronized (this) {
       ensureOpen();
       validation.set(mode, store);
+      if (store != null) {
+        backend.groupStore(store);
+      }
     }
   }
 

@@ -247,11 +247,16 @@ public final class Communicator implements AutoCloseable {
    * a nonblocking communicator's split, shrink or window registration — and what NCCL wrote there.
    * The native slot holds NULL before the call and is read only once this communicator's job has
    * ended: polled to its end under the lock (NCCL's job writes it, then the poll answers), or ended by
-   * an abort, which joins NCCL's job thread. When the poll fails (past {@code limit}, interrupted by
-   * an abort) this communicator is aborted before the slot is read; when NCCL reports an error; in
-   * both cases whatever NCCL wrote (a half-made child) goes to {@code orphan}, and the failure is
-   * thrown. A slot whose job an abort could not end within its deadline is left allocated: NCCL may
-   * still write it.
+   * an abort, which joins NCCL's job thread. The poll follows the call whatever it returned: on a
+   * nonblocking communicator these three answer ncclSuccess while their job still runs (init.cc's
+   * ncclCommSplit and ncclCommShrink return what {@code ncclGroupEndInternal} left in {@code res}, and
+   * NCCLCHECK lets the group's ncclInProgress through without returning it; dev_runtime.cc the same),
+   * and NCCL's own example polls the parent after a split without looking at what it returned
+   * (docs/NCCL.md, "What NCCL answers"). On a blocking communicator the job ended inside the call and
+   * the one poll answers at once. When the poll fails (past {@code limit}, interrupted by an abort)
+   * this communicator is aborted before the slot is read; when NCCL reports an error; in both cases
+   * whatever NCCL wrote (a half-made child) goes to {@code orphan}, and the failure is thrown. A slot
+   * whose job an abort could not end within its deadline is left allocated: NCCL may still write it.
    */
   public long callWithLateOut(String function, Duration limit, LateCall call, java.util.function.LongConsumer orphan) {
     NativeSlot out = api.newSlot();
@@ -265,7 +270,7 @@ public final class Communicator implements AutoCloseable {
       throw e;
     }
     try {
-      rc = complete(rc, function);
+      rc = awaitJob(rc, function);
     } catch (RuntimeException e) {
       exit();
       // NCCL's job may still be running and write the slot: the abort ends it and waits for it.
@@ -440,6 +445,16 @@ public final class Communicator implements AutoCloseable {
   }
 
   /**
+   * The end of the job a call that returned {@code rc} may have left running on this communicator:
+   * as {@link #complete}, but an ncclSuccess is polled too, since a nonblocking split, shrink or
+   * window registration returns it while its job runs. An error {@code rc} is returned as it is (the
+   * call started nothing). Call between {@link #enter} and {@link #exit}.
+   */
+  private int awaitJob(int rc, String function) {
+    return complete(rc == 0 ? NcclResult.IN_PROGRESS.code() : rc, function);
+  }
+
+  /**
    * One NCCL call on this communicator, from any thread: {@link #enter}, the call, {@link #complete},
    * {@link #exit}. For the calls outside the collective path (registration, statistics); the result
    * is NCCL's, checked by the caller.
@@ -571,6 +586,14 @@ public final class Communicator implements AutoCloseable {
     return broken;
   }
 
+  /**
+   * True when {@link #close()} will release the communicator with {@code ncclCommAbort} rather than
+   * finalize it: it is broken, aborting, or {@link #releaseWithAbort} was called.
+   */
+  public boolean releasesByAbort() {
+    return broken || aborting || releaseByAbort != null;
+  }
+
   /** True once the communicator is destroyed or aborted: its handle is released and no call can enter. */
   public boolean isClosed() {
     return handle == 0;
@@ -602,13 +625,16 @@ public final class Communicator implements AutoCloseable {
     broken = true;
     CountDownLatch done;
     boolean caller = lock.isHeldByCurrentThread();
+    // The submitter of a shared device holds the device's lock while it calls NCCL; when it is the
+    // thread that aborts, it waits here and calls nothing, so the abort may go ahead in its name.
+    boolean callerHoldsDevice = deviceLock != null && deviceLock.isHeldByCurrentThread();
     synchronized (abortOnce) {
       if (abortDone == null) {
         abortDone = new CountDownLatch(1);
         CountDownLatch latch = abortDone;
         Thread t = new Thread(() -> {
           try {
-            abortNow(caller);
+            abortNow(caller, callerHoldsDevice);
           } finally {
             latch.countDown();
           }
@@ -631,8 +657,11 @@ public final class Communicator implements AutoCloseable {
     return true;
   }
 
-  /** On the abort's helper thread. {@code callerHoldsLock}: the thread that asked holds it and is not in NCCL. */
-  private void abortNow(boolean callerHoldsLock) {
+  /**
+   * On the abort's helper thread. {@code callerHoldsLock}, {@code callerHoldsDevice}: the thread that
+   * asked holds the communicator's (the device's) lock and is not in NCCL; it waits for this abort.
+   */
+  private void abortNow(boolean callerHoldsLock, boolean callerHoldsDevice) {
     boolean locked = false;
     if (!callerHoldsLock) {
       try {
@@ -666,7 +695,7 @@ public final class Communicator implements AutoCloseable {
       if (h == 0) {
         return;
       }
-      if (deviceLock != null) {
+      if (deviceLock != null && !callerHoldsDevice) {
         // Calls of a shared device are nonblocking: whoever holds it lets go within microseconds.
         deviceLock.lock();
         deviceLocked = true;
@@ -705,8 +734,10 @@ public final class Communicator implements AutoCloseable {
    * Finalizes ({@code ncclCommFinalize}, NCCL ≥ 2.14, polled to the end when nonblocking) and
    * destroys the communicator; a broken one, or one {@link #releaseWithAbort} was called on, is
    * aborted instead. Collective among the ranks that
-   * still use it (finalize waits for their operations); when that does not end within
-   * {@code deadline} — a peer is gone — the communicator is aborted. Idempotent.
+   * still use it (finalize waits for their operations; from NCCL 2.31 for every local rank, which the
+   * group's ranks agree on first: {@link CloseAgreement}). When that does not end within
+   * {@code deadline} a nonblocking communicator is aborted; a blocking one is left to its call, which is
+   * inside NCCL, since an abort would free the communicator under it. Idempotent.
    */
   public void close(Duration deadline) {
     if (broken || aborting || releaseByAbort != null) {
@@ -740,9 +771,23 @@ public final class Communicator implements AutoCloseable {
       finished = false;
     }
     if (!finished) {
-      LOG.warn("rank {}: closing the NCCL communicator did not finish within {} ms ({}); aborting it", rank,
-          Durations.toMillis(deadline), callFunction);
-      abort(deadline);
+      if (mode == Mode.NONBLOCKING) {
+        // The close thread only polls the finalize's job: the abort stops the polling, then ends the job.
+        LOG.warn("rank {}: closing the NCCL communicator did not finish within {} ms ({}); aborting it", rank,
+            Durations.toMillis(deadline), callFunction);
+        abort(deadline);
+        return;
+      }
+      // A blocking finalize or destroy is inside NCCL (from 2.31 in commDestroySync's untimed barrier of
+      // every local rank). An abort now would free the communicator under it — NCCL allows an abort at any
+      // point only on nonblocking communicators — so the call is left to finish, and the communicator
+      // with it. The ranks agreed before the finalize (CloseAgreement), so only a peer lost since then
+      // leads here.
+      LOG.error("rank {}: closing the NCCL communicator did not finish within {} ms: {} is still inside NCCL and"
+          + " is left to finish (an abort would free the communicator under it; NCCL allows that only on"
+          + " nonblocking communicators, NCCL4J_NCCL_NONBLOCKING=1); its resources stay held until it does or the"
+          + " process exits", rank, Durations.toMillis(deadline), callFunction);
+      LiveCommunicators.remove(this);
       return;
     }
     if (failure[0] != null) {

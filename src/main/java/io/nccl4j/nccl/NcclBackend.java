@@ -11,6 +11,7 @@ import io.nccl4j.nccl.bind.NcclApi;
 import io.nccl4j.spi.Backend;
 import io.nccl4j.spi.BackendFailures;
 import io.nccl4j.spi.Collective;
+import io.nccl4j.store.Store;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -79,6 +80,8 @@ public final class NcclBackend implements Backend {
   /** This group and the groups split from it: a failure of one makes every one of them be released by abort. */
   private final CommunicatorFamily family;
   private volatile boolean closed;
+  /** The group's store, where the ranks agree before NCCL ≥ 2.31's finalize ({@link CloseAgreement}); null: none. */
+  private volatile Store groupStore;
 
   /**
    * @param comm this rank's communicator; the backend owns it and closes (or aborts) it
@@ -436,6 +439,11 @@ public final class NcclBackend implements Backend {
     fail(cause);
   }
 
+  @Override
+  public void groupStore(Store store) {
+    groupStore = store;
+  }
+
   /**
    * True once a failure (an NCCL or CUDA error, a watchdog timeout, an abort) broke the backend: its
    * communicator is aborted and every pending and later operation fails with that first cause.
@@ -483,6 +491,10 @@ public final class NcclBackend implements Backend {
       BackendException failed = family.failure();
       if (failed != null && broken == null) {
         comm.releaseWithAbort("a group of its family failed: " + failed.getMessage());
+      }
+      Store store = groupStore;
+      if (CloseAgreement.needed(comm, store)) {
+        CloseAgreement.agree(comm, store, abortDeadline);
       }
       comm.close(abortDeadline);
     }

@@ -57,10 +57,13 @@ final class NcclMemory implements MemoryResource {
     long handle;
     try {
       if (mode == NcclAllocation.SYMMETRIC) {
-        // On a nonblocking communicator NCCL fills the window at group end, after the call returned. A
-        // window of a registration that failed goes with the communicator, which is then aborted.
+        // Symmetric for collectives (NCCL_WIN_COLL_SYMMETRIC): with NCCL_WIN_DEFAULT NCCL never selects its
+        // symmetric kernels. Every rank allocates the same sizes in the same order, so the buffers of a
+        // collective sit at the same offset of every rank's window, which those kernels require. On a
+        // nonblocking communicator NCCL fills the window at group end, after the call returned. A window of
+        // a registration that failed goes with the communicator, which is then aborted.
         handle = comm.callWithLateOut("ncclCommWindowRegister", LIMIT,
-            (h, window) -> api.commWindowRegister(h, address, n, window, 0), window -> { });
+            (h, window) -> api.commWindowRegister(h, address, n, window, NcclApi.WIN_COLL_SYMMETRIC), window -> { });
       } else {
         long[] registered = new long[1];
         rc = comm.call("ncclCommRegister", LIMIT, h -> api.commRegister(h, address, n, registered));

@@ -67,26 +67,45 @@ public final class NcclRendezvous {
    * @throws StoreTimeoutException naming the ranks that did not arrive within {@code timeout}
    */
   public static void awaitAll(Store store, int rank, int size, Duration timeout) {
-    store.set(ARRIVED_PREFIX + rank, new byte[] {1});
+    awaitAll(store, ARRIVED_PREFIX, "to create the NCCL communicator", rank, size, new byte[] {1}, timeout);
+  }
+
+  /** The keys {@link #awaitAll(Store, String, String, int, int, byte[], Duration)} sets under {@code prefix}. */
+  static List<String> keys(String prefix, int size) {
     List<String> keys = new ArrayList<>(size);
     for (int r = 0; r < size; r++) {
-      keys.add(ARRIVED_PREFIX + r);
+      keys.add(prefix + r);
     }
+    return keys;
+  }
+
+  /**
+   * The store barrier every meeting of a communicator's ranks outside NCCL goes through: sets
+   * {@code prefix + rank} to {@code note} and waits until every rank's key exists; returns every
+   * rank's note, in rank order.
+   *
+   * @throws StoreTimeoutException naming the ranks that did not arrive within {@code timeout}, and
+   *     {@code purpose} ("to create the NCCL communicator")
+   */
+  static void awaitAll(Store store, String prefix, String purpose, int rank, int size, byte[] note,
+      Duration timeout) {
+    store.set(prefix + rank, note);
+    List<String> keys = keys(prefix, size);
     try {
       store.wait(keys, timeout);
     } catch (StoreTimeoutException e) {
       List<Integer> missing = new ArrayList<>();
       for (int r = 0; r < size; r++) {
-        if (!store.check(List.of(ARRIVED_PREFIX + r))) {
+        if (!store.check(List.of(prefix + r))) {
           missing.add(r);
         }
       }
-      if (missing.isEmpty()) {
-        return; // they arrived just as the wait gave up
+      if (!missing.isEmpty()) {
+        throw new StoreTimeoutException("rank " + rank + ": " + (missing.size() == 1 ? "rank " : "ranks ")
+            + missing.stream().map(String::valueOf).collect(Collectors.joining(", ")) + " of " + size
+            + " did not arrive " + purpose + " within " + Durations.describe(timeout));
       }
-      throw new StoreTimeoutException("rank " + rank + ": " + (missing.size() == 1 ? "rank " : "ranks ")
-          + missing.stream().map(String::valueOf).collect(Collectors.joining(", ")) + " of " + size
-          + " did not arrive to create the NCCL communicator within " + Durations.describe(timeout));
+      // They arrived just as the wait gave up.
     }
   }
 }

@@ -31,6 +31,8 @@ public record NcclVersion(int major, int minor, int patch) implements Comparable
   public static final NcclVersion V2_29 = new NcclVersion(2, 29, 0);
   /** NCCL 2.30.0: {@link NcclFeature#MEM_STATS}, {@link NcclFeature#MULTI_RANK_GPU}. */
   public static final NcclVersion V2_30 = new NcclVersion(2, 30, 0);
+  /** NCCL 2.31.0: finalize and destroy end in an untimed barrier of every local rank ({@link CloseAgreement}). */
+  public static final NcclVersion V2_31 = new NcclVersion(2, 31, 0);
 
   /**
    * Decodes {@code ncclGetVersion}'s integer: major·10000 + minor·100 + patch from 2.9 on,

@@ -93,6 +93,14 @@ public interface Backend extends AutoCloseable {
   default void validation(io.nccl4j.Validation mode) {}
 
   /**
+   * The store every rank of the group shares (its rendezvous store, or a namespace of it), given when
+   * the group gets one ({@link io.nccl4j.ProcessGroup#setValidation}), for a backend whose ranks must
+   * meet outside its data path: NCCL's, before a finalize that waits for every rank. The default
+   * ignores it.
+   */
+  default void groupStore(io.nccl4j.store.Store store) {}
+
+  /**
    * Whether this backend checks fingerprints in band itself ({@link #validation}); for one that
    * cannot (NCCL: nothing rides with the data), the process group compares digests of the issued
    * collectives through its store in the background instead. The default: false.

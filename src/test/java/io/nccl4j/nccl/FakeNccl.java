@@ -587,7 +587,7 @@ public final class FakeNccl implements NcclApi {
       }
       if (late(c, rc)) {
         startJob(c, "ncclCommSplit", () -> color >= 0 ? newComm(1, 0, true) : 0, out::write);
-        return IN_PROGRESS;
+        return 0;
       }
       if (rc == 0 && c != null && color >= 0) {
         out.write(newComm(1, 0, c.nonBlocking));
@@ -611,7 +611,7 @@ public final class FakeNccl implements NcclApi {
       if (late(c, rc)) {
         int n = c.nranks - excludeRanks.length;
         startJob(c, "ncclCommShrink", () -> newComm(n, 0, true), out::write);
-        return IN_PROGRESS;
+        return 0;
       }
       if (rc == 0 && c != null) {
         out.write(newComm(c.nranks - excludeRanks.length, 0, c.nonBlocking));
@@ -927,7 +927,7 @@ public final class FakeNccl implements NcclApi {
       }
       if (late(c, rc)) {
         startJob(c, "ncclCommWindowRegister", () -> window(comm, buffer), out::write);
-        return IN_PROGRESS;
+        return 0;
       }
       if (rc == 0) {
         out.write(window(comm, buffer));

@@ -88,7 +88,7 @@ class NcclLateOutParametersTest extends NcclFixture {
       assertThat(DeferredFrees.awaitDone(LONG)).isTrue();
       assertThat(fake.liveRegistrations()).as("windows still registered after their tensor was freed").isZero();
     }
-    assertThat(log.all()).contains("ncclCommWindowRegister(c1," + hex(address) + ",32,0)")
+    assertThat(log.all()).contains("ncclCommWindowRegister(c1," + hex(address) + ",32,1)")
         .noneMatch(c -> c.equals("ncclCommWindowDeregister(c1,0x0)"));
     assertThat(fake.violations()).isEmpty();
   }
@@ -113,5 +113,36 @@ class NcclLateOutParametersTest extends NcclFixture {
     }
     assertThat(fake.violations()).isEmpty();
     assertThat(fake.liveComms()).as("the half-made child NCCL wrote is aborted too").isZero();
+  }
+  /**
+   * A rank outside every colour (NCCL_SPLIT_NOCOLOR) gets no child, but its parent still has the
+   * split's job running, which NCCL answers ncclSuccess for: the split returns only once that job
+   * ended, so the parent's next call does not meet it.
+   */
+  @Test
+  void aNonMembersSplitReturnsOnlyOnceTheParentsJobEnded() throws Exception {
+    Communicator parent = Communicator.init(nccl, 0, 2, 0, nccl.uniqueId(),
+        CommOptions.blocking().withNonBlocking(true), LONG);
+    CountDownLatch gate = new CountDownLatch(1);
+    fake.holdJobs(gate);
+    Thread opener = new Thread(() -> {
+      try {
+        Thread.sleep(100); // the scenario: NCCL's job ends a while after the call returned
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      gate.countDown();
+    });
+    opener.start();
+    try {
+      assertThat(parent.split(-1, 0, -1, 0, LONG)).as("no child for NCCL_SPLIT_NOCOLOR").isNull();
+      parent.call("ncclCommMemStats", LONG, h -> fake.commMemStats(h, 0, new long[1]));
+    } finally {
+      opener.join();
+      parent.close();
+    }
+    assertThat(log.all()).containsSubsequence("ncclCommSplit(c1,-1,0)", "ncclCommGetAsyncError(c1)",
+        "ncclCommMemStats(c1,0)");
+    assertThat(fake.violations()).as("calls on the parent while its split job ran").isEmpty();
   }
 }

@@ -72,7 +72,7 @@ class NcclMemoryTest extends NcclFixture {
   void symmetricTensorsAreWindowsAndNeedNccl227() throws Exception {
     try (ProcessGroup pg = group(NcclAllocation.SYMMETRIC); Tensor t = pg.zeros(8, DType.INT32)) {
       assertThat(log.all()).containsSubsequence("ncclMemAlloc(32)", "ncclCommWindowRegister(c1," + hex(t.address())
-          + ",32,0)");
+          + ",32,1)");
       pg.allReduce(t, ReduceOp.SUM);
     }
     awaitDeferredFrees();

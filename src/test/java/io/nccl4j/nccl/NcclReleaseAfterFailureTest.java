@@ -8,6 +8,9 @@ import io.nccl4j.DType;
 import io.nccl4j.ProcessGroup;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
+import io.nccl4j.Validation;
+import io.nccl4j.store.HashStore;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
 import org.junit.jupiter.api.AfterEach;
@@ -99,5 +102,88 @@ class NcclReleaseAfterFailureTest extends NcclFixture {
     pg.close();
     assertThat(callsOn("c1")).contains("ncclCommAbort(c1)")
         .noneMatch(c -> c.startsWith("ncclCommFinalize(c1)") || c.startsWith("ncclCommDestroy(c1)"));
+  }
+
+  // ------------------------------------------------------------------ NCCL 2.31: agree, then finalize
+
+  /** Rank 0's part of a two-rank blocking group on NCCL 2.31.2 whose ranks share {@code store}. */
+  private ProcessGroup rankZeroOfTwoOn231(HashStore store) {
+    fake.version(23102);
+    nccl = Nccl.of(fake, cuda, null);
+    Communicator comm = Communicator.init(nccl, 0, 2, 0, nccl.uniqueId(), CommOptions.blocking(), LONG);
+    ProcessGroup pg = ProcessGroup.create(new NcclBackend(comm, nccl.allocator(0).child("r"), LONG, ABORT_DEADLINE));
+    pg.setValidation(Validation.OFF, store);
+    return pg;
+  }
+
+  /**
+   * Rank 1 died without anyone noticing, and rank 0 closes its healthy-looking group. NCCL 2.31's
+   * finalize would wait for rank 1 in its untimed destroy barrier, and the abort that ended the close
+   * deadline then ran while the finalize was still inside NCCL (a use after free on a blocking
+   * communicator). Now rank 0 first waits for rank 1 at the close agreement, does not find it within
+   * the deadline, and releases its part with ncclCommAbort without entering finalize.
+   */
+  @Test
+  void aBlockingCloseWhosePeerDiedUnseenAbortsWithoutEnteringFinalize() throws Exception {
+    try (HashStore store = new HashStore(LONG)) {
+      ProcessGroup pg = rankZeroOfTwoOn231(store);
+      pg.close();
+    }
+    assertThat(fake.forcedAborts()).as("aborts while another thread was inside a call of the communicator").isEmpty();
+    assertThat(callsOn("c1")).contains("ncclCommAbort(c1)")
+        .noneMatch(c -> c.startsWith("ncclCommFinalize(c1)") || c.startsWith("ncclCommDestroy(c1)"));
+    assertThat(fake.liveComms()).isZero();
+    assertThat(fake.violations()).isEmpty();
+  }
+
+  /** A peer that releases its part by abort says so at the agreement: this rank aborts at once, not at the deadline. */
+  @Test
+  void aPeerThatWillAbortIsHeardAtTheAgreement() throws Exception {
+    long tookMs;
+    try (HashStore store = new HashStore(LONG)) {
+      ProcessGroup pg = rankZeroOfTwoOn231(store);
+      store.set(CloseAgreement.PREFIX + 1, "abort".getBytes(StandardCharsets.UTF_8));
+      long start = System.nanoTime();
+      pg.close();
+      tookMs = (System.nanoTime() - start) / 1_000_000;
+    }
+    assertThat(callsOn("c1")).contains("ncclCommAbort(c1)").noneMatch(c -> c.startsWith("ncclCommFinalize(c1)"));
+    assertThat(tookMs).as("ms to close; the close deadline is %s", ABORT_DEADLINE)
+        .isLessThan(ABORT_DEADLINE.toMillis());
+    assertThat(fake.forcedAborts()).isEmpty();
+  }
+
+  /** Every rank said finalize: the communicator is finalized and destroyed, as NCCL recommends. */
+  @Test
+  void whenEveryRankAgreesTheCommunicatorIsFinalized() throws Exception {
+    fake.peerDead(false);
+    try (HashStore store = new HashStore(LONG)) {
+      ProcessGroup pg = rankZeroOfTwoOn231(store);
+      store.set(CloseAgreement.PREFIX + 1, "finalize".getBytes(StandardCharsets.UTF_8));
+      pg.close();
+    }
+    assertThat(callsOn("c1")).containsSubsequence("ncclCommFinalize(c1)", "ncclCommDestroy(c1)")
+        .doesNotContain("ncclCommAbort(c1)");
+    assertThat(fake.liveComms()).isZero();
+  }
+
+  /**
+   * A peer that agreed and died before NCCL's destroy barrier: the finalize stays inside NCCL past the
+   * deadline, and it is left there rather than aborted under it (the close returns at the deadline).
+   */
+  @Test
+  void aFinalizeStuckAfterTheAgreementIsNeverAbortedUnderIt() throws Exception {
+    try (HashStore store = new HashStore(LONG)) {
+      ProcessGroup pg = rankZeroOfTwoOn231(store);
+      store.set(CloseAgreement.PREFIX + 1, "finalize".getBytes(StandardCharsets.UTF_8));
+      pg.close();
+    }
+    try {
+      assertThat(callsOn("c1")).contains("ncclCommFinalize(c1) waits in the destroy barrier for a dead peer")
+          .doesNotContain("ncclCommAbort(c1)");
+      assertThat(fake.forcedAborts()).isEmpty();
+    } finally {
+      fake.commAbort(FakeNccl.COMM_BASE + 1); // ends the fake's barrier, as the process's exit would
+    }
   }
 }

@@ -367,6 +367,33 @@ class NcclRulesTest extends NcclFixture {
     assertThat(fake.violations()).as("no overlapping calls of communicators of cuda:0, no other breach").isEmpty();
   }
 
+  /**
+   * A communicator that shares its device: the submitting thread holds the device's lock while it
+   * calls NCCL, and it is that thread which sees the enqueue fail and aborts. The abort must not wait
+   * for the lock its own caller holds (it did, for the whole abort deadline: 3 146 ms against 7 ms
+   * unshared, 30 s by default); the group fails, the Work with NCCL's error, well within the deadline.
+   */
+  @Test
+  void aFailureTheSubmitterSeesOnASharedDeviceEndsWithoutWaitingForTheAbortDeadline() {
+    cuda.autoComplete(true);
+    Duration abortDeadline = TestTime.seconds(10);
+    Communicator comm = Communicator.init(nccl, 0, 1, 0, nccl.uniqueId(), CommOptions.blocking().withSharedDevice(),
+        LONG);
+    backend = new NcclBackend(comm, nccl.allocator(0).child("shared"), LONG, abortDeadline);
+    ProcessGroup pg = closeLater(ProcessGroup.create(backend));
+    Tensor t = device(pg, 1, 2, 3);
+    fake.failNext("ncclAllReduce", 2); // ncclSystemError, seen by the submitter inside the call
+    long start = System.nanoTime();
+    Throwable thrown = catchThrowable(() -> pg.allReduceAsync(t, ReduceOp.SUM).waitFor(LONG));
+    long tookMs = (System.nanoTime() - start) / 1_000_000;
+    assertThat(thrown).isInstanceOf(BackendException.class);
+    assertThat(fake.aborts()).as("the communicator was aborted").isEqualTo(1);
+    assertThat(comm.isClosed()).as("the abort ended").isTrue();
+    assertThat(tookMs).as("ms until the failure was reported; the abort deadline is %s", abortDeadline)
+        .isLessThan(abortDeadline.toMillis() / 2);
+    assertThat(fake.violations()).isEmpty();
+  }
+
   // ------------------------------------------------------------------ CUDA graph capture
 
   /**

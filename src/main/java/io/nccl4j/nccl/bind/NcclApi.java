@@ -18,6 +18,14 @@ package io.nccl4j.nccl.bind;
  */
 public interface NcclApi {
   /**
+   * {@code NCCL_WIN_COLL_SYMMETRIC} (nccl.h, 2.27+: {@code #define NCCL_WIN_COLL_SYMMETRIC 0x01}): the
+   * window is symmetric for collectives, which is what makes NCCL pick its symmetric kernels
+   * (sym_kernels.cc and argcheck.cc look for this flag on the window; {@code NCCL_WIN_DEFAULT}, 0, never
+   * qualifies). Every rank must then pass buffers at the same offset within its window.
+   */
+  int WIN_COLL_SYMMETRIC = 0x01;
+
+  /**
    * The {@code NCCL_VERSION_CODE} of the NCCL headers this build's binding was generated from
    * (23007 for NCCL 2.30.7): functions newer than that are not bound, whatever the loaded library has.
    */
@@ -90,7 +98,8 @@ public interface NcclApi {
   int commDeregister(long comm, long handle);
 
   /**
-   * ncclCommWindowRegister (≥ 2.27), collective: every rank registers a buffer of the same size.
+   * ncclCommWindowRegister (≥ 2.27), collective: every rank registers a buffer of the same size;
+   * {@code flags} NCCL_WIN_* ({@link #WIN_COLL_SYMMETRIC}).
    * {@code window} is NULL at the call and filled at group end: later, on a nonblocking communicator.
    */
   int commWindowRegister(long comm, long buffer, long bytes, NativeSlot window, int flags);
