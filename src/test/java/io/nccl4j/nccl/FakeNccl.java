@@ -40,10 +40,14 @@ import java.util.concurrent.atomic.AtomicLong;
  * ahead while another thread is inside a call is recorded apart ({@link #forcedAborts()}): nccl4j
  * does that only to release a call stuck past its grace.
  *
- * <p>A communicator created with {@code config.blocking = 0} is nonblocking as in NCCL: init, each
- * enqueue and group end, and finalize answer ncclInProgress, and {@code ncclCommGetAsyncError}
- * answers ncclInProgress for the next {@link #pollsToComplete} polls, then completes the job; an
- * error of an enqueue becomes the communicator's asynchronous error.
+ * <p>A communicator created with {@code config.blocking = 0} is nonblocking as in NCCL, and every call
+ * that starts a job on it answers what NCCL answers, by the table {@link NcclAnswers} reads (each row
+ * cites the NCCL source lines of 2.28.9, 2.29.7, 2.30.7 and 2.31.2 it copies): init, every enqueue,
+ * group end and finalize answer ncclInProgress; split, shrink and window registration answer
+ * ncclSuccess while their job runs, their out-parameter NULL until it ends. {@code
+ * ncclCommGetAsyncError} answers ncclInProgress for the next {@link #pollsToComplete} polls, then
+ * completes the job; an error of an enqueue becomes the communicator's asynchronous error.
+ * {@code FakeNcclAnswersTest} checks every function of the fake against the table.
  *
  * <p>Scriptable: the next call of any function can return a chosen code ({@link #failNext}), run an
  * action first ({@link #beforeNext}), or block until released or aborted ({@link #blockNext});
@@ -78,6 +82,9 @@ public final class FakeNccl implements NcclApi {
     volatile Thread job;
     /** ncclCommFinalize was called: a destroy afterwards no longer runs commDestroySync's barrier. */
     volatile boolean finalized;
+    /** What the pending job does when it ends (NCCL's job writes its out-parameter), or null. */
+    final java.util.concurrent.atomic.AtomicReference<Runnable> atJobEnd =
+        new java.util.concurrent.atomic.AtomicReference<>();
 
     Comm(int nranks, int rank, boolean nonBlocking) {
       this.nranks = nranks;
@@ -186,9 +193,10 @@ public final class FakeNccl implements NcclApi {
 
   /**
    * On: a nonblocking communicator's {@code ncclCommSplit}, {@code ncclCommShrink} and
-   * {@code ncclCommWindowRegister} behave as NCCL's: the out-parameter is set to NULL at the call,
-   * which returns ncclInProgress, and a job thread of its own writes the new communicator (or window)
-   * into it when the job ends (init.cc: {@code *newcomm = NCCL_COMM_NULL}, then the job's
+   * {@code ncclCommWindowRegister} end their job on a thread of their own, as NCCL's do: the
+   * out-parameter is set to NULL at the call, which returns ncclSuccess (init.cc returns {@code res}
+   * after {@code NCCLCHECK(ncclGroupEndInternal())} let the group's ncclInProgress through), and the
+   * job thread writes the new communicator (or window) into it when the job ends (init.cc: {@code *newcomm = NCCL_COMM_NULL}, then the job's
    * {@code COMPILER_ATOMIC_STORE(job->newcomm, comm)}; dev_runtime.cc: {@code task->outWinDev = win},
    * filled at group end); the parent's {@code ncclCommGetAsyncError} answers ncclInProgress until the
    * job has ended. An abort of the parent ends the job at once — it still writes the half-made child,
@@ -281,6 +289,12 @@ public final class FakeNccl implements NcclApi {
     return (int) commInfo.values().stream().filter(c -> c.live).count();
   }
 
+  /** True when communicator {@code h} was made nonblocking ({@code config.blocking = 0}, or its parent's). */
+  public boolean isNonBlocking(long h) {
+    Comm c = commInfo.get(h);
+    return c != null && c.nonBlocking;
+  }
+
   /** Bytes from ncclMemAlloc not yet freed. */
   public long liveNcclMemory() {
     return memory.values().stream().mapToLong(Long::longValue).sum();
@@ -371,11 +385,12 @@ public final class FakeNccl implements NcclApi {
   }
 
   /**
-   * What an enqueue on {@code c} returns: its scripted code; on a nonblocking communicator an error
-   * is stored as the communicator's error, and success becomes ncclInProgress with a pending job
-   * (outside a group; in a group the job starts at ncclGroupEnd).
+   * What a call of {@code function} that enqueued work on {@code c} returns: its scripted code; on a
+   * nonblocking communicator an error is stored as the communicator's error (enqueue.cc's
+   * {@code fail:} path, ncclCommSetAsyncError), and success starts a job, answered as
+   * {@link #jobStarted} says (outside a group; in a group the job starts at ncclGroupEnd).
    */
-  private int enqueued(Comm c, long h, int rc) {
+  private int enqueued(Comm c, long h, int rc, String function) {
     if (c == null) {
       return 4;
     }
@@ -390,8 +405,46 @@ public final class FakeNccl implements NcclApi {
       groupComms.get().add(h);
       return 0;
     }
+    return jobStarted(c, function, null);
+  }
+
+  /**
+   * A job that a successful call of {@code function} started on nonblocking {@code c}: its
+   * ncclCommGetAsyncError answers ncclInProgress for the next {@link #pollsToComplete} polls, then
+   * the job ends, running {@code atJobEnd} (where NCCL's job writes an out-parameter). The call
+   * returns what {@link NcclAnswers} — the table of what NCCL answers, read from its sources — says
+   * a nonblocking call of {@code function} returns: ncclInProgress where it reads the asynchronous
+   * state at its end or returns the group's result, ncclSuccess where it lets the group's
+   * ncclInProgress through (split, shrink, window registration).
+   */
+  private int jobStarted(Comm c, String function, Runnable atJobEnd) {
+    int answer = whileJobRuns(function);
+    c.atJobEnd.set(atJobEnd);
     c.pending.set(pollsToComplete);
-    return IN_PROGRESS;
+    return answer;
+  }
+
+  /** What a nonblocking call of {@code function} returns while the job it started runs, by {@link NcclAnswers}. */
+  private static int whileJobRuns(String function) {
+    NcclAnswers.Returns answer = NcclAnswers.of(function).nonBlocking();
+    switch (answer) {
+      case ASYNC_STATE: // ncclCommGetAsyncError at the end of the call reads the running job's ncclInProgress
+      case IN_PROGRESS:
+        return IN_PROGRESS;
+      case SUCCESS_JOB_RUNNING:
+        return 0;
+      default:
+        throw new IllegalStateException("nccl-answers.md says a nonblocking " + function + " answers " + answer
+            + ", which starts no job; the fake started one");
+    }
+  }
+
+  /** Ends {@code c}'s pending job: what it does at its end runs once. */
+  private static void endJob(Comm c) {
+    Runnable r = c.atJobEnd.getAndSet(null);
+    if (r != null) {
+      r.run();
+    }
   }
 
   /** A call that blocks when {@link #blockNext} asked for it; returns the code to return instead, or null. */
@@ -428,7 +481,7 @@ public final class FakeNccl implements NcclApi {
       Comm inside = enter(h, function, false);
       try {
         log.add(entry + "=" + refused);
-        return enqueued(inside, h, refused);
+        return enqueued(inside, h, refused, function);
       } finally {
         exit(inside);
       }
@@ -475,7 +528,7 @@ public final class FakeNccl implements NcclApi {
       if (rc == 0 && c != null) {
         NativeMemory.copy(send, recv, bytes);
       }
-      return enqueued(c, h, rc);
+      return enqueued(c, h, rc, function);
     } finally {
       exit(c);
     }
@@ -562,8 +615,7 @@ public final class FakeNccl implements NcclApi {
     outComm[0] = h;
     log.add(entry + "->" + comm(h) + (rc == null ? "" : "=" + rc));
     if (nonBlocking && !initEndsBeforeReturn) {
-      commInfo.get(h).pending.set(pollsToComplete);
-      return IN_PROGRESS;
+      return jobStarted(commInfo.get(h), "ncclCommInitRankConfig", null);
     }
     return rc == null ? 0 : rc;
   }
@@ -582,17 +634,8 @@ public final class FakeNccl implements NcclApi {
     try {
       FakeSlot out = slot(newComm, "ncclCommSplit");
       int rc = logged("ncclCommSplit(" + comm(comm) + "," + color + "," + key + ")", "ncclCommSplit");
-      if (rc == 0) {
-        out.write(0); // NCCL: *newcomm = NCCL_COMM_NULL until the split is complete
-      }
-      if (late(c, rc)) {
-        startJob(c, "ncclCommSplit", () -> color >= 0 ? newComm(1, 0, true) : 0, out::write);
-        return 0;
-      }
-      if (rc == 0 && c != null && color >= 0) {
-        out.write(newComm(1, 0, c.nonBlocking));
-      }
-      return enqueued(c, comm, rc);
+      // NCCL_SPLIT_NOCOLOR: no child, but the parent's job runs all the same (it takes part in the all-gather).
+      return derived(c, comm, "ncclCommSplit", out, rc, () -> color >= 0 ? newComm(1, 0, c.nonBlocking) : 0);
     } finally {
       exit(c);
     }
@@ -605,26 +648,37 @@ public final class FakeNccl implements NcclApi {
       FakeSlot out = slot(newComm, "ncclCommShrink");
       int rc = logged("ncclCommShrink(" + comm(comm) + "," + java.util.Arrays.toString(excludeRanks) + "," + flags
           + ")", "ncclCommShrink");
-      if (rc == 0) {
-        out.write(0);
-      }
-      if (late(c, rc)) {
-        int n = c.nranks - excludeRanks.length;
-        startJob(c, "ncclCommShrink", () -> newComm(n, 0, true), out::write);
-        return 0;
-      }
-      if (rc == 0 && c != null) {
-        out.write(newComm(c.nranks - excludeRanks.length, 0, c.nonBlocking));
-      }
-      return enqueued(c, comm, rc);
+      return derived(c, comm, "ncclCommShrink", out, rc,
+          () -> newComm(c.nranks - excludeRanks.length, 0, c.nonBlocking));
     } finally {
       exit(c);
     }
   }
 
-  /** True when the call on {@code c} returned {@code rc} = success and ends in a late job ({@link #lateOutParameters}). */
-  private boolean late(Comm c, int rc) {
-    return lateOutParameters && rc == 0 && c != null && c.nonBlocking && groupDepth.get()[0] == 0;
+  /**
+   * A call that makes something NCCL writes into {@code out} — split and shrink the child, window
+   * registration the window. NULL is written at the call (init.cc: {@code *newcomm = NCCL_COMM_NULL}
+   * "until comm split fully complete"; dev_runtime.cc: {@code *win = nullptr}, from 2.29.7). On a
+   * blocking communicator the job ends inside the call, which writes the result before it returns. On
+   * a nonblocking one the job runs on: the call answers as the table says (ncclSuccess), and the
+   * result is written when the job ends — by a job thread of its own with {@link #lateOutParameters},
+   * else at the poll of ncclCommGetAsyncError that ends it (init.cc's job:
+   * {@code COMPILER_ATOMIC_STORE(job->newcomm, comm)} at its exit, even on failure).
+   */
+  private int derived(Comm c, long h, String function, FakeSlot out, int rc, java.util.function.LongSupplier result) {
+    if (rc != 0 || c == null) {
+      return enqueued(c, h, rc, function);
+    }
+    out.write(0);
+    if (!c.nonBlocking || groupDepth.get()[0] > 0) {
+      out.write(result.getAsLong());
+      return 0;
+    }
+    if (lateOutParameters) {
+      startJob(c, function, result, out::write);
+      return whileJobRuns(function);
+    }
+    return jobStarted(c, function, () -> out.write(result.getAsLong()));
   }
 
   /**
@@ -723,10 +777,10 @@ public final class FakeNccl implements NcclApi {
             return waitInDestroyBarrier(c, "ncclCommFinalize(" + comm(comm) + ")");
           }
           c.pending.set(Integer.MAX_VALUE); // the job waits in the barrier until the abort
-          return IN_PROGRESS;
+          return whileJobRuns("ncclCommFinalize");
         }
       }
-      return enqueued(c, comm, rc);
+      return enqueued(c, comm, rc, "ncclCommFinalize");
     } finally {
       exit(c);
     }
@@ -788,6 +842,7 @@ public final class FakeNccl implements NcclApi {
       }
       c.live = false;
       c.pending.set(0);
+      endJob(c); // ncclGroupJobAbort ends the job, which still writes its out-parameter
     }
     return rc;
   }
@@ -815,7 +870,12 @@ public final class FakeNccl implements NcclApi {
       }
       if (c.pending.get() > 0) {
         // NCCL >= 2.26 completes (and frees) the pending group job inside this call.
-        out[0] = c.pending.decrementAndGet() > 0 ? IN_PROGRESS : asyncError.get();
+        if (c.pending.decrementAndGet() > 0) {
+          out[0] = IN_PROGRESS;
+        } else {
+          endJob(c);
+          out[0] = asyncError.get();
+        }
         return 0;
       }
       out[0] = asyncError.get();
@@ -922,17 +982,7 @@ public final class FakeNccl implements NcclApi {
       FakeSlot out = slot(window, "ncclCommWindowRegister");
       int rc = logged("ncclCommWindowRegister(" + comm(comm) + "," + hex(buffer) + "," + bytes + "," + flags + ")",
           "ncclCommWindowRegister");
-      if (rc == 0) {
-        out.write(0); // NCCL: *win = nullptr
-      }
-      if (late(c, rc)) {
-        startJob(c, "ncclCommWindowRegister", () -> window(comm, buffer), out::write);
-        return 0;
-      }
-      if (rc == 0) {
-        out.write(window(comm, buffer));
-      }
-      return enqueued(c, comm, rc);
+      return derived(c, comm, "ncclCommWindowRegister", out, rc, () -> window(comm, buffer));
     } finally {
       exit(c);
     }
@@ -956,7 +1006,7 @@ public final class FakeNccl implements NcclApi {
         violations.add("ncclCommWindowDeregister of " + hex(window) + ", which is not registered");
         return 4;
       }
-      return enqueued(c, comm, rc);
+      return rc; // synchronous, no group (nccl-answers.md)
     } finally {
       exit(c);
     }
@@ -1089,7 +1139,7 @@ public final class FakeNccl implements NcclApi {
           }
         }
       }
-      return enqueued(c, comm, rc);
+      return enqueued(c, comm, rc, "ncclSend");
     } finally {
       exit(c);
     }
@@ -1109,7 +1159,7 @@ public final class FakeNccl implements NcclApi {
           }
         }
       }
-      return enqueued(c, comm, rc);
+      return enqueued(c, comm, rc, "ncclRecv");
     } finally {
       exit(c);
     }
@@ -1130,18 +1180,15 @@ public final class FakeNccl implements NcclApi {
         matchPointToPoint();
       }
       Set<Long> touched = groupComms.get();
-      boolean inProgress = false;
+      int answer = rc;
       for (long h : touched) {
         Comm c = commInfo.get(h);
         if (c != null && c.nonBlocking && rc == 0) {
-          c.pending.set(pollsToComplete);
-          inProgress = true;
+          answer = jobStarted(c, "ncclGroupEnd", null);
         }
       }
       touched.clear();
-      if (inProgress) {
-        return IN_PROGRESS;
-      }
+      return answer;
     }
     return rc;
   }
