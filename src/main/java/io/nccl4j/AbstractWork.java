@@ -74,6 +74,19 @@ abstract class AbstractWork implements Work {
    */
   abstract boolean waitOnDevice(DeviceStream consumer);
 
+  /**
+   * The operation's buffers are used by work queued on {@code consumer} from now on: their memory's
+   * free waits for that work ({@link Tensor#recordStream}). The default: nothing (no buffers of its own).
+   */
+  void consumedOn(DeviceStream consumer) {}
+
+  /** Records {@code consumer} as a user of {@code b}'s memory, where it lives on the consumer's device. */
+  static void consumedOn(io.nccl4j.spi.Collective.Buffer b, DeviceStream consumer) {
+    if (b != null && b.memory() != null && b.device().equals(consumer.device())) {
+      b.memory().recordStream(consumer);
+    }
+  }
+
   private static boolean pending(Object o) {
     return o == null || o == WAITING || o instanceof CompletableFuture;
   }
@@ -197,6 +210,7 @@ abstract class AbstractWork implements Work {
     if (f != null) {
       throw rethrowable(f);
     }
+    consumedOn(consumer);
     if (pending(outcome) && !waitOnDevice(consumer)) {
       waitFor();
     }

@@ -23,6 +23,14 @@ final class GroupWork extends AbstractWork {
   }
 
   @Override
+  void consumedOn(DeviceStream consumer) {
+    InFlightGroup g = group;
+    if (g != null) {
+      g.consumedOn(consumer);
+    }
+  }
+
+  @Override
   boolean waitOnDevice(DeviceStream consumer) {
     InFlightGroup g = group;
     return g != null && g.waitOnDevice(consumer);

@@ -121,6 +121,16 @@ final class InFlightGroup extends AbstractWork implements Backend.Completion {
   }
 
   @Override
+  void consumedOn(DeviceStream consumer) {
+    for (Collective op : ops) {
+      consumedOn(op.input(), consumer);
+      if (op.output() != op.input()) {
+        consumedOn(op.output(), consumer);
+      }
+    }
+  }
+
+  @Override
   boolean waitOnDevice(DeviceStream consumer) {
     // The backend keeps the group in flight under its first member.
     return submitted && !ops.isEmpty() && k.backend.waitStream(ops.get(0), consumer);

@@ -94,6 +94,14 @@ final class InFlightOperation extends AbstractWork implements Collective, Backen
   }
 
   @Override
+  void consumedOn(DeviceStream consumer) {
+    consumedOn(input(), consumer);
+    if (output() != input()) {
+      consumedOn(output(), consumer);
+    }
+  }
+
+  @Override
   public void started(long nanos) {
     k.notifyStarted(this, nanos);
   }

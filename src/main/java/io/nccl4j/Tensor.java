@@ -315,6 +315,28 @@ public final class Tensor implements AutoCloseable {
     return b;
   }
 
+  /**
+   * Local. Marks this tensor's memory as used by work queued on {@code stream} (PyTorch's
+   * {@code Tensor.record_stream}): when it is freed, its memory is handed out again only after the
+   * work queued on {@code stream} until then has ended, as it already is for the closing thread's
+   * current stream ({@link ProcessGroup#setCurrentStream}) and for a stream {@link Work#waitStream}
+   * made wait. Call it for a stream other than those that reads or writes the tensor — a kernel on a
+   * side stream — before closing the tensor. Nothing to do for host memory or memory nccl4j does not
+   * own.
+   *
+   * @throws IllegalStateException if the tensor is closed
+   * @throws IllegalArgumentException if {@code stream} is on another device
+   */
+  public void recordStream(DeviceStream stream) {
+    ensureOpen();
+    java.util.Objects.requireNonNull(stream, "stream");
+    if (!stream.device().equals(device)) {
+      throw new IllegalArgumentException("recordStream: the tensor is on " + device + ", the stream on "
+          + stream.device());
+    }
+    block.recordStream(stream);
+  }
+
   /** The underlying memory block (for backends, which keep it alive while a collective runs). */
   public MemoryBlock memoryBlock() {
     ensureOpen();

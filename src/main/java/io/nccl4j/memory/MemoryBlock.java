@@ -162,10 +162,17 @@ public final class MemoryBlock {
     }
   }
 
-  /** Drops a reference; the last one frees the memory, unless operations still use it. */
+  /**
+   * Drops a reference; the last one frees the memory, unless operations still use it. Its resource
+   * hears of the last release on the releasing thread ({@link MemoryResource#released}), where the
+   * streams that used the block are marked.
+   */
   public void release() {
     int r = refs.decrementAndGet();
     if (r == 0) {
+      if (allocator != null) {
+        allocator.resource().released(address);
+      }
       OperationCounts o = ops;
       if (o == null || o.released.get() == o.acquired.get()) {
         free();
@@ -194,6 +201,17 @@ public final class MemoryBlock {
     if (refs.get() == 0) {
       releaseFromOperation();
       throw new IllegalStateException("Memory block " + description + " was already released by its owner");
+    }
+  }
+
+  /**
+   * Work queued on {@code stream} uses this block: where memory is ordered on streams (CUDA), its
+   * free waits for that work ({@link MemoryResource#recordStream}, PyTorch's {@code record_stream}).
+   * Nothing for external memory, which nccl4j does not free.
+   */
+  public void recordStream(io.nccl4j.DeviceStream stream) {
+    if (allocator != null && !freed) {
+      allocator.resource().recordStream(address, stream);
     }
   }
 

@@ -1,6 +1,7 @@
 package io.nccl4j.memory;
 
 import io.nccl4j.Device;
+import io.nccl4j.DeviceStream;
 
 /**
  * Raw memory of one device: host memory here, CUDA device memory in the NCCL backend. An
@@ -15,6 +16,21 @@ public interface MemoryResource {
 
   /** Returns a block obtained from {@link #allocate}. */
   void free(long address, long bytes);
+
+  /**
+   * Work queued on {@code stream} uses the block at {@code address} (PyTorch's {@code record_stream}):
+   * a resource whose frees are ordered on streams frees it only after the work queued there before
+   * the block was released. Host memory has nothing to wait for: the default ignores it.
+   */
+  default void recordStream(long address, DeviceStream stream) {}
+
+  /**
+   * The last holder of the block at {@code address} let it go, on the calling thread, before
+   * {@link #free} (which may come later, when the last operation using the block ends): a resource
+   * whose frees are ordered on streams marks there the point after which the memory may be reused —
+   * on the calling thread's current stream and on every stream recorded for it. The default ignores it.
+   */
+  default void released(long address) {}
 
   /** Sets {@code bytes} bytes at {@code address} to zero. */
   void zero(long address, long bytes);

@@ -1,7 +1,7 @@
 package io.nccl4j.nccl;
 
 import io.nccl4j.Device;
-import io.nccl4j.memory.MemoryResource;
+import io.nccl4j.DeviceStream;
 import io.nccl4j.nccl.bind.CudaApi;
 
 /**
@@ -12,9 +12,10 @@ import io.nccl4j.nccl.bind.CudaApi;
  *       memory is stream-ordered: {@code cudaMallocAsync} and {@code cudaFreeAsync} on a stream of
  *       this resource's own. A free never waits on the host, so it may come from any thread — in
  *       particular from the progress thread, when the last operation that used a closed tensor
- *       completes. The memory is no longer used by nccl4j then (that operation's completion event
- *       has fired); work the application itself queued on it after closing the tensor is its own
- *       affair, as with PyTorch's caching allocator without {@code record_stream}.
+ *       completes. That free is handed to CUDA only once the work that used the block has ended
+ *       ({@link StreamOrderedFrees}): the work queued, until the tensor was closed, on the closing
+ *       thread's current stream and on every stream recorded for it ({@link #recordStream}), and —
+ *       for the buffers of operations a failure drained — the aborted kernels.
  *   <li>Elsewhere {@code cudaMalloc}/{@code cudaFree}; a free asked for by a thread that must not
  *       block ({@link #markNonBlockingThread}) goes to {@link DeferredFrees}.
  *   <li>Copies and fills run on the calling thread's current stream of the device
@@ -22,13 +23,14 @@ import io.nccl4j.nccl.bind.CudaApi;
  *       synchronous with respect to the host, as the API promises.
  * </ul>
  */
-final class CudaMemory implements MemoryResource {
+final class CudaMemory implements StreamOrderedMemory {
   private static final ThreadLocal<Boolean> NON_BLOCKING = ThreadLocal.withInitial(() -> false);
 
   private final Nccl nccl;
   private final int device;
   private volatile int pooled = -1;
   private volatile CudaStream memoryStream;
+  private volatile StreamOrderedFrees frees;
 
   /** {@code device} -1: a resource used only to copy external memory. */
   CudaMemory(Nccl nccl, int device) {
@@ -77,8 +79,23 @@ final class CudaMemory implements MemoryResource {
     return s.handle();
   }
 
+  private StreamOrderedFrees frees() {
+    StreamOrderedFrees f = frees;
+    if (f == null) {
+      synchronized (this) {
+        f = frees;
+        if (f == null) {
+          f = new StreamOrderedFrees(nccl, device, streamOrdered(), this::freeNow);
+          frees = f;
+        }
+      }
+    }
+    return f;
+  }
+
   @Override
   public long allocate(long bytes) {
+    frees().reclaim();
     CudaApi cuda = nccl.cuda();
     nccl.setDevice(device);
     long[] out = new long[1];
@@ -99,6 +116,11 @@ final class CudaMemory implements MemoryResource {
 
   @Override
   public void free(long address, long bytes) {
+    frees().free(address);
+  }
+
+  /** Hands the block back to CUDA now; its marks have passed ({@link StreamOrderedFrees}). */
+  private void freeNow(long address) {
     if (streamOrdered()) {
       nccl.setDevice(device);
       CudaCall.check(nccl.cuda().freeAsync(address, memoryStream()), nccl.cuda(), "cudaFreeAsync", device());
@@ -109,21 +131,27 @@ final class CudaMemory implements MemoryResource {
     }
   }
 
-  /**
-   * Frees asked for from now on wait until {@code event} — the completion of an operation a failure
-   * drained — has passed: an abort asks NCCL's kernels to stop but does not wait for them, and a
-   * stream-ordered free would otherwise hand memory an aborted kernel may still write to the next
-   * allocation at once. {@code cudaStreamWaitEvent} on this resource's stream captures the event's
-   * current record, so it may be recorded again afterwards. Without memory pools there is nothing to
-   * do: {@code cudaFree} synchronises the device.
-   */
-  void freesWaitFor(CudaEvent event) {
-    if (!streamOrdered()) {
-      return;
+  @Override
+  public void recordStream(long address, DeviceStream stream) {
+    if (!stream.device().equals(device())) {
+      throw new IllegalArgumentException("a stream of " + stream.device() + " cannot use memory of " + device());
     }
-    nccl.setDevice(device);
-    CudaCall.check(nccl.cuda().streamWaitEvent(memoryStream(), event.handle()), nccl.cuda(),
-        "cudaStreamWaitEvent (frees after an abort)", device());
+    frees().recordStream(address, stream);
+  }
+
+  @Override
+  public void released(long address) {
+    frees().released(address);
+  }
+
+  @Override
+  public void quarantine(java.util.List<Long> addresses, CudaStream stream) {
+    frees().quarantine(addresses, stream);
+  }
+
+  /** Frees waiting for the work that used their blocks to end (for tests and leak reports). */
+  int waitingFrees() {
+    return frees().waiting();
   }
 
   private void blockingFree(long address) {

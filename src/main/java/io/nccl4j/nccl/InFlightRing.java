@@ -29,6 +29,8 @@ final class InFlightRing {
    */
   static final class Slot {
     Collective c;
+    /** Every operation of a group that stands in flight under {@link #c}, its first; null for one operation. */
+    java.util.List<Collective> group;
     Completion completion;
     long enqueued;
     /** Created on first use, destroyed by {@link #closeEvents}. */
@@ -79,7 +81,8 @@ final class InFlightRing {
    * publisher at a time (the holder of the communicator); under {@link #lock}, so that
    * {@link #withFound} never sees a slot's event re-recorded for a later operation.
    */
-  void publish(Collective c, Completion completion, long enqueued, Nccl nccl, int device, CudaStream stream) {
+  void publish(Collective c, java.util.List<Collective> group, Completion completion, long enqueued, Nccl nccl,
+      int device, CudaStream stream) {
     synchronized (lock) {
       long n = produced.get();
       Slot[] ring = slots;
@@ -94,6 +97,7 @@ final class InFlightRing {
       }
       s.done.record(stream);
       s.c = c;
+      s.group = group;
       s.completion = completion;
       s.enqueued = enqueued;
       produced.set(n + 1);
@@ -132,11 +136,11 @@ final class InFlightRing {
 
   /**
    * Fails every operation in flight, oldest first: the first with {@code first}, the rest with
-   * {@code rest}. Before failing one it hands its completion event to {@code beforeFailing} (under
-   * {@link #lock}, so that the event is still that operation's): its kernel may still run.
+   * {@code rest}. Before failing one it hands its operations (one, or every operation of its group)
+   * to {@code beforeFailing}: its kernel may still run, and their buffers are freed once it failed.
    */
-  void drain(BackendException first, BackendException rest, java.util.function.Consumer<CudaEvent> beforeFailing,
-      Completer completer) {
+  void drain(BackendException first, BackendException rest,
+      java.util.function.Consumer<java.util.List<Collective>> beforeFailing, Completer completer) {
     boolean isFirst = true;
     while (true) {
       long n = consumed.get();
@@ -145,16 +149,11 @@ final class InFlightRing {
       }
       Slot s = slot(n);
       Collective c = s.c;
+      java.util.List<Collective> group = s.group;
       Completion completion = s.completion;
-      synchronized (lock) {
-        // The slot cannot be reused before consumed passes n; if another thread took n meanwhile,
-        // waiting for its (finished) operation's event costs nothing.
-        if (consumed.get() == n && s.done != null) {
-          beforeFailing.accept(s.done);
-        }
-      }
       // Unless the progress thread took it first (it completed meanwhile).
       if (take(n)) {
+        beforeFailing.accept(group != null ? group : java.util.List.of(c));
         completer.complete(c, completion, isFirst ? first : rest);
         isFirst = false;
       }

@@ -270,7 +270,7 @@ public final class NcclBackend implements Backend {
         completion.completed(CAPTURED, null);
         return first;
       }
-      ring.publish(first, completion, enqueued, nccl, device, commStream);
+      ring.publish(first, ops == null || ops.size() == 1 ? null : ops, completion, enqueued, nccl, device, commStream);
       published = true;
     } catch (NcclUsageException e) {
       if (!e.groupUsable()) {
@@ -359,20 +359,36 @@ public final class NcclBackend implements Backend {
   }
 
   /**
-   * Fails every operation in flight, oldest first. Safe from several threads at once. The device's
-   * frees first wait for each operation's completion event: an aborted kernel may still write the
-   * operation's buffers, which are freed when its Work fails.
+   * Fails every operation in flight, oldest first. Safe from several threads at once. An abort asks
+   * NCCL's kernels to stop but does not wait for them: the buffers of each drained operation are put
+   * in quarantine first, freed only once everything queued on the communication stream until then
+   * has ended ({@link StreamOrderedFrees}), and no allocation waits for that.
    */
   private void drainPending(BackendException cause) {
-    CudaMemory memory = nccl.deviceMemory(device);
-    ring.drain(cause, BackendFailures.stillBroken(cause), event -> {
+    ring.drain(cause, BackendFailures.stillBroken(cause), ops -> {
       try {
-        memory.freesWaitFor(event);
+        quarantine(ops);
       } catch (RuntimeException e) {
-        LOG.warn("rank {}: the frees after the abort could not be ordered after an operation's end: {}", rank(),
+        LOG.warn("rank {}: the buffers of an operation the abort drained could not be put in quarantine: {}", rank(),
             e.getMessage());
       }
     }, this::complete);
+  }
+
+  /** Puts the device memory of {@code ops}' buffers in quarantine until the communication stream's work so far ends. */
+  private void quarantine(List<Collective> ops) {
+    java.util.Map<StreamOrderedMemory, List<Long>> blocks = new java.util.HashMap<>();
+    for (Collective c : ops) {
+      for (Collective.Buffer b : new Collective.Buffer[] {c.input(), c.output()}) {
+        if (b != null && b.memory() != null && b.memory().resource() instanceof StreamOrderedMemory m) {
+          List<Long> list = blocks.computeIfAbsent(m, k -> new java.util.ArrayList<>());
+          if (!list.contains(b.memory().address())) {
+            list.add(b.memory().address());
+          }
+        }
+      }
+    }
+    blocks.forEach((m, addresses) -> m.quarantine(addresses, commStream));
   }
 
   /** Reports the outcome; a completion that throws must not stop the progress thread or a failure. */

@@ -1,7 +1,7 @@
 package io.nccl4j.nccl;
 
 import io.nccl4j.Device;
-import io.nccl4j.memory.MemoryResource;
+import io.nccl4j.DeviceStream;
 import io.nccl4j.nccl.bind.NcclApi;
 import java.time.Duration;
 import java.util.Map;
@@ -14,10 +14,11 @@ import java.util.concurrent.ConcurrentHashMap;
  * allocates the same sizes in the same order). Freeing deregisters (local in both cases) and frees;
  * asked for on a thread that must not call NCCL or wait for the GPU (the progress thread, when a
  * closed tensor's last collective completes), it is done by {@link DeferredFrees}. A communicator
- * that is gone took its registrations with it: the memory is then only freed. Copies and fills are
- * those of the device's {@link CudaMemory}.
+ * that is gone took its registrations with it: the memory is then only freed. A free waits for the
+ * work that used the block, as the device's own memory's does ({@link StreamOrderedFrees}). Copies
+ * and fills are those of the device's {@link CudaMemory}.
  */
-final class NcclMemory implements MemoryResource {
+final class NcclMemory implements StreamOrderedMemory {
   private static final Duration LIMIT = Duration.ofMinutes(10);
 
   private final Communicator comm;
@@ -25,6 +26,8 @@ final class NcclMemory implements MemoryResource {
   private final CudaMemory device;
   private final NcclApi api;
   private final Map<Long, Long> handles = new ConcurrentHashMap<>();
+  /** Frees wait for the work that used their blocks, as the device's own memory's do. */
+  private final StreamOrderedFrees frees;
 
   NcclMemory(Communicator comm, NcclAllocation mode) {
     if (mode == NcclAllocation.PLAIN) {
@@ -37,6 +40,7 @@ final class NcclMemory implements MemoryResource {
     this.mode = mode;
     this.device = new CudaMemory(nccl, comm.deviceIndex());
     this.api = nccl.api();
+    this.frees = new StreamOrderedFrees(nccl, comm.deviceIndex(), true, this::freeNow);
   }
 
   @Override
@@ -46,6 +50,7 @@ final class NcclMemory implements MemoryResource {
 
   @Override
   public long allocate(long bytes) {
+    frees.reclaim();
     comm.nccl().setDevice(comm.deviceIndex());
     long[] out = new long[1];
     long n = Math.max(1, bytes);
@@ -80,6 +85,26 @@ final class NcclMemory implements MemoryResource {
 
   @Override
   public void free(long address, long bytes) {
+    frees.free(address);
+  }
+
+  @Override
+  public void recordStream(long address, DeviceStream stream) {
+    frees.recordStream(address, stream);
+  }
+
+  @Override
+  public void released(long address) {
+    frees.released(address);
+  }
+
+  @Override
+  public void quarantine(java.util.List<Long> addresses, CudaStream stream) {
+    frees.quarantine(addresses, stream);
+  }
+
+  /** Deregisters and frees the block now: the work that used it has ended. */
+  private void freeNow(long address) {
     if (CudaMemory.isNonBlockingThread()) {
       DeferredFrees.submit(() -> deregisterAndFree(address));
     } else {

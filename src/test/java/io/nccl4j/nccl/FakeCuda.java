@@ -89,6 +89,12 @@ public final class FakeCuda implements CudaApi {
     releasePendingFrees();
   }
 
+  /** Completes every event recorded so far on {@code stream}: the work queued there has ended. */
+  public void completeStream(long stream) {
+    eventState.values().stream().filter(e -> e.recorded && e.stream == stream).forEach(e -> e.complete = true);
+    releasePendingFrees();
+  }
+
   /** Completes every event recorded so far. */
   public void completeAll() {
     eventState.values().forEach(e -> e.complete = true);
@@ -433,10 +439,30 @@ public final class FakeCuda implements CudaApi {
     return rc;
   }
 
+  /**
+   * As CUDA's: blocks the host until the stream has done everything queued on it, here the events
+   * it was told to wait for ({@link #streamWaitEvent}) — forever if one never completes; only an
+   * interrupt of the waiting thread (a test's hang guard) ends it, with cudaErrorNotReady.
+   */
   @Override
   public int streamSynchronize(long stream) {
     int rc = logged("streamSynchronize(" + stream(stream) + ")", "streamSynchronize");
-    return rc == SUCCESS && !validStream(stream) ? INVALID_RESOURCE_HANDLE : rc;
+    if (rc != SUCCESS) {
+      return rc;
+    }
+    if (!validStream(stream)) {
+      return INVALID_RESOURCE_HANDLE;
+    }
+    java.util.Set<Long> waits = streamWaits.get(stream);
+    while (waits != null && !waits.stream().allMatch(this::passed)) {
+      try {
+        Thread.sleep(1);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return ERROR_NOT_READY;
+      }
+    }
+    return SUCCESS;
   }
 
   @Override

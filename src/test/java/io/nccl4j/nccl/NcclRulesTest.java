@@ -272,7 +272,11 @@ class NcclRulesTest extends NcclFixture {
       Tensor b = device(pg, 3, 4);
       long liveBefore = cuda.liveBytes();
       Work first = pg.allReduceAsync(a, ReduceOp.SUM);
+      int closing = log.mark();
       a.close(); // freed when its collective completes, on the progress thread
+      // The close marked the current stream (the legacy one): nothing the application queued there runs.
+      log.since(closing).stream().filter(c -> c.startsWith("eventRecord(") && c.endsWith(",s0)"))
+          .forEach(c -> cuda.complete(FakeCuda.eventHandle(Integer.parseInt(c.substring(13, c.indexOf(','))))));
       Work second = pg.allReduceAsync(b, ReduceOp.SUM);
       long[] events = lastTwoRecordedEvents(FakeCuda.stream(nb.communicationStream().handle()));
       cuda.complete(events[0]);
