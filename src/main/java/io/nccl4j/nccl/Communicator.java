@@ -172,6 +172,16 @@ public final class Communicator implements AutoCloseable {
       }
     }
     String function = config ? "ncclCommInitRankConfig" : "ncclCommInitRank";
+    if (rc != 0 && rc != NcclResult.IN_PROGRESS.code() && out[0] != 0) {
+      // The init's job failed after NCCL had made the communicator: *newcomm is written before the job
+      // starts and reset only for failures before it (init.cc, ncclCommInitRankDev), so it points at a
+      // half-made communicator whose threads and memory only an abort releases.
+      RuntimeException e = NcclCall.error(rc, api, ctx, function);
+      Communicator failed = new Communicator(nccl, rank, size, device, Mode.BLOCKING, options, out[0]);
+      failed.broken = true;
+      failed.abort(Duration.ofSeconds(30));
+      throw e;
+    }
     NcclCall.check(rc, api, ctx, function);
     // Without ncclCommInitRankConfig (NCCL < 2.14) there is no configuration: blocking.
     Mode mode = config ? modeOf(options, System.getenv()) : Mode.BLOCKING;

@@ -6,6 +6,8 @@ import io.nccl4j.nccl.bind.NcclApi;
 import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Memory NCCL can use without copying: {@code ncclMemAlloc}, each block registered with one
@@ -19,6 +21,7 @@ import java.util.concurrent.ConcurrentHashMap;
  * and fills are those of the device's {@link CudaMemory}.
  */
 final class NcclMemory implements StreamOrderedMemory {
+  private static final Logger LOG = LoggerFactory.getLogger(NcclMemory.class);
   private static final Duration LIMIT = Duration.ofMinutes(10);
 
   private final Communicator comm;
@@ -28,6 +31,8 @@ final class NcclMemory implements StreamOrderedMemory {
   private final Map<Long, Long> handles = new ConcurrentHashMap<>();
   /** Frees wait for the work that used their blocks, as the device's own memory's do. */
   private final StreamOrderedFrees frees;
+  /** Set once NCCL answered a registration with no window (said once per communicator). */
+  private volatile boolean noWindowSaid;
 
   NcclMemory(Communicator comm, NcclAllocation mode) {
     if (mode == NcclAllocation.PLAIN) {
@@ -69,6 +74,14 @@ final class NcclMemory implements StreamOrderedMemory {
         // a registration that failed goes with the communicator, which is then aborted.
         handle = comm.callWithLateOut("ncclCommWindowRegister", LIMIT,
             (h, window) -> api.commWindowRegister(h, address, n, window, NcclApi.WIN_COLL_SYMMETRIC), window -> { });
+        if (handle == 0 && !noWindowSaid) {
+          noWindowSaid = true;
+          // NCCL answers ncclSuccess with a NULL window where the device or driver has no symmetric memory
+          // support (dev_runtime.cc, 2.29+): the memory works, NCCL's symmetric kernels do not run.
+          LOG.warn("rank {}: NCCL registered no symmetric window on {} (no symmetric memory support on this device"
+              + " or driver): collectives on this group's tensors run without NCCL's symmetric kernels", comm.rank(),
+              comm.device());
+        }
       } else {
         long[] registered = new long[1];
         rc = comm.call("ncclCommRegister", LIMIT, h -> api.commRegister(h, address, n, registered));

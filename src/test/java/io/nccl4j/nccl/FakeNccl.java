@@ -33,10 +33,13 @@ import java.util.concurrent.atomic.AtomicLong;
  * datatype code, operator code, root or peer, communicator, stream) to the {@link CallLog}.
  *
  * <p>It also checks NCCL's rules and records each breach in {@link #violations()}: two threads inside
- * calls of one communicator at once; a call on a nonblocking communicator, other than
- * {@code ncclCommGetAsyncError} and {@code ncclCommAbort}, while its previous call is still in
- * progress (NCCL answers ncclInvalidArgument and breaks the communicator); any call on a
- * communicator after it was destroyed or aborted (a use after free in NCCL). An abort that goes
+ * calls of one communicator at once (user guide, usage/threadsafety.rst); a call on a nonblocking
+ * communicator, other than {@code ncclCommGetAsyncError} and {@code ncclCommAbort}, while its
+ * previous call is still in progress (most calls answer ncclInvalidArgument through
+ * ncclCommEnsureReady, 2.30.7 init.cc:422-439, and an enqueue or finalize stores it until the job's
+ * end overwrites it; registration calls race with the job); any call on a communicator after it was
+ * destroyed or aborted (a use after free in NCCL). Not modelled: a buffer registered twice
+ * (ncclCommRegister hands back the registration it already has, register.cc:84-87). An abort that goes
  * ahead while another thread is inside a call is recorded apart ({@link #forcedAborts()}): nccl4j
  * does that only to release a call stuck past its grace.
  *
@@ -60,11 +63,39 @@ public final class FakeNccl implements NcclApi {
   public static final int FIRST_USER_OP = 5;
   /** ncclInProgress. */
   public static final int IN_PROGRESS = 7;
-  /** ncclInternalError: what a call released by an abort returns. */
+  /**
+   * ncclInternalError: what a call released by an abort returns here (NCCL's aborted socket calls
+   * answer it: 2.31.2 misc/socket.cc:490, 539; unproven for waits that are not on a socket).
+   */
   public static final int INTERNAL_ERROR = 3;
+  /** ncclInvalidArgument. */
+  public static final int INVALID_ARGUMENT = 4;
+  /** ncclInvalidUsage. */
+  public static final int INVALID_USAGE = 5;
 
   /** One ncclRedOpCreatePreMulSum call: the operator it returned, the datatype and the scalar's bits. */
   public record PreMul(int op, int datatype, long scalarBits) {}
+
+  /** A user operator as NCCL keeps it: its communicator and type, and whether it was destroyed. */
+  private static final class UserOp {
+    final long comm;
+    final int datatype;
+    boolean destroyed;
+
+    UserOp(long comm, int datatype) {
+      this.comm = comm;
+      this.datatype = datatype;
+    }
+  }
+
+  /**
+   * What a job writes when it ends ({@code ended}) and when an abort ends it ({@code aborted}): a split
+   * or shrink writes its child either way — the job's exit writes {@code job->newcomm} even on failure
+   * (2.30.7 init.cc:1959-1962; 2.31.2 :2069-2072) — a window registration NULL after an abort, its
+   * failure path resetting {@code *outWinDev} (2.30.7 dev_runtime.cc:912, 933-934, 949; 2.31.2 :1052,
+   * 1073-1074, 1089).
+   */
+  private record JobEnd(Runnable ended, Runnable aborted) {}
 
   /** What the fake knows of one communicator. */
   private static final class Comm {
@@ -82,9 +113,8 @@ public final class FakeNccl implements NcclApi {
     volatile Thread job;
     /** ncclCommFinalize was called: a destroy afterwards no longer runs commDestroySync's barrier. */
     volatile boolean finalized;
-    /** What the pending job does when it ends (NCCL's job writes its out-parameter), or null. */
-    final java.util.concurrent.atomic.AtomicReference<Runnable> atJobEnd =
-        new java.util.concurrent.atomic.AtomicReference<>();
+    /** What the pending job does when it ends or is aborted (NCCL's job writes its out-parameter), or null. */
+    final java.util.concurrent.atomic.AtomicReference<JobEnd> atJobEnd = new java.util.concurrent.atomic.AtomicReference<>();
 
     Comm(int nranks, int rank, boolean nonBlocking) {
       this.nranks = nranks;
@@ -101,6 +131,7 @@ public final class FakeNccl implements NcclApi {
   private final Map<String, Runnable> hooks = new ConcurrentHashMap<>();
   private final Map<String, CountDownLatch[]> blocks = new ConcurrentHashMap<>();
   private final List<PreMul> preMuls = new ArrayList<>();
+  private final Map<Integer, UserOp> userOpState = new java.util.HashMap<>();
   private final Random random = new Random(42);
   private final Deque<long[]> sends = new ArrayDeque<>();
   private final Deque<long[]> recvs = new ArrayDeque<>();
@@ -113,6 +144,10 @@ public final class FakeNccl implements NcclApi {
   private final AtomicLong handles = new AtomicLong(0x7_0000_0000L);
   private final ThreadLocal<Set<Long>> groupComms = ThreadLocal.withInitial(LinkedHashSet::new);
   private final ThreadLocal<int[]> groupDepth = ThreadLocal.withInitial(() -> new int[1]);
+  /** The first error of the thread's open group ({@code ncclGroupError}), returned by its ncclGroupEnd. */
+  private final ThreadLocal<int[]> groupError = ThreadLocal.withInitial(() -> new int[1]);
+  /** What jobs of calls queued in the thread's open group write when the group ends (split, shrink, windows). */
+  private final ThreadLocal<List<Runnable>> groupWrites = ThreadLocal.withInitial(ArrayList::new);
 
   private volatile int versionCode = 22304;
   private volatile int boundCode = 23007;
@@ -146,6 +181,10 @@ public final class FakeNccl implements NcclApi {
   private volatile boolean lateOutParameters;
   /** See {@link #peerDead}. */
   private volatile boolean peerDead;
+  /** See {@link #symmetricSupport(boolean)}. */
+  private volatile boolean symmetricSupport = true;
+  /** See {@link #failInitJob}. */
+  private volatile int initJobFailure;
   /** Holds the jobs of late out-parameters until opened or their communicator is aborted; null: they end at once. */
   private volatile CountDownLatch jobGate;
   private final Map<Integer, Long> memStats = new ConcurrentHashMap<>();
@@ -223,9 +262,17 @@ public final class FakeNccl implements NcclApi {
     return this;
   }
 
-  /** True when releasing {@code c} without an abort would wait for the dead peer ({@link #peerDead}). */
+  /**
+   * True when releasing {@code c} without an abort would wait for the dead peer ({@link #peerDead}):
+   * the barrier exists from 2.31 (2.31.2 init.cc:2965-2985; commDestroySync has none in 2.28.9 to
+   * 2.30.7). It spans the ranks of the host (init.cc:2969-2980) and returns at once when there is one
+   * (bootstrap.cc:1222); here every rank is taken to share the host. A peer whose process exited
+   * refuses the connection, and NCCL's retries end after about 60 s (misc/socket.cc:19-20,
+   * os/linux.cc:283-292); the model is a peer that does not take part and does not go away (hung,
+   * stopped), or one this rank must accept from (bootstrap.cc:1079-1089), which only an abort releases.
+   */
   private boolean destroyBarrierHangs(Comm c) {
-    return peerDead && c != null && c.nranks > 1 && !c.abortRequested;
+    return peerDead && versionCode >= 23100 && c != null && c.nranks > 1 && !c.abortRequested;
   }
 
   /** Blocks in the destroy barrier until the communicator is aborted; returns what the aborted call returns. */
@@ -239,7 +286,28 @@ public final class FakeNccl implements NcclApi {
         break;
       }
     }
-    return INTERNAL_ERROR;
+    // commDestroySync logs the barrier's failure and returns ncclProxyStop's result (2.31.2
+    // init.cc:2981-2988, proxy.cc:2154); commReclaim returns ncclSuccess (init.cc:3134-3135).
+    return 0;
+  }
+
+  /**
+   * Off: the device or driver has no symmetric memory support, and ncclCommWindowRegister succeeds at
+   * once with a NULL window and no job (2.30.7 dev_runtime.cc:1342-1344; 2.31.2 :1603-1605).
+   */
+  public FakeNccl symmetricSupport(boolean on) {
+    symmetricSupport = on;
+    return this;
+  }
+
+  /**
+   * The next ncclCommInitRankConfig fails inside its job with {@code code} (a bootstrap or remote
+   * error): the call returns it, but {@code *newcomm} already points at the failed communicator — it
+   * is written before the job starts (2.30.7 init.cc:2515; 2.31.2 :2707) and reset only for failures
+   * before the launch (:2559; :2754) — which the caller must abort.
+   */
+  public void failInitJob(int code) {
+    initJobFailure = code;
   }
 
   /** Late jobs wait for {@code gate} (or their communicator's abort); null: they end at once. */
@@ -349,6 +417,8 @@ public final class FakeNccl implements NcclApi {
           + " runs on thread " + other.getName());
     }
     if (!anyState && c.nonBlocking && (c.pending.get() > 0 || jobRunning(c))) {
+      // Most calls answer ncclInvalidArgument then (ncclCommEnsureReady); ncclCommRegister,
+      // ncclCommDeregister, ncclCommWindowDeregister and ncclRedOpDestroy do not wait and race with the job.
       violations.add(function + " on nonblocking " + comm(h) + " while its previous call is in progress");
     }
     c.inside = me;
@@ -363,6 +433,21 @@ public final class FakeNccl implements NcclApi {
     }
     busy();
     return c;
+  }
+
+  /**
+   * ncclCommEnsureReady (2.30.7 init.cc:422-439; 2.31.2 :445-462), which collectives, split, shrink,
+   * finalize, destroy, window registration, count/device/rank, memStats and PreMulSum operators call
+   * first: after an abort nothing to wait for; else ncclCommGetAsyncError's answer — which ends a
+   * finished job — with ncclInProgress turned into ncclInvalidArgument ("Attempt to use communicator
+   * before the previous operation returned ncclSuccess"). A stored error comes back as it is.
+   */
+  private int ensureReady(Comm c) {
+    if (c.abortRequested) {
+      return 0;
+    }
+    int state = asyncState(c);
+    return state == IN_PROGRESS ? INVALID_ARGUMENT : state;
   }
 
   private void exit(Comm c) {
@@ -391,15 +476,34 @@ public final class FakeNccl implements NcclApi {
    * {@link #jobStarted} says (outside a group; in a group the job starts at ncclGroupEnd).
    */
   private int enqueued(Comm c, long h, int rc, String function) {
+    return enqueued(c, h, rc, function, true);
+  }
+
+  /**
+   * As {@link #enqueued(Comm, long, int, String)}; {@code task} false for a collective that appended
+   * no task — an empty one (2.30.7 enqueue.cc:3024, "Empty collectives can be discarded"; 2.31.2
+   * enqueue/enqueue.cc:3259) or one of a one-rank communicator, which {@code ncclLaunchOneRank} runs on
+   * the stream at once (2.30.7 enqueue.cc:3039-3041; 2.31.2 :3282-3284): the group then has no job
+   * (group.cc:866-869, "single rank case"), and the call answers ncclSuccess. An error inside a user
+   * group is also the group's ({@code ncclGroupErrCheck}, include/group.h:96-101), which ncclGroupEnd
+   * returns.
+   */
+  private int enqueued(Comm c, long h, int rc, String function, boolean task) {
     if (c == null) {
-      return 4;
-    }
-    if (!c.nonBlocking) {
-      return rc;
+      return INVALID_ARGUMENT;
     }
     if (rc != 0) {
-      c.asyncResult = rc;
+      int[] err = groupError.get();
+      if (groupDepth.get()[0] > 0 && err[0] == 0) {
+        err[0] = rc;
+      }
+      if (c.nonBlocking) {
+        c.asyncResult = rc; // ncclEnqueueCheck's fail: path (2.30.7 enqueue.cc:3169-3171)
+      }
       return rc;
+    }
+    if (!c.nonBlocking || !task) {
+      return 0;
     }
     if (groupDepth.get()[0] > 0) {
       groupComms.get().add(h);
@@ -417,7 +521,7 @@ public final class FakeNccl implements NcclApi {
    * state at its end or returns the group's result, ncclSuccess where it lets the group's
    * ncclInProgress through (split, shrink, window registration).
    */
-  private int jobStarted(Comm c, String function, Runnable atJobEnd) {
+  private int jobStarted(Comm c, String function, JobEnd atJobEnd) {
     int answer = whileJobRuns(function);
     c.atJobEnd.set(atJobEnd);
     c.pending.set(pollsToComplete);
@@ -439,12 +543,37 @@ public final class FakeNccl implements NcclApi {
     }
   }
 
-  /** Ends {@code c}'s pending job: what it does at its end runs once. */
-  private static void endJob(Comm c) {
-    Runnable r = c.atJobEnd.getAndSet(null);
+  /** Ends {@code c}'s pending job — {@code aborted}: an abort ended it — running what it does then, once. */
+  private static void endJob(Comm c, boolean aborted) {
+    JobEnd r = c.atJobEnd.getAndSet(null);
     if (r != null) {
-      r.run();
+      (aborted ? r.aborted() : r.ended()).run();
     }
+  }
+
+  /**
+   * What ncclCommGetAsyncError reads (2.30.7 init.cc:3470-3486; 2.31.2 :3762-3778): ncclInProgress
+   * while a job runs; a job that has run its course ends here — since 2.26 the call completes and
+   * frees the communicator's pending group job (2.30.7 :3476-3479) — then the communicator's stored
+   * error, or what the test made {@link #asyncError} report.
+   */
+  private int asyncState(Comm c) {
+    if (inProgressPolls.getAndUpdate(n -> Math.max(0, n - (n == Integer.MAX_VALUE ? 0 : 1))) > 0) {
+      return IN_PROGRESS;
+    }
+    if (jobRunning(c)) {
+      return IN_PROGRESS;
+    }
+    if (c.pending.get() > 0) {
+      if (c.pending.decrementAndGet() > 0) {
+        return IN_PROGRESS;
+      }
+      endJob(c, false);
+    }
+    if (c.asyncResult != 0) {
+      return c.asyncResult;
+    }
+    return asyncError.get();
   }
 
   /** A call that blocks when {@link #blockNext} asked for it; returns the code to return instead, or null. */
@@ -473,52 +602,30 @@ public final class FakeNccl implements NcclApi {
     return count * DType.fromNcclCode(datatype).size();
   }
 
-  /** A reducing collective: as {@link #collective}, after NCCL's one-rank check of the operator ({@link #oneRank}). */
-  private int reducing(String entry, String function, long h, long send, long recv, long count, int datatype, int op) {
-    Comm c = commInfo.get(h);
-    int refused = c != null && c.nranks == 1 && count > 0 ? oneRank(op, datatype) : 0;
-    if (refused != 0) {
-      Comm inside = enter(h, function, false);
-      try {
-        log.add(entry + "=" + refused);
-        return enqueued(inside, h, refused, function);
-      } finally {
-        exit(inside);
-      }
-    }
-    return collective(entry, function, h, send, recv, bytes(count, datatype));
-  }
-
   /**
-   * What NCCL's one-rank path answers for {@code op} on {@code datatype} (0: it runs). At one rank
-   * (enqueue.cc taskAppend: {@code if (comm->nRanks == 1) ncclLaunchOneRank(...)}, after empty
-   * collectives were dropped) hostToDevRedOp turns AVG on a floating type, and a user's PreMulSum,
-   * into ncclDevPreMulSum, which ncclLaunchOneRank (src/device/onerank.cu) runs as a kernel chosen by
-   * a switch over the type; its float8 cases are compiled only under {@code __CUDA_ARCH__ >= 900},
-   * which is undefined in the host pass that compiles that function, so float8 falls to
-   * {@code default: return ncclInvalidArgument}. Every other operator is a copy. A user operator
-   * used with another type than it was made for is ncclInvalidArgument too.
+   * One collective, as ncclEnqueueCheck takes it (2.30.7 enqueue.cc:3124-3172): ncclCommEnsureReady,
+   * ArgsCheck (a user operator must be live and this communicator's), then taskAppend: an empty
+   * collective is dropped, the operator is resolved for the type (hostToDevRedOp), and at one rank it
+   * runs at once (ncclLaunchOneRank), here a copy — or NCCL's one-rank refusal ({@link #oneRank}). A
+   * refusal answers before anything is copied. {@code op} is -1 for collectives without one. FP8
+   * reductions are taken to run on sm_90 or newer (below it NCCL refuses them at any world size:
+   * 2.30.7 enqueue.cc:3026-3032).
    */
-  private int oneRank(int op, int datatype) {
-    boolean preMulSum;
-    if (op >= FIRST_USER_OP) {
-      PreMul made;
-      synchronized (this) {
-        made = preMuls.stream().filter(m -> m.op() == op).findFirst().orElse(null);
-      }
-      if (made == null || made.datatype() != datatype) {
-        return 4;
-      }
-      preMulSum = true;
-    } else {
-      preMulSum = op == 4 && datatype >= 6; // ncclAvg on half, float, double, bfloat16, float8
-    }
-    return preMulSum && (datatype == 10 || datatype == 11) ? 4 : 0;
-  }
-
-  private int collective(String entry, String function, long h, long send, long recv, long bytes) {
+  private int collective(String entry, String function, long h, long send, long recv, long count, int datatype,
+      int op) {
     Comm c = enter(h, function, false);
     try {
+      int refused = c == null ? 0 : ensureReady(c);
+      if (refused == 0 && c != null && op >= FIRST_USER_OP) {
+        refused = userOpUsable(h, op);
+      }
+      if (refused == 0 && c != null && count > 0) {
+        refused = operatorFor(op, datatype, c.nranks);
+      }
+      if (refused != 0) {
+        log.add(entry + "=" + refused);
+        return enqueued(c, h, refused, function);
+      }
       Integer b = blocked(function, c);
       if (b != null) {
         log.add(entry + "=" + b);
@@ -526,12 +633,48 @@ public final class FakeNccl implements NcclApi {
       }
       int rc = logged(entry, function);
       if (rc == 0 && c != null) {
-        NativeMemory.copy(send, recv, bytes);
+        NativeMemory.copy(send, recv, bytes(count, datatype));
       }
-      return enqueued(c, h, rc, function);
+      return enqueued(c, h, rc, function, c == null || (c.nranks > 1 && count > 0));
     } finally {
       exit(c);
     }
+  }
+
+  /**
+   * ArgsCheck's check of a user operator (misc/argcheck.cc:216-224 in 2.30.7 and 2.31.2): one NCCL
+   * does not know, one destroyed, or one made on another communicator is ncclInvalidArgument.
+   */
+  private synchronized int userOpUsable(long comm, int op) {
+    UserOp u = userOpState.get(op);
+    return u == null || u.destroyed || u.comm != comm ? INVALID_ARGUMENT : 0;
+  }
+
+  /**
+   * hostToDevRedOp (2.30.7 enqueue.cc:2526-2577; 2.31.2 :2518-2569) and NCCL's one-rank path: a user
+   * operator used with another type than it was made for is ncclInvalidArgument at any world size.
+   * At one rank (enqueue.cc:3039-3041) AVG on a floating type and a user's PreMulSum become
+   * ncclDevPreMulSum, which ncclLaunchOneRank (src/device/onerank.cu) runs as a kernel chosen by a
+   * switch over the type; its float8 cases are compiled only under {@code __CUDA_ARCH__ >= 900}
+   * (onerank.cu:79-86), undefined in the host pass that compiles that function, so float8 falls to
+   * {@code default: return ncclInvalidArgument} (onerank.cu:101-102). Every other operator is a copy.
+   */
+  private int operatorFor(int op, int datatype, int nranks) {
+    boolean preMulSum;
+    if (op >= FIRST_USER_OP) {
+      UserOp u;
+      synchronized (this) {
+        u = userOpState.get(op);
+      }
+      if (u == null || u.datatype != datatype) {
+        return INVALID_ARGUMENT;
+      }
+      preMulSum = true;
+    } else {
+      // ncclAvg (4) on half (6), float (7), double (8), bfloat16 (9) and the float8 types (10, 11).
+      preMulSum = op == 4 && datatype >= 6;
+    }
+    return nranks == 1 && preMulSum && (datatype == 10 || datatype == 11) ? INVALID_ARGUMENT : 0;
   }
 
   private synchronized void matchPointToPoint() {
@@ -612,8 +755,25 @@ public final class FakeNccl implements NcclApi {
     }
     long h = newComm(nranks, rank, nonBlocking);
     initIds.add(uniqueId.clone());
-    outComm[0] = h;
+    outComm[0] = h; // before the job starts (2.30.7 init.cc:2515)
+    int jobFailure = initJobFailure;
+    initJobFailure = 0;
+    if (jobFailure != 0) {
+      // The job failed: its error is the communicator's, and the call answers it (blocking: the group's
+      // error; nonblocking: ncclCommGetAsyncError at the end of the call), *newcomm left pointing at it.
+      commInfo.get(h).asyncResult = jobFailure;
+      log.add(entry + "->" + comm(h) + "=" + jobFailure);
+      return jobFailure;
+    }
     log.add(entry + "->" + comm(h) + (rc == null ? "" : "=" + rc));
+    if (groupDepth.get()[0] > 0) {
+      // In a user group the job starts at ncclGroupEnd; the state read at the call's end is ncclSuccess
+      // (init.cc:2679-2682 after an ncclGroupEndInternal that only left a level, group.cc:788).
+      if (nonBlocking) {
+        groupComms.get().add(h);
+      }
+      return 0;
+    }
     if (nonBlocking && !initEndsBeforeReturn) {
       return jobStarted(commInfo.get(h), "ncclCommInitRankConfig", null);
     }
@@ -635,7 +795,8 @@ public final class FakeNccl implements NcclApi {
       FakeSlot out = slot(newComm, "ncclCommSplit");
       int rc = logged("ncclCommSplit(" + comm(comm) + "," + color + "," + key + ")", "ncclCommSplit");
       // NCCL_SPLIT_NOCOLOR: no child, but the parent's job runs all the same (it takes part in the all-gather).
-      return derived(c, comm, "ncclCommSplit", out, rc, () -> color >= 0 ? newComm(1, 0, c.nonBlocking) : 0);
+      java.util.function.LongSupplier child = () -> color >= 0 ? newComm(1, 0, c.nonBlocking) : 0;
+      return derived(c, comm, "ncclCommSplit", out, rc, child, child);
     } finally {
       exit(c);
     }
@@ -648,8 +809,8 @@ public final class FakeNccl implements NcclApi {
       FakeSlot out = slot(newComm, "ncclCommShrink");
       int rc = logged("ncclCommShrink(" + comm(comm) + "," + java.util.Arrays.toString(excludeRanks) + "," + flags
           + ")", "ncclCommShrink");
-      return derived(c, comm, "ncclCommShrink", out, rc,
-          () -> newComm(c.nranks - excludeRanks.length, 0, c.nonBlocking));
+      java.util.function.LongSupplier child = () -> newComm(c.nranks - excludeRanks.length, 0, c.nonBlocking);
+      return derived(c, comm, "ncclCommShrink", out, rc, child, child);
     } finally {
       exit(c);
     }
@@ -657,37 +818,58 @@ public final class FakeNccl implements NcclApi {
 
   /**
    * A call that makes something NCCL writes into {@code out} — split and shrink the child, window
-   * registration the window. NULL is written at the call (init.cc: {@code *newcomm = NCCL_COMM_NULL}
-   * "until comm split fully complete"; dev_runtime.cc: {@code *win = nullptr}, from 2.29.7). On a
-   * blocking communicator the job ends inside the call, which writes the result before it returns. On
-   * a nonblocking one the job runs on: the call answers as the table says (ncclSuccess), and the
-   * result is written when the job ends — by a job thread of its own with {@link #lateOutParameters},
-   * else at the poll of ncclCommGetAsyncError that ends it (init.cc's job:
-   * {@code COMPILER_ATOMIC_STORE(job->newcomm, comm)} at its exit, even on failure).
+   * registration the window — after ncclCommEnsureReady (2.30.7 init.cc:3095, dev_runtime.cc:1353).
+   * NULL is written at the call (init.cc:3099 {@code *newcomm = NCCL_COMM_NULL} "until comm split fully
+   * complete"; dev_runtime.cc:1336 {@code *win = nullptr}, from 2.29.7). On a blocking communicator the
+   * job ends inside the call, which writes the result before it returns. On a nonblocking one the job
+   * runs on: the call answers as the table says (ncclSuccess), and the result is written when the job
+   * ends — by a job thread of its own with {@link #lateOutParameters}, else at the poll of
+   * ncclCommGetAsyncError that ends it; an abort that ends it writes {@code onAbort} (the half-made
+   * child; NULL for a window). Inside a user group the job is queued and runs at ncclGroupEnd. A call
+   * that fails leaves the parent's state alone (init.cc:3159-3171, dev_runtime.cc:1366-1373): the
+   * failure is returned, the out-parameter NULL.
    */
-  private int derived(Comm c, long h, String function, FakeSlot out, int rc, java.util.function.LongSupplier result) {
-    if (rc != 0 || c == null) {
-      return enqueued(c, h, rc, function);
+  private int derived(Comm c, long h, String function, FakeSlot out, int rc, java.util.function.LongSupplier result,
+      java.util.function.LongSupplier onAbort) {
+    if (c == null) {
+      return INVALID_ARGUMENT;
+    }
+    if (rc == 0) {
+      rc = ensureReady(c);
+    }
+    if (rc != 0) {
+      int[] err = groupError.get();
+      if (groupDepth.get()[0] > 0 && err[0] == 0) {
+        err[0] = rc;
+      }
+      return rc;
     }
     out.write(0);
-    if (!c.nonBlocking || groupDepth.get()[0] > 0) {
+    if (groupDepth.get()[0] > 0) {
+      groupComms.get().add(h);
+      groupWrites.get().add(() -> out.write(result.getAsLong()));
+      return 0;
+    }
+    if (!c.nonBlocking) {
       out.write(result.getAsLong());
       return 0;
     }
     if (lateOutParameters) {
-      startJob(c, function, result, out::write);
+      startJob(c, function, result, onAbort, out::write);
       return whileJobRuns(function);
     }
-    return jobStarted(c, function, () -> out.write(result.getAsLong()));
+    return jobStarted(c, function,
+        new JobEnd(() -> out.write(result.getAsLong()), () -> out.write(onAbort.getAsLong())));
   }
 
   /**
    * Starts NCCL's job for a call on nonblocking {@code parent}: on a thread of its own, it waits for
-   * {@link #holdJobs}' gate (or the parent's abort), makes the result and writes it into the
-   * out-parameter, then ends; the parent's ncclCommGetAsyncError answers ncclInProgress until then.
+   * {@link #holdJobs}' gate (or the parent's abort), makes the result (or, aborted, {@code onAbort}'s)
+   * and writes it into the out-parameter, then ends; the parent's ncclCommGetAsyncError answers
+   * ncclInProgress until then.
    */
   private void startJob(Comm parent, String function, java.util.function.LongSupplier result,
-      java.util.function.LongConsumer write) {
+      java.util.function.LongSupplier onAbort, java.util.function.LongConsumer write) {
     Thread t = new Thread(() -> {
       CountDownLatch gate = jobGate;
       while (gate != null && !parent.abortRequested) {
@@ -699,7 +881,7 @@ public final class FakeNccl implements NcclApi {
           break;
         }
       }
-      write.accept(result.getAsLong());
+      write.accept(parent.abortRequested ? onAbort.getAsLong() : result.getAsLong());
     }, "fake-nccl-job-" + function);
     t.setDaemon(true);
     parent.job = t;
@@ -771,6 +953,13 @@ public final class FakeNccl implements NcclApi {
       }
       int rc = logged("ncclCommFinalize(" + comm(comm) + ")", "ncclCommFinalize");
       if (c != null && rc == 0) {
+        rc = ensureReady(c); // 2.30.7 init.cc:2793
+      }
+      if (c != null && rc == 0 && c.finalized) {
+        violations.add("ncclCommFinalize on " + comm(comm) + " a second time");
+        rc = INVALID_ARGUMENT; // "prevent double finalize" (init.cc:2796-2799)
+      }
+      if (c != null && rc == 0) {
         c.finalized = true;
         if (destroyBarrierHangs(c)) {
           if (!c.nonBlocking) {
@@ -792,7 +981,16 @@ public final class FakeNccl implements NcclApi {
     try {
       int rc = logged("ncclCommDestroy(" + comm(comm) + ")", "ncclCommDestroy");
       if (c == null) {
-        return 4;
+        return INVALID_ARGUMENT; // "comm has already been destroyed" (2.30.7 init.cc:2893-2896)
+      }
+      int notReady = rc == 0 ? ensureReady(c) : 0;
+      if (notReady != 0) {
+        // NCCLCHECK(ncclCommEnsureReady) after ncclGroupStartInternal (2.30.7 init.cc:2892, 2901; 2.31.2
+        // :3153, 3162): NCCL returns without destroying, and this thread is left one group deeper.
+        violations.add("ncclCommDestroy on " + comm(comm) + ", which is not ready (" + notReady + "): NCCL destroys"
+            + " nothing and leaves the calling thread inside a group");
+        groupDepth.get()[0]++;
+        return notReady;
       }
       if (rc == 0 && !c.finalized && destroyBarrierHangs(c)) {
         // Destroy and abort run their job synchronously, even on a nonblocking communicator.
@@ -842,7 +1040,7 @@ public final class FakeNccl implements NcclApi {
       }
       c.live = false;
       c.pending.set(0);
-      endJob(c); // ncclGroupJobAbort ends the job, which still writes its out-parameter
+      endJob(c, true); // ncclGroupJobAbort ends the job (2.31.2 group.cc:1166-1171; init.cc:3307-3313)
     }
     return rc;
   }
@@ -854,32 +1052,31 @@ public final class FakeNccl implements NcclApi {
       int rc = logged("ncclCommGetAsyncError(" + comm(comm) + ")", "ncclCommGetAsyncError");
       if (rc != 0 || c == null) {
         out[0] = 0;
-        return c == null ? 4 : rc;
+        return c == null ? INVALID_ARGUMENT : rc;
       }
-      if (inProgressPolls.getAndUpdate(n -> Math.max(0, n - (n == Integer.MAX_VALUE ? 0 : 1))) > 0) {
-        out[0] = IN_PROGRESS;
-        return 0;
-      }
-      if (jobRunning(c)) {
-        out[0] = IN_PROGRESS;
-        return 0;
-      }
-      if (c.asyncResult != 0) {
-        out[0] = c.asyncResult;
-        return 0;
-      }
-      if (c.pending.get() > 0) {
-        // NCCL >= 2.26 completes (and frees) the pending group job inside this call.
-        if (c.pending.decrementAndGet() > 0) {
-          out[0] = IN_PROGRESS;
-        } else {
-          endJob(c);
-          out[0] = asyncError.get();
-        }
-        return 0;
-      }
-      out[0] = asyncError.get();
+      out[0] = asyncState(c); // written before it returns ncclSuccess (nccl-answers.md)
       return 0;
+    } finally {
+      exit(c);
+    }
+  }
+
+  /**
+   * ncclCommCount, ncclCommCuDevice, ncclCommUserRank and ncclCommMemStats: ncclCommEnsureReady first
+   * (2.30.7 init.cc:3492, 3505, 3518, mem_manager.cc:1014; 2.31.2 init.cc:3784, 3797, 3810), then the
+   * value, written before the call returns; nothing is written when it fails.
+   */
+  private int query(long comm, String entry, String function, java.util.function.ToIntFunction<Comm> write) {
+    Comm c = enter(comm, function, false);
+    try {
+      int rc = logged(entry, function);
+      if (c == null) {
+        return INVALID_ARGUMENT;
+      }
+      if (rc == 0) {
+        rc = ensureReady(c);
+      }
+      return rc == 0 ? write.applyAsInt(c) : rc;
     } finally {
       exit(c);
     }
@@ -887,33 +1084,34 @@ public final class FakeNccl implements NcclApi {
 
   @Override
   public int commCount(long comm, int[] out) {
-    Comm c = commInfo.get(comm);
-    out[0] = c == null ? 0 : c.nranks;
-    return logged("ncclCommCount(" + comm(comm) + ")", "ncclCommCount");
+    return query(comm, "ncclCommCount(" + comm(comm) + ")", "ncclCommCount", c -> {
+      out[0] = c.nranks;
+      return 0;
+    });
   }
 
   @Override
   public int commCuDevice(long comm, int[] out) {
-    out[0] = 0;
-    return logged("ncclCommCuDevice(" + comm(comm) + ")", "ncclCommCuDevice");
+    return query(comm, "ncclCommCuDevice(" + comm(comm) + ")", "ncclCommCuDevice", c -> {
+      out[0] = 0;
+      return 0;
+    });
   }
 
   @Override
   public int commUserRank(long comm, int[] out) {
-    Comm c = commInfo.get(comm);
-    out[0] = c == null ? 0 : c.rank;
-    return logged("ncclCommUserRank(" + comm(comm) + ")", "ncclCommUserRank");
+    return query(comm, "ncclCommUserRank(" + comm(comm) + ")", "ncclCommUserRank", c -> {
+      out[0] = c.rank;
+      return 0;
+    });
   }
 
   @Override
   public int commMemStats(long comm, int stat, long[] out) {
-    Comm c = enter(comm, "ncclCommMemStats", false);
-    try {
+    return query(comm, "ncclCommMemStats(" + comm(comm) + "," + stat + ")", "ncclCommMemStats", c -> {
       out[0] = memStats.getOrDefault(stat, 0L);
-      return logged("ncclCommMemStats(" + comm(comm) + "," + stat + ")", "ncclCommMemStats");
-    } finally {
-      exit(c);
-    }
+      return 0;
+    });
   }
 
   @Override
@@ -936,9 +1134,12 @@ public final class FakeNccl implements NcclApi {
     if (rc != 0) {
       return rc;
     }
+    if (ptr == 0) {
+      return 0; // cudaFree(NULL) (allocator.cc:119 in 2.30.7 and 2.31.2)
+    }
     if (memory.remove(ptr) == null) {
       violations.add("ncclMemFree of " + hex(ptr) + ", which ncclMemAlloc did not return");
-      return 4;
+      return 1; // a CUDA error: ncclUnhandledCudaError (allocator.cc:121)
     }
     NativeMemory.free(ptr);
     return 0;
@@ -965,9 +1166,12 @@ public final class FakeNccl implements NcclApi {
     Comm c = enter(comm, "ncclCommDeregister", false);
     try {
       int rc = logged("ncclCommDeregister(" + comm(comm) + "," + hex(handle) + ")", "ncclCommDeregister");
+      if (rc == 0 && handle == 0) {
+        return 0; // a NULL handle is no registration (register.cc:182 in 2.30.7 and 2.31.2)
+      }
       if (rc == 0 && registrations.remove(handle) == null) {
         violations.add("ncclCommDeregister of " + hex(handle) + ", which is not registered");
-        return 4;
+        return INVALID_USAGE; // register.cc:186-188
       }
       return rc;
     } finally {
@@ -982,7 +1186,13 @@ public final class FakeNccl implements NcclApi {
       FakeSlot out = slot(window, "ncclCommWindowRegister");
       int rc = logged("ncclCommWindowRegister(" + comm(comm) + "," + hex(buffer) + "," + bytes + "," + flags + ")",
           "ncclCommWindowRegister");
-      return derived(c, comm, "ncclCommWindowRegister", out, rc, () -> window(comm, buffer));
+      if (rc == 0 && c != null && !symmetricSupport) {
+        // Without symmetric memory support the call succeeds at once, *win NULL, no job (2.30.7
+        // dev_runtime.cc:1342-1344; 2.31.2 :1603-1605).
+        out.write(0);
+        return ensureReady(c);
+      }
+      return derived(c, comm, "ncclCommWindowRegister", out, rc, () -> window(comm, buffer), () -> 0);
     } finally {
       exit(c);
     }
@@ -1012,7 +1222,7 @@ public final class FakeNccl implements NcclApi {
     }
   }
 
-  /** The texts of NCCL 2.30's ncclGetErrorString. */
+  /** The texts of ncclGetErrorString (2.30.7 init.cc:3414-3438; 2.31.2 :3706-3730; code 8 from 2.30). */
   @Override
   public String getErrorString(int result) {
     log.add("ncclGetErrorString(" + result + ")");
@@ -1025,7 +1235,7 @@ public final class FakeNccl implements NcclApi {
       case 5: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
       case 6: return "remote process exited or there was a network error";
       case 7: return "NCCL operation in progress";
-      case 8: return "NCCL operation timed out";
+      case 8: return versionCode >= 23000 ? "timeout" : "unknown result code"; // 2.30.7 init.cc:3433-3434
       default: return "unknown result code";
     }
   }
@@ -1054,9 +1264,17 @@ public final class FakeNccl implements NcclApi {
         log.add(entry + "=" + rc);
         return rc;
       }
+      int notReady = c == null ? INVALID_ARGUMENT : ensureReady(c); // 2.30.7 enqueue.cc:3180
+      if (notReady != 0) {
+        log.add(entry + "=" + notReady);
+        return notReady;
+      }
+      // NCCL's handle mangles a per-communicator index with the communicator (ncclUserRedOpMangle, 2.30.7
+      // enqueue.cc:3211-3212, comm.h:895-906): its value means nothing; here they count from 5.
       int op = userOps.getAndIncrement();
       synchronized (this) {
         preMuls.add(new PreMul(op, datatype, bits));
+        userOpState.put(op, new UserOp(comm, datatype));
       }
       outOp[0] = op;
       log.add(entry + "->" + op);
@@ -1070,7 +1288,21 @@ public final class FakeNccl implements NcclApi {
   public int redOpDestroy(int op, long comm) {
     Comm c = enter(comm, "ncclRedOpDestroy", false);
     try {
-      return logged("ncclRedOpDestroy(" + op + "," + comm(comm) + ")", "ncclRedOpDestroy");
+      int rc = logged("ncclRedOpDestroy(" + op + "," + comm(comm) + ")", "ncclRedOpDestroy");
+      if (rc != 0) {
+        return rc;
+      }
+      synchronized (this) {
+        UserOp u = userOpState.get(op);
+        // A built-in operator, or one this communicator does not have: ncclInvalidArgument (2.30.7
+        // enqueue.cc:3219-3240).
+        if (u == null || u.destroyed || u.comm != comm) {
+          violations.add("ncclRedOpDestroy of operator " + op + ", which " + comm(comm) + " does not have");
+          return INVALID_ARGUMENT;
+        }
+        u.destroyed = true;
+      }
+      return 0;
     } finally {
       exit(c);
     }
@@ -1078,13 +1310,13 @@ public final class FakeNccl implements NcclApi {
 
   @Override
   public int allReduce(long send, long recv, long count, int datatype, int op, long comm, long stream) {
-    return reducing("ncclAllReduce(" + hex(send) + "," + hex(recv) + "," + count + "," + datatype + "," + op + ","
+    return collective("ncclAllReduce(" + hex(send) + "," + hex(recv) + "," + count + "," + datatype + "," + op + ","
         + comm(comm) + "," + stream(stream) + ")", "ncclAllReduce", comm, send, recv, count, datatype, op);
   }
 
   @Override
   public int reduceScatter(long send, long recv, long recvCount, int datatype, int op, long comm, long stream) {
-    return reducing("ncclReduceScatter(" + hex(send) + "," + hex(recv) + "," + recvCount + "," + datatype + ","
+    return collective("ncclReduceScatter(" + hex(send) + "," + hex(recv) + "," + recvCount + "," + datatype + ","
         + op + "," + comm(comm) + "," + stream(stream) + ")", "ncclReduceScatter", comm, send, recv, recvCount,
         datatype, op);
   }
@@ -1092,37 +1324,37 @@ public final class FakeNccl implements NcclApi {
   @Override
   public int allGather(long send, long recv, long sendCount, int datatype, long comm, long stream) {
     return collective("ncclAllGather(" + hex(send) + "," + hex(recv) + "," + sendCount + "," + datatype + ","
-        + comm(comm) + "," + stream(stream) + ")", "ncclAllGather", comm, send, recv, bytes(sendCount, datatype));
+        + comm(comm) + "," + stream(stream) + ")", "ncclAllGather", comm, send, recv, sendCount, datatype, -1);
   }
 
   @Override
   public int broadcast(long send, long recv, long count, int datatype, int root, long comm, long stream) {
     return collective("ncclBroadcast(" + hex(send) + "," + hex(recv) + "," + count + "," + datatype + "," + root + ","
-        + comm(comm) + "," + stream(stream) + ")", "ncclBroadcast", comm, send, recv, bytes(count, datatype));
+        + comm(comm) + "," + stream(stream) + ")", "ncclBroadcast", comm, send, recv, count, datatype, -1);
   }
 
   @Override
   public int reduce(long send, long recv, long count, int datatype, int op, int root, long comm, long stream) {
-    return reducing("ncclReduce(" + hex(send) + "," + hex(recv) + "," + count + "," + datatype + "," + op + ","
+    return collective("ncclReduce(" + hex(send) + "," + hex(recv) + "," + count + "," + datatype + "," + op + ","
         + root + "," + comm(comm) + "," + stream(stream) + ")", "ncclReduce", comm, send, recv, count, datatype, op);
   }
 
   @Override
   public int alltoAll(long send, long recv, long count, int datatype, long comm, long stream) {
     return collective("ncclAlltoAll(" + hex(send) + "," + hex(recv) + "," + count + "," + datatype + ","
-        + comm(comm) + "," + stream(stream) + ")", "ncclAlltoAll", comm, send, recv, bytes(count, datatype));
+        + comm(comm) + "," + stream(stream) + ")", "ncclAlltoAll", comm, send, recv, count, datatype, -1);
   }
 
   @Override
   public int gather(long send, long recv, long count, int datatype, int root, long comm, long stream) {
     return collective("ncclGather(" + hex(send) + "," + hex(recv) + "," + count + "," + datatype + "," + root + ","
-        + comm(comm) + "," + stream(stream) + ")", "ncclGather", comm, send, recv, bytes(count, datatype));
+        + comm(comm) + "," + stream(stream) + ")", "ncclGather", comm, send, recv, count, datatype, -1);
   }
 
   @Override
   public int scatter(long send, long recv, long count, int datatype, int root, long comm, long stream) {
     return collective("ncclScatter(" + hex(send) + "," + hex(recv) + "," + count + "," + datatype + "," + root + ","
-        + comm(comm) + "," + stream(stream) + ")", "ncclScatter", comm, send, recv, bytes(count, datatype));
+        + comm(comm) + "," + stream(stream) + ")", "ncclScatter", comm, send, recv, count, datatype, -1);
   }
 
   @Override
@@ -1165,31 +1397,69 @@ public final class FakeNccl implements NcclApi {
     }
   }
 
+  /** ncclGroupStart: one level deeper (group.cc:88-97 in 2.30.7). */
   @Override
   public int groupStart() {
     groupDepth.get()[0]++;
     return logged("ncclGroupStart()", "ncclGroupStart");
   }
 
+  /**
+   * ncclGroupEnd (2.30.7 group.cc:104-116, 770-880): outside a group ncclInvalidUsage (:775-778); at the
+   * outermost level the group's first error, stored as the asynchronous error of each nonblocking
+   * communicator in it (groupCleanup, :453), else the queued calls run: point-to-point pairs match,
+   * split/shrink/window jobs write their results, and a nonblocking group starts its job and answers
+   * ncclInProgress (:826-857), by the table.
+   */
   @Override
   public int groupEnd() {
-    int depth = --groupDepth.get()[0];
+    int[] depth = groupDepth.get();
+    if (depth[0] == 0) {
+      violations.add("ncclGroupEnd without ncclGroupStart");
+      log.add("ncclGroupEnd()=" + INVALID_USAGE);
+      return INVALID_USAGE;
+    }
+    int left = --depth[0];
     int rc = logged("ncclGroupEnd()", "ncclGroupEnd");
-    if (depth == 0) {
-      synchronized (this) {
-        matchPointToPoint();
-      }
-      Set<Long> touched = groupComms.get();
-      int answer = rc;
+    if (left > 0) {
+      return rc;
+    }
+    int[] err = groupError.get();
+    Set<Long> touched = groupComms.get();
+    List<Runnable> writes = groupWrites.get();
+    int failed = err[0] != 0 ? err[0] : rc;
+    err[0] = 0;
+    if (failed != 0) {
       for (long h : touched) {
         Comm c = commInfo.get(h);
-        if (c != null && c.nonBlocking && rc == 0) {
-          answer = jobStarted(c, "ncclGroupEnd", null);
+        if (c != null && c.nonBlocking) {
+          c.asyncResult = failed;
         }
       }
       touched.clear();
-      return answer;
+      writes.clear();
+      return failed;
     }
-    return rc;
+    synchronized (this) {
+      matchPointToPoint();
+    }
+    List<Runnable> queued = List.copyOf(writes);
+    writes.clear();
+    Runnable all = () -> queued.forEach(Runnable::run);
+    int answer = 0;
+    boolean nonBlocking = false;
+    for (long h : touched) {
+      Comm c = commInfo.get(h);
+      if (c != null && c.nonBlocking) {
+        // One group job for all: the first nonblocking communicator's end writes every result.
+        answer = jobStarted(c, "ncclGroupEnd", nonBlocking ? null : new JobEnd(all, all));
+        nonBlocking = true;
+      }
+    }
+    if (!nonBlocking) {
+      all.run();
+    }
+    touched.clear();
+    return answer;
   }
 }

@@ -106,7 +106,7 @@ class FakeNcclAnswersTest {
       expected = row.blocking();
     }
     FakeNccl fake = new FakeNccl(new CallLog()).version(23007);
-    long comm = communicator(fake, nonBlocking);
+    long comm = communicator(fake, nonBlocking, 2);
     Call call = CALLS.get(function);
     Outcome o = call.on(fake, comm);
     int firstPoll = o.polled != null ? o.polled : o.pollable ? poll(fake, comm) : 0;
@@ -163,12 +163,54 @@ class FakeNcclAnswersTest {
     return out[0];
   }
 
-  /** A communicator of rank 0 of 1, its init polled to the end. */
-  private static long communicator(FakeNccl fake, boolean nonBlocking) {
+  /**
+   * At one rank, and for an empty collective, NCCL appends no task: ncclLaunchOneRank runs it on the
+   * stream at once (2.30.7 enqueue.cc:3039-3041), an empty one is dropped (:3024), the group has no job
+   * (group.cc:866-869) and the call reads ncclSuccess at its end — whatever the communicator's mode.
+   */
+  @ParameterizedTest(name = "{0}")
+  @MethodSource("collectives")
+  void aOneRankOrEmptyCollectiveStartsNoJob(String function) {
+    for (int nranks : new int[] {1, 2}) {
+      FakeNccl fake = new FakeNccl(new CallLog()).version(23007);
+      long comm = communicator(fake, true, nranks);
+      Outcome o = CALLS.get(function).on(fake, comm);
+      if (nranks == 1) {
+        assertThat(o.rc()).as("%s at one rank", function).isZero();
+        assertThat(poll(fake, comm)).as("%s at one rank leaves no job", function).isZero();
+      }
+      while (poll(fake, comm) == IN_PROGRESS) {
+        // the job the call started at two ranks
+      }
+      long[] b = {buffer(fake), buffer(fake)};
+      int rc = switch (function) {
+        case "ncclAllReduce" -> fake.allReduce(b[0], b[1], 0, 7, 0, comm, 0);
+        case "ncclReduceScatter" -> fake.reduceScatter(b[0], b[1], 0, 7, 0, comm, 0);
+        case "ncclAllGather" -> fake.allGather(b[0], b[1], 0, 7, comm, 0);
+        case "ncclBroadcast" -> fake.broadcast(b[0], b[1], 0, 7, 0, comm, 0);
+        case "ncclReduce" -> fake.reduce(b[0], b[1], 0, 7, 0, 0, comm, 0);
+        case "ncclAlltoAll" -> fake.alltoAll(b[0], b[1], 0, 7, comm, 0);
+        case "ncclGather" -> fake.gather(b[0], b[1], 0, 7, 0, comm, 0);
+        case "ncclScatter" -> fake.scatter(b[0], b[1], 0, 7, 0, comm, 0);
+        default -> throw new AssertionError(function);
+      };
+      assertThat(rc).as("an empty %s on %d rank(s)", function, nranks).isZero();
+      assertThat(poll(fake, comm)).as("an empty %s leaves no job", function).isZero();
+      assertThat(fake.violations()).isEmpty();
+    }
+  }
+
+  static Stream<String> collectives() {
+    return Stream.of("ncclAllReduce", "ncclReduceScatter", "ncclAllGather", "ncclBroadcast", "ncclReduce",
+        "ncclAlltoAll", "ncclGather", "ncclScatter");
+  }
+
+  /** A communicator of rank 0 of {@code nranks}, its init polled to the end (the fake needs no peers). */
+  private static long communicator(FakeNccl fake, boolean nonBlocking, int nranks) {
     long[] out = new long[1];
     byte[] id = new byte[128];
     fake.getUniqueId(id);
-    fake.commInitRankConfig(out, 1, id, 0, NcclConfig.DEFAULT.withBlocking(!nonBlocking));
+    fake.commInitRankConfig(out, nranks, id, 0, NcclConfig.DEFAULT.withBlocking(!nonBlocking));
     while (poll(fake, out[0]) == IN_PROGRESS) {
       // the init's job
     }
@@ -277,7 +319,7 @@ class FakeNcclAnswersTest {
         long[] two = new long[1];
         byte[] id = new byte[128];
         f.getUniqueId(id);
-        // A shrink needs a rank to exclude: a two-rank communicator of the same mode.
+        // A shrink of its own two-rank communicator, which the test's communicator has no part in.
         f.commInitRankConfig(two, 2, id, 0, NcclConfig.DEFAULT.withBlocking(!f.isNonBlocking(c)));
         while (poll(f, two[0]) == IN_PROGRESS) {
           // its init

@@ -383,13 +383,16 @@ class NcclBackendFaultInjectionTest extends NcclFixture {
   void asyncInProgressIsNotAnError() {
     ProcessGroup pg = group();
     Tensor t = device(pg, 1);
-    fake.asyncError.set(7);
     Work w = pg.allReduceAsync(t, ReduceOp.SUM);
+    // From now on the progress thread's polls read ncclInProgress (set before the call, NCCL's
+    // ncclCommEnsureReady would refuse the all-reduce itself with ncclInvalidArgument).
+    fake.asyncError.set(7);
     assertThat(w.waitFor(Duration.ofMillis(100))).isFalse();
     assertThat(log.named("ncclCommGetAsyncError")).isNotEmpty();
     cuda.complete(FakeCuda.eventHandle(2));
     assertThat(w.waitFor(DID_NOT_HANG)).isTrue();
     assertThat(fake.aborts()).isZero();
+    fake.asyncError.set(0); // what was in progress ended: the close finalizes
   }
 
   @Test
@@ -536,8 +539,12 @@ class NcclBackendFaultInjectionTest extends NcclFixture {
     assertThat(doc.path("entries").get(1).path("state").asText()).isEqualTo("failed");
   }
 
+  /**
+   * Rank 0 of a nonblocking group of two: its collectives start a job in NCCL and answer ncclInProgress
+   * (at one rank NCCL runs them at once and answers ncclSuccess: nccl-answers.md). The fake needs no peer.
+   */
   private ProcessGroup nonBlockingGroup(Duration timeout) {
-    Communicator comm = Communicator.init(nccl, 0, 1, 0, nccl.uniqueId(), CommOptions.blocking().withNonBlocking(true),
+    Communicator comm = Communicator.init(nccl, 0, 2, 0, nccl.uniqueId(), CommOptions.blocking().withNonBlocking(true),
         LONG);
     assertThat(comm.isNonBlocking()).isTrue();
     return closeLater(ProcessGroup.create(new NcclBackend(comm, nccl.allocator(0).child("nb"), timeout,
@@ -568,7 +575,7 @@ class NcclBackendFaultInjectionTest extends NcclFixture {
     long start = System.nanoTime();
     Throwable e = failureOf(pg.allReduceAsync(t, ReduceOp.SUM));
     assertThat(e).isInstanceOf(CollectiveTimeoutException.class)
-        .hasMessageContaining("ncclAllReduce on rank 0 of 1 (cuda:0) was still in progress after")
+        .hasMessageContaining("ncclAllReduce on rank 0 of 2 (cuda:0) was still in progress after")
         .hasMessageContaining("its limit 300 ms (nonblocking communicator)");
     assertThat(System.nanoTime() - start).isLessThan(DID_NOT_HANG.toNanos());
     awaitAborts(1);

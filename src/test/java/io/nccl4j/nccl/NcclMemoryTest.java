@@ -68,6 +68,23 @@ class NcclMemoryTest extends NcclFixture {
     assertThat(fake.violations()).isEmpty();
   }
 
+  /**
+   * Without symmetric memory support NCCL answers a window registration with ncclSuccess and a NULL
+   * window (dev_runtime.cc, 2.29+): the tensor still works, and its free deregisters nothing it was not
+   * given and frees NCCL's memory.
+   */
+  @Test
+  void withoutSymmetricSupportATensorGetsNoWindowAndStillWorks() throws Exception {
+    fake.symmetricSupport(false);
+    try (ProcessGroup pg = group(NcclAllocation.SYMMETRIC); Tensor t = pg.zeros(8, DType.INT32)) {
+      pg.allReduce(t, ReduceOp.SUM);
+      assertThat(fake.liveRegistrations()).as("no window").isZero();
+    }
+    awaitDeferredFrees();
+    assertThat(fake.liveNcclMemory()).isZero();
+    assertThat(fake.violations()).isEmpty();
+  }
+
   @Test
   void symmetricTensorsAreWindowsAndNeedNccl227() throws Exception {
     try (ProcessGroup pg = group(NcclAllocation.SYMMETRIC); Tensor t = pg.zeros(8, DType.INT32)) {

@@ -34,7 +34,8 @@ class NcclModeTest extends NcclFixture {
   @Test
   void aNonblockingCommunicatorWhoseInitEndedAtOnceIsStillPolled() {
     fake.initEndsBeforeReturn = true;
-    Communicator comm = Communicator.init(nccl, 0, 1, 0, nccl.uniqueId(), CommOptions.blocking().withNonBlocking(true),
+    // Rank 0 of two: at one rank NCCL runs a collective at once and answers ncclSuccess (no job to poll).
+    Communicator comm = Communicator.init(nccl, 0, 2, 0, nccl.uniqueId(), CommOptions.blocking().withNonBlocking(true),
         LONG);
     assertThat(comm.mode()).isEqualTo(Communicator.Mode.NONBLOCKING);
     ProcessGroup pg = closeLater(ProcessGroup.create(new NcclBackend(comm, nccl.allocator(0).child("m"), LONG)));

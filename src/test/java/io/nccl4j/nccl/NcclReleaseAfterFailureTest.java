@@ -33,7 +33,7 @@ class NcclReleaseAfterFailureTest extends NcclFixture {
   private static final Duration ABORT_DEADLINE = Duration.ofSeconds(2);
 
   NcclReleaseAfterFailureTest() {
-    super(23007);
+    super(23102); // NCCL 2.31.2: the release whose destroy barrier waits for a dead peer
     cuda.autoComplete(true);
     fake.peerDead(true);
   }

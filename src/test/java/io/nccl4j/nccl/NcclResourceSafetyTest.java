@@ -38,6 +38,23 @@ class NcclResourceSafetyTest extends NcclFixture {
     return ProcessGroup.create(new NcclBackend(comm, nccl.allocator(0).child(name), LONG));
   }
 
+  /**
+   * An init whose job failed after NCCL had made the communicator: NCCL writes {@code *newcomm} before
+   * the job starts and resets it only for failures before that, so the call returns the error with a
+   * half-made communicator in the out-parameter. It is aborted (its threads and memory released), not
+   * left behind.
+   */
+  @Test
+  void anInitWhoseJobFailedLeavesNoCommunicatorBehind() {
+    fake.failInitJob(6); // ncclRemoteError from the bootstrap
+    Throwable e = catchThrowable(() -> Communicator.init(nccl, 0, 2, 0, nccl.uniqueId(), CommOptions.blocking(),
+        LONG));
+    assertThat(e).isInstanceOf(NcclException.class).hasMessageContaining("ncclCommInitRankConfig");
+    assertThat(fake.aborts()).as("the half-made communicator is aborted").isEqualTo(1);
+    assertThat(fake.liveComms()).isZero();
+    assertThat(fake.violations()).isEmpty();
+  }
+
   private static long value(long i, long j) {
     return 1_000_000L * i + j + 1;
   }

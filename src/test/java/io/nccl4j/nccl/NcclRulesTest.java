@@ -137,8 +137,11 @@ class NcclRulesTest extends NcclFixture {
   @Test
   void anAbortDuringAPendingNonBlockingGroupIsSafe() throws Exception {
     cuda.autoComplete(true);
-    ProcessGroup pg = group(CommOptions.blocking().withNonBlocking(true), LONG);
-    NcclBackend b = backend;
+    // Rank 0 of two: at one rank NCCL runs a collective at once and answers ncclSuccess (no job to poll).
+    Communicator comm = Communicator.init(nccl, 0, 2, 0, nccl.uniqueId(), CommOptions.blocking().withNonBlocking(true),
+        LONG);
+    NcclBackend b = new NcclBackend(comm, nccl.allocator(0).child("pending"), LONG, Duration.ofSeconds(5));
+    ProcessGroup pg = closeLater(ProcessGroup.create(b));
     Tensor t = device(pg, 1);
     fake.pollsToComplete = Integer.MAX_VALUE;
     CountDownLatch polling = new CountDownLatch(1);
