@@ -7,13 +7,17 @@ import picocli.CommandLine.Command;
 /** {@code ./nccl4j info}: what this machine offers, with reasons and remedies. */
 @Command(name = "info", mixinStandardHelpOptions = true,
     description = {"Reports Java, the CPU backend, the CUDA driver and runtime, NCCL, NVTX and the GPUs.",
-        "For each missing piece it says why and what would fix it."})
+        "For each missing piece it says why and what would fix it.",
+        "Exits 0 when the NCCL backend is usable here (driver, runtime, NCCL and a GPU), 2 when it is not."})
 final class InfoCommand implements Callable<Integer> {
   @Override
   public Integer call() {
-    for (NcclInfo.Line line : NcclInfo.collect()) {
+    java.util.List<NcclInfo.Line> lines = NcclInfo.collect();
+    for (NcclInfo.Line line : lines) {
       System.out.println(line);
     }
-    return 0;
+    NcclInfo.Line verdict = NcclInfo.verdict(lines);
+    System.out.println(verdict);
+    return verdict.ok() ? ExitCodes.OK : ExitCodes.USAGE;
   }
 }

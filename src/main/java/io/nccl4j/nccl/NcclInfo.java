@@ -23,6 +23,24 @@ public final class NcclInfo {
     }
   }
 
+  /**
+   * The last line of the report: whether the NCCL backend is usable here — every one of the CUDA
+   * driver, the CUDA runtime, NCCL and a GPU present and working — and, when not, which of them is
+   * missing. {@code ./nccl4j info} exits 0 only when it is.
+   */
+  public static Line verdict(List<Line> lines) {
+    List<String> missing = new ArrayList<>();
+    for (String component : List.of("CUDA driver", "CUDA runtime", "NCCL", "GPUs")) {
+      boolean ok = lines.stream().anyMatch(l -> l.component().equals(component) && l.ok());
+      if (!ok) {
+        missing.add(component);
+      }
+    }
+    return missing.isEmpty() ? new Line("NCCL backend", true, "usable")
+        : new Line("NCCL backend", false, "not usable here (" + String.join(", ", missing) + "; see above);"
+            + " the CPU backend is");
+  }
+
   /** What a one-rank communicator on cuda:0 holds of GPU memory (ncclCommMemStats), or why that is unknown. */
   private static Line ncclMemory(Nccl nccl) {
     if (!nccl.supports(NcclFeature.MEM_STATS)) {

@@ -355,6 +355,25 @@ class NativeNcclTest {
         .contains("binding NCCL " + nccl.boundVersion());
     assertThat(byName.get("GPUs").ok()).isFalse();
     assertThat(byName.get("GPUs").text()).startsWith("none");
+    assertThat(NcclInfo.verdict(lines)).hasToString("NCCL backend: not usable here (CUDA driver, GPUs; see above); the"
+        + " CPU backend is");
+  }
+
+  /**
+   * {@code ./nccl4j info} tells by its exit code whether the NCCL backend is usable — the GPU check's
+   * "PASS info" must not pass without a driver, NCCL or a GPU: here (NCCL loads, the driver is a stub,
+   * no GPU) it exits 2, naming what is missing; with every component usable the verdict is "usable".
+   */
+  @Test
+  void infoExitsNonZeroWhereTheNcclBackendIsNotUsable() {
+    assertThat(Cli.execute("info")).as("./nccl4j info's exit code").isEqualTo(2);
+    assertThat(NcclInfo.verdict(NcclInfo.collect())).hasToString("NCCL backend: not usable here (CUDA driver, GPUs;"
+        + " see above); the CPU backend is");
+    List<NcclInfo.Line> usable = List.of(new NcclInfo.Line("CUDA driver", true, "d"),
+        new NcclInfo.Line("CUDA runtime", true, "r"), new NcclInfo.Line("NCCL", true, "n"),
+        new NcclInfo.Line("GPUs", true, "1 visible"));
+    assertThat(NcclInfo.verdict(usable)).hasToString("NCCL backend: usable");
+    assertThat(NcclInfo.verdict(usable.subList(0, 3)).ok()).as("no GPUs line: not usable").isFalse();
   }
 
   // ------------------------------------------------------------------ the command line

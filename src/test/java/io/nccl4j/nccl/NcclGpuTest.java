@@ -224,6 +224,76 @@ class NcclGpuTest {
   }
 
   /**
+   * Nonblocking communicators, where NCCL answers ncclCommSplit, ncclCommShrink and
+   * ncclCommWindowRegister with ncclSuccess while their job still runs and writes the child (the window)
+   * later (nccl-answers.md): nccl4j polls the parent before it reads them. A split's child sums exactly,
+   * the parent's next collective too; a symmetric window (NCCL_WIN_COLL_SYMMETRIC) is registered for a
+   * tensor, used, and deregistered at its close; at world size 2 (two GPUs) rank 0 shrinks the group to
+   * itself. ncclCommShrink needs a rank to exclude (init.cc: excludeRanksCount > 0), so at world size 1
+   * there is none to run.
+   */
+  @Test
+  void nonblockingSplitShrinkAndWindowsGiveWhatNcclMade() {
+    CommOptions nonBlocking = CommOptions.blocking().withNonBlocking(true);
+    for (int p : worldSizes()) {
+      List<long[]> r = cluster(p, nonBlocking).call(pg -> {
+        long n = 4096;
+        long wrong = 0;
+        try (ProcessGroup child = pg.split(0, pg.rank()).orElseThrow(); Tensor host = Tensor.arange(0, n, DType.INT64);
+            Tensor t = host.copy(pg.allocator())) {
+          child.allReduce(t, ReduceOp.SUM);
+          wrong += wrongElements(t, i -> i * pg.size());
+          pg.allReduce(t, ReduceOp.SUM); // the parent after its split
+          wrong += wrongElements(t, i -> i * pg.size() * pg.size());
+        }
+        long shrunk = -1;
+        if (pg.size() == 2) {
+          if (pg.rank() == 1) {
+            pg.abort();
+          } else {
+            try (ProcessGroup s = pg.shrink(1); Tensor host = Tensor.arange(0, n, DType.INT64);
+                Tensor t = host.copy(pg.allocator())) {
+              s.allReduce(t, ReduceOp.SUM);
+              wrong += wrongElements(t, i -> i);
+              shrunk = s.size();
+            }
+          }
+        }
+        return new long[] {wrong, shrunk};
+      });
+      for (int rank = 0; rank < r.size(); rank++) {
+        assertThat(r.get(rank)[0]).as("nonblocking split (and shrink) at world size %d, rank %d: wrong elements", p,
+            rank).isZero();
+        if (p == 2 && rank == 0) {
+          assertThat(r.get(rank)[1]).as("shrunk group size").isEqualTo(1);
+        }
+      }
+      if (nccl.supports(NcclFeature.WINDOW)) {
+        List<Long> windows = cluster(p, nonBlocking.withAllocation(NcclAllocation.SYMMETRIC)).call(pg -> {
+          try (Tensor host = Tensor.arange(0, 1 << 12, DType.FLOAT32); Tensor t = host.copy(pg.allocator())) {
+            pg.allReduce(t, ReduceOp.SUM);
+            return wrongElements(t, i -> i * pg.size());
+          }
+        });
+        assertThat(windows).as("a nonblocking symmetric window at world size %d: wrong elements", p).containsOnly(0L);
+      }
+      System.out.println("NcclGpuTest: nonblocking split" + (p == 2 ? ", shrink" : "") + " and windows at world size "
+          + p + " exact");
+    }
+  }
+
+  /** Elements of device tensor {@code t} that differ from {@code expected(i)}. */
+  private static long wrongElements(Tensor t, java.util.function.LongUnaryOperator expected) {
+    try (Tensor back = t.copy()) {
+      long bad = 0;
+      for (long i = 0; i < back.count(); i++) {
+        bad += back.getDouble(i) == (double) expected.applyAsLong(i) ? 0 : 1;
+      }
+      return bad;
+    }
+  }
+
+  /**
    * Subgroups on a real GPU: newGroup of every rank (ncclCommSplit) sums exactly; a split into one
    * group per rank gives groups of one; at world size 2, rank 1 leaves (aborting its part) and rank 0
    * shrinks the group to itself (ncclCommShrink on a live communicator) and goes on.
