@@ -2,10 +2,10 @@
 # nccl4j's GPU checks. The GPU machine has no Java and no network, and one run there is all there may be,
 # so the bundle is built elsewhere and proven here first:
 #
-#   ci/gpu-check.sh prepare   on a build machine (JDK 17, Maven, Maven Central): builds target/gpu-bundle
-#                             (so that the project tree and the bundle fit, with 1 MiB to spare, in the 64 MiB a
-#                             device run carries): a jlink'd Java runtime of the modules jdeps finds in the jars it
-#                             carries,
+#   ci/gpu-check.sh prepare   on a build machine (JDK 17, Maven, Maven Central): builds target/gpu-bundle, at most
+#                             NCCL4J_GPU_BUNDLE_MIB (48) so that with the project tree it travels in the 64 MiB a
+#                             device run carries: a jlink'd Java runtime of the modules jdeps finds in the jars it
+#                             carries (less those no step loads a class of),
 #                             the jars, the test classes, the JUnit console launcher, the C probe, and the CUDA
 #                             runtime of the binding line (from bytedeco's cuda-redist jar).
 #   ci/gpu-check.sh run       on the GPU machine, from the repository root with target/gpu-bundle (carry it).
@@ -18,7 +18,9 @@
 #                             contracts, the C probe, and the JNI binding loading a real libnccl.so.2 (the native
 #                             tests' fixture) against a CUDA driver stub — with the same steps `run` uses. Fails
 #                             when the runtime lacks a module the jars need, a library path is wrong, or a JUnit
-#                             step ran no test. Exits 0 when all is as expected.
+#                             step ran no test, info cannot see NCCL, a class came from outside the bundle, or the
+#                             bundle is over its budget; reports what the steps' JVMs loaded. Exits 0 when all is as
+#                             expected.
 #
 # Run: versions first (the GPU, the driver, CUDA, torch, the NCCL wheel pip has, and the libnccl file torch maps,
 # which Java and the C probe then load); then checks, most valuable first, each under its own `timeout` and a total
