@@ -103,15 +103,20 @@ final class StreamOrderedFrees {
     }
     nccl.setDevice(device);
     for (long stream : on) {
-      CudaEvent e = CudaEvent.create(nccl, device, false);
-      try {
-        e.record(stream);
-      } catch (RuntimeException ex) {
-        e.close();
-        throw ex;
-      }
-      add(address, new Mark(e, 1));
+      add(address, mark(stream, 1));
     }
+  }
+
+  /** A new event recorded at the end of {@code stream}, for {@code holders} blocks. */
+  private Mark mark(long stream, int holders) {
+    CudaEvent e = CudaEvent.create(nccl, device, false);
+    try {
+      e.record(stream);
+    } catch (RuntimeException ex) {
+      e.close();
+      throw ex;
+    }
+    return new Mark(e, holders);
   }
 
   /**
@@ -123,14 +128,7 @@ final class StreamOrderedFrees {
       return;
     }
     nccl.setDevice(device);
-    CudaEvent e = CudaEvent.create(nccl, device, false);
-    try {
-      e.record(stream);
-    } catch (RuntimeException ex) {
-      e.close();
-      throw ex;
-    }
-    Mark m = new Mark(e, addresses.size());
+    Mark m = mark(stream.handle(), addresses.size());
     for (long a : addresses) {
       add(a, m);
     }
