@@ -79,7 +79,7 @@ prepare() {
   local cuda_version junit_version redist
   cuda_version="$(sed -n 's:.*<cuda.presets.version>\(.*\)</cuda.presets.version>.*:\1:p' pom.xml | head -n 1)"
   junit_version="1.14.1"
-  if [ "${NCCL4J_GPU_PREPARE_REUSE:-0}" = 1 ] && [ -f target/nccl4j.jar ] && [ -d target/classes/io/nccl4j/samples ] \
+  if [ "${NCCL4J_GPU_PREPARE_REUSE:-0}" = 1 ] && [ -f target/nccl4j.jar ] && [ -d target/classes/io/nccl4j/cli ] \
       && [ -d target/test-classes/io/nccl4j/nccl ] && [ -x target/native/nccl_probe ] \
       && [ -z "$(find target/classes -newer target/nccl4j.jar -print -quit)" ]; then
     echo "gpu-check: reusing the build's outputs (target/nccl4j.jar, classes, test classes, nccl_probe)" >&2
@@ -102,7 +102,7 @@ prepare() {
   mkdir -p "$bundle/jars" "$bundle/lib"
   cp "$root/target/nccl4j.jar" "$bundle/jars/"
   # The library jar leaves the samples (the CLI) out; the bundle runs them from target/classes.
-  (cd "$root/target/classes" && jar cf "$bundle/jars/nccl4j-samples.jar" io/nccl4j/samples)
+  (cd "$root/target/classes" && jar cf "$bundle/jars/nccl4j-samples.jar" io/nccl4j/cli)
   (cd "$root/target/test-classes" && jar cf "$bundle/jars/nccl4j-tests.jar" .)
   tr ':' '\n' < "$root/target/test-classpath.txt" | while read -r j; do
     case "$j" in
@@ -178,7 +178,7 @@ bundle_env() {
   chmod +x "$bundle"/jre/bin/* "$bundle"/jre/lib/jspawnhelper "$bundle/nccl_probe" 2>/dev/null || true
   java="$bundle/jre/bin/java"
   cp="$(ls "$bundle"/jars/*.jar | tr '\n' ':')"
-  cli=("$java" -cp "$cp" io.nccl4j.samples.Cli)
+  cli=("$java" -cp "$cp" io.nccl4j.cli.Cli)
   # The C probe dlopens NCCL4J_CUDART_PATH as it is: a file, not its directory.
   cudart="$(ls "$bundle"/lib/libcudart.so.* 2>/dev/null | head -n 1)"
   export NCCL4J_CUDART_PATH="$cudart"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A PyTorch rank and a Java rank in one NCCL group (ci/gpu-check.sh's mixed-group check):
-#   ci/mixed-group.sh PORT CLI...   CLI: the command that runs nccl4j's CLI (java -cp … io.nccl4j.samples.Cli)
+#   ci/mixed-group.sh PORT CLI...   CLI: the command that runs nccl4j's CLI (java -cp … io.nccl4j.cli.Cli)
 # Rank 0 is samples/python/weights_from_pytorch.py (torch, NCCL through ctypes; it hosts the TCPStore and creates
 # the unique id); rank 1 is `CLI weights`. Both load the libnccl file torch has mapped (the Python sample prints it with
 # --print-nccl-path): NCCL refuses peers of another version. Exits 0 when both ranks checked every element.

@@ -58,7 +58,7 @@ class ArchitectureTest {
     assertThat(classes.contain("io.nccl4j.ProcessGroup")).isTrue();
     assertThat(classes.contain("io.nccl4j.nccl.NcclBackend")).isTrue();
     assertThat(classes.contain("io.nccl4j.nccl.bind.NativeRuntime")).isTrue();
-    assertThat(classes.contain("io.nccl4j.samples.Cli")).isTrue();
+    assertThat(classes.contain("io.nccl4j.cli.Cli")).isTrue();
     assertThat(classes.contain("io.nccl4j.ArchitectureTest")).as("tests are not imported").isFalse();
   }
 
@@ -73,7 +73,7 @@ class ArchitectureTest {
 
   @Test
   void theCoreDoesNotDependOnTheNcclBackend() {
-    noClasses().that().resideOutsideOfPackages("io.nccl4j.nccl..", "io.nccl4j.samples..", "io.nccl4j.launch..")
+    noClasses().that().resideOutsideOfPackages("io.nccl4j.nccl..", "io.nccl4j.cli..", "io.nccl4j.launch..")
         .should().dependOnClassesThat().resideInAPackage("io.nccl4j.nccl..")
         .because("the core and the CPU backend must work where no NCCL classes can load (io.nccl4j.launch"
             + " assembles backends and touches NCCL only when asked for it)")
@@ -82,8 +82,8 @@ class ArchitectureTest {
 
   @Test
   void onlyTheSamplesKnowTheSamplesAndPicocli() {
-    noClasses().that().resideOutsideOfPackage("io.nccl4j.samples..")
-        .should().dependOnClassesThat().resideInAnyPackage("io.nccl4j.samples..", "picocli..")
+    noClasses().that().resideOutsideOfPackage("io.nccl4j.cli..")
+        .should().dependOnClassesThat().resideInAnyPackage("io.nccl4j.cli..", "picocli..")
         .because("picocli is an optional dependency used by the command line only")
         .check(classes);
   }
@@ -116,7 +116,7 @@ class ArchitectureTest {
     @Override
     public SliceIdentifier getIdentifierOf(JavaClass c) {
       String p = c.getPackageName();
-      if (!p.startsWith("io.nccl4j") || p.startsWith("io.nccl4j.samples")) {
+      if (!p.startsWith("io.nccl4j") || p.startsWith("io.nccl4j.cli")) {
         return SliceIdentifier.ignore();
       }
       if (p.equals("io.nccl4j")) {
@@ -138,7 +138,7 @@ class ArchitectureTest {
 
   @Test
   void packagesBelowTheApiUseOnlyTheRootsVocabulary() {
-    noClasses().that().resideOutsideOfPackages("io.nccl4j", "io.nccl4j.samples..", "io.nccl4j.launch..")
+    noClasses().that().resideOutsideOfPackages("io.nccl4j", "io.nccl4j.cli..", "io.nccl4j.launch..")
         .should().dependOnClassesThat(DescribedPredicate.describe("are in the root package but not its vocabulary",
             c -> c.getBaseComponentType().getPackageName().equals("io.nccl4j") && !isVocabulary(c)))
         .because("backends, transports, stores, traces and memory sit below ProcessGroup and Tensor; io.nccl4j.launch"

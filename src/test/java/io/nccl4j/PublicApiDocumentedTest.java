@@ -38,7 +38,7 @@ class PublicApiDocumentedTest {
     DiagnosticCollector<JavaFileObject> diagnostics = new DiagnosticCollector<>();
     List<String> options = List.of("-quiet", "-Xdoclint:all", "-Xmaxwarns", "100000", "-d", out.toString(),
         "-cp", System.getProperty("java.class.path"), "-sourcepath", sources.toString(),
-        "-subpackages", "io.nccl4j", "-exclude", internal + ":io.nccl4j.samples");
+        "-subpackages", "io.nccl4j", "-exclude", internal + ":io.nccl4j.cli");
     StringWriter log = new StringWriter();
     boolean ok = tool.getTask(log, null, diagnostics, null, options, null).call();
     List<String> missing = new ArrayList<>();

@@ -55,7 +55,7 @@ class ElasticLauncherTest {
   void underRunWithOnFailureContinueTheSurvivorsOfRankZerosDeathShrinkAndFinishExactly() throws Exception {
     TestJob job = TestJob.create("elastic");
     List<String> cmd = ChildJvms.jvm(System.getProperty("java.class.path"));
-    cmd.addAll(List.of(io.nccl4j.samples.Cli.class.getName(), "run", "--nproc-per-node", "4", "--on-failure=continue",
+    cmd.addAll(List.of(io.nccl4j.cli.Cli.class.getName(), "run", "--nproc-per-node", "4", "--on-failure=continue",
         "--class", ElasticMains.ShrinkAfterRankZeroDies.class.getName(), "--",
         Long.toString(GROUP_TIMEOUT.toMillis()), "1003", "8"));
     Map<String, String> vars = new HashMap<>(job.environment());

@@ -140,7 +140,7 @@ class MultiProcessTest {
 
   @Test
   void contractsOnFourProcessesReportedOnceByRankZero() throws Exception {
-    Launched l = launch(new Launcher(javaCommand(io.nccl4j.samples.Cli.class, "contracts", "--backend", "cpu",
+    Launched l = launch(new Launcher(javaCommand(io.nccl4j.cli.Cli.class, "contracts", "--backend", "cpu",
         "--timeout", CLI_TIMEOUT)).nprocPerNode(4));
     assertThat(l.status()).as("stderr: %s", l.err()).isZero();
     List<String> out = l.out();
@@ -161,7 +161,7 @@ class MultiProcessTest {
 
   @Test
   void equivalenceOnFourProcessesReportedOnceByRankZero() throws Exception {
-    Launched l = launch(new Launcher(javaCommand(io.nccl4j.samples.Cli.class, "equivalence", "--backend", "cpu",
+    Launched l = launch(new Launcher(javaCommand(io.nccl4j.cli.Cli.class, "equivalence", "--backend", "cpu",
         "--timeout", CLI_TIMEOUT)).nprocPerNode(4));
     assertThat(l.status()).as("stderr: %s", l.err()).isZero();
     List<String> out = l.out();
@@ -187,7 +187,7 @@ class MultiProcessTest {
   @Test
   void runCommandExitsWithTheFailingRanksStatus() throws Exception {
     List<String> cmd = jvm(System.getProperty("java.class.path"));
-    cmd.addAll(List.of(io.nccl4j.samples.Cli.class.getName(), "run", "--nproc-per-node", "4", "--class",
+    cmd.addAll(List.of(io.nccl4j.cli.Cli.class.getName(), "run", "--nproc-per-node", "4", "--class",
         RankMains.Rank2ExitsWith3.class.getName(), "--", "x"));
     Path log = tmp.resolve("run.txt");
     Process p = start(new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile()));
@@ -237,7 +237,7 @@ class MultiProcessTest {
     List<String> ports = new ArrayList<>();
     for (int attempt = 0; attempt < 2; attempt++) {
       List<String> cmd = jvm(System.getProperty("java.class.path"));
-      cmd.addAll(List.of(io.nccl4j.samples.Cli.class.getName(), "run", "--nproc-per-node", "2", "--master-port", "0",
+      cmd.addAll(List.of(io.nccl4j.cli.Cli.class.getName(), "run", "--nproc-per-node", "2", "--master-port", "0",
           "--class", RankMains.AllReduce.class.getName(), "--"));
       cmd.add("unused");
       Process p = start(new ProcessBuilder(cmd).redirectErrorStream(true)
@@ -279,7 +279,7 @@ class MultiProcessTest {
       cmd.addAll(List.of("env", "--default-signal=INT"));
     }
     cmd.addAll(jvm(cp));
-    cmd.addAll(List.of(io.nccl4j.samples.Cli.class.getName(), "run", "--nproc-per-node", "2", "--class",
+    cmd.addAll(List.of(io.nccl4j.cli.Cli.class.getName(), "run", "--nproc-per-node", "2", "--class",
         RankMains.PrintPidAndSleep.class.getName(), "--classpath", testClasses, "--", "300"));
     Process launcher = start(new ProcessBuilder(cmd).redirectErrorStream(true));
     BlockingQueue<String> lines = ChildJvms.lines(launcher);

@@ -6,13 +6,12 @@ import static org.assertj.core.api.Assertions.catchThrowable;
 
 import io.nccl4j.BackendException;
 import io.nccl4j.Device;
+import io.nccl4j.cli.Cli;
 import io.nccl4j.nccl.bind.CudaApi;
 import io.nccl4j.nccl.bind.NativeLibraries.Found;
 import io.nccl4j.nccl.bind.NativeLibraries.Library;
-import io.nccl4j.nccl.bind.NativeLibraries.Source;
 import io.nccl4j.nccl.bind.NativeRuntime;
 import io.nccl4j.nccl.bind.NcclApi;
-import io.nccl4j.samples.Cli;
 import io.nccl4j.store.HashStore;
 import io.nccl4j.store.PrefixStore;
 import io.nccl4j.store.Store;

@@ -30,7 +30,7 @@ public final class NvtxRecordMain {
     }
     if (args.length > 0 && args[0].equals("cli")) {
       String[] rest = java.util.Arrays.copyOfRange(args, 1, args.length);
-      int code = io.nccl4j.samples.Cli.execute(rest);
+      int code = io.nccl4j.cli.Cli.execute(rest);
       System.out.flush();
       System.err.flush();
       System.exit(code);

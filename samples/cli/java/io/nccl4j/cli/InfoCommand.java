@@ -1,0 +1,23 @@
+package io.nccl4j.cli;
+
+import io.nccl4j.nccl.NcclInfo;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+
+/** {@code ./nccl4j info}: what this machine offers, with reasons and remedies. */
+@Command(name = "info", mixinStandardHelpOptions = true,
+    description = {"Reports Java, the CPU backend, the CUDA driver and runtime, NCCL, NVTX and the GPUs.",
+        "For each missing piece it says why and what would fix it.",
+        "Exits 0 when the NCCL backend is usable here (driver, runtime, NCCL and a GPU), 2 when it is not."})
+final class InfoCommand implements Callable<Integer> {
+  @Override
+  public Integer call() {
+    java.util.List<NcclInfo.Line> lines = NcclInfo.collect();
+    for (NcclInfo.Line line : lines) {
+      System.out.println(line);
+    }
+    NcclInfo.Line verdict = NcclInfo.verdict(lines);
+    System.out.println(verdict);
+    return verdict.ok() ? ExitCodes.OK : ExitCodes.USAGE;
+  }
+}
