@@ -73,10 +73,12 @@ class ArchitectureTest {
 
   @Test
   void theCoreDoesNotDependOnTheNcclBackend() {
-    noClasses().that().resideOutsideOfPackages("io.nccl4j.nccl..", "io.nccl4j.cli..", "io.nccl4j.launch..")
+    noClasses().that().resideOutsideOfPackages("io.nccl4j.nccl..", "io.nccl4j.cli..", "io.nccl4j.launch..",
+            "io.nccl4j.report..")
         .should().dependOnClassesThat().resideInAPackage("io.nccl4j.nccl..")
         .because("the core and the CPU backend must work where no NCCL classes can load (io.nccl4j.launch"
-            + " assembles backends and touches NCCL only when asked for it)")
+            + " assembles backends and touches NCCL only when asked for it; io.nccl4j.report asks each backend what"
+            + " it can do, and reports NCCL's absence without loading it)")
         .check(classes);
   }
 

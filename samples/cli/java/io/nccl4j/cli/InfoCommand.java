@@ -1,6 +1,6 @@
 package io.nccl4j.cli;
 
-import io.nccl4j.nccl.NcclInfo;
+import io.nccl4j.report.MachineReport;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 
@@ -12,11 +12,11 @@ import picocli.CommandLine.Command;
 final class InfoCommand implements Callable<Integer> {
   @Override
   public Integer call() {
-    java.util.List<NcclInfo.Line> lines = NcclInfo.collect();
-    for (NcclInfo.Line line : lines) {
+    java.util.List<MachineReport.Line> lines = MachineReport.collect();
+    for (MachineReport.Line line : lines) {
       System.out.println(line);
     }
-    NcclInfo.Line verdict = NcclInfo.verdict(lines);
+    MachineReport.Line verdict = MachineReport.verdict(lines);
     System.out.println(verdict);
     return verdict.ok() ? ExitCodes.OK : ExitCodes.USAGE;
   }

@@ -3,6 +3,9 @@ package io.nccl4j.nccl;
 import io.nccl4j.Device;
 import io.nccl4j.DeviceStream;
 import io.nccl4j.nccl.bind.CudaApi;
+import io.nccl4j.nccl.cuda.CudaCall;
+import io.nccl4j.nccl.cuda.CudaStream;
+import io.nccl4j.nccl.cuda.CurrentStreams;
 
 /**
  * Device memory of one GPU, the resource under that device's {@link io.nccl4j.memory.Allocator}.

@@ -7,6 +7,8 @@ import io.nccl4j.nccl.bind.CudaApi;
 import io.nccl4j.nccl.bind.NativeRuntime;
 import io.nccl4j.nccl.bind.NcclApi;
 import io.nccl4j.nccl.bind.NvtxApi;
+import io.nccl4j.nccl.cuda.CudaCall;
+import io.nccl4j.nccl.cuda.CudaRuntime;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
@@ -20,7 +22,7 @@ import java.util.concurrent.ConcurrentHashMap;
  * NcclVersion v = nccl.version();   // e.g. 2.23.4
  * }</pre>
  */
-public final class Nccl {
+public final class Nccl implements CudaRuntime {
   private static volatile Nccl system;
 
   private final NcclApi api;
@@ -98,6 +100,7 @@ public final class Nccl {
   }
 
   /** The CUDA runtime functions, with raw error codes (check them with {@link CudaCall}). */
+  @Override
   public CudaApi cuda() {
     return cuda;
   }
@@ -184,7 +187,8 @@ public final class Nccl {
   }
 
   /** Makes {@code device} current for the calling thread. */
-  void setDevice(int device) {
+  @Override
+  public void setDevice(int device) {
     int rc = cuda.setDevice(device);
     // The Device is built only for the error: this runs on every enqueue.
     if (rc != CudaApi.SUCCESS) {

@@ -8,13 +8,16 @@ import io.nccl4j.concurrent.Durations;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.nccl.bind.CudaApi;
 import io.nccl4j.nccl.bind.NcclApi;
+import io.nccl4j.nccl.cuda.CudaCall;
+import io.nccl4j.nccl.cuda.CudaEvent;
+import io.nccl4j.nccl.cuda.CudaStream;
+import io.nccl4j.nccl.cuda.CurrentStreams;
 import io.nccl4j.spi.Backend;
 import io.nccl4j.spi.BackendFailures;
 import io.nccl4j.spi.Collective;
 import io.nccl4j.store.Store;
 import java.time.Duration;
 import java.util.List;
-import java.util.concurrent.CompletableFuture;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 

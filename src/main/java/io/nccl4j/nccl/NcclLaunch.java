@@ -7,8 +7,9 @@ import io.nccl4j.Scalar;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.nccl.bind.CudaApi;
 import io.nccl4j.nccl.bind.NcclApi;
-import io.nccl4j.spi.Collective;
+import io.nccl4j.nccl.cuda.CudaCall;
 import io.nccl4j.spi.Collective.Buffer;
+import io.nccl4j.spi.Collective;
 
 /**
  * How each {@link Collective} becomes NCCL calls on one communicator and stream: the mapping alone,

@@ -5,6 +5,7 @@ import io.nccl4j.CollectiveTimeoutException;
 import io.nccl4j.concurrent.Backoff;
 import io.nccl4j.concurrent.Durations;
 import io.nccl4j.nccl.bind.CudaApi;
+import io.nccl4j.nccl.cuda.CudaEvent;
 import io.nccl4j.spi.Backend.Completion;
 import io.nccl4j.spi.Collective;
 import java.time.Duration;

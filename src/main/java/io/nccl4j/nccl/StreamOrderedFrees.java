@@ -1,6 +1,9 @@
 package io.nccl4j.nccl;
 
 import io.nccl4j.DeviceStream;
+import io.nccl4j.nccl.cuda.CudaEvent;
+import io.nccl4j.nccl.cuda.CudaStream;
+import io.nccl4j.nccl.cuda.CurrentStreams;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;

@@ -1,6 +1,7 @@
 package io.nccl4j.nccl;
 
 import io.nccl4j.memory.MemoryResource;
+import io.nccl4j.nccl.cuda.CudaStream;
 import java.util.List;
 
 /**

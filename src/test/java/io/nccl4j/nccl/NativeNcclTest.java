@@ -12,6 +12,9 @@ import io.nccl4j.nccl.bind.NativeLibraries.Found;
 import io.nccl4j.nccl.bind.NativeLibraries.Library;
 import io.nccl4j.nccl.bind.NativeRuntime;
 import io.nccl4j.nccl.bind.NcclApi;
+import io.nccl4j.nccl.cuda.CudaCall;
+import io.nccl4j.nccl.cuda.CudaException;
+import io.nccl4j.report.MachineReport;
 import io.nccl4j.store.HashStore;
 import io.nccl4j.store.PrefixStore;
 import io.nccl4j.store.Store;
@@ -337,10 +340,10 @@ class NativeNcclTest {
 
   @Test
   void infoReportsEveryComponent() {
-    List<NcclInfo.Line> lines = NcclInfo.collect();
+    List<MachineReport.Line> lines = MachineReport.collect();
     lines.forEach(l -> System.out.println("info: " + l + (l.ok() ? "" : "  [not ok]")));
-    Map<String, NcclInfo.Line> byName = lines.stream()
-        .collect(Collectors.toMap(NcclInfo.Line::component, Function.identity(), (a, b) -> a));
+    Map<String, MachineReport.Line> byName = lines.stream()
+        .collect(Collectors.toMap(MachineReport.Line::component, Function.identity(), (a, b) -> a));
     assertThat(byName).containsKeys("Java", "CPU backend", "CUDA driver", "CUDA runtime", "NCCL", "NVTX", "GPUs");
     assertThat(byName.get("Java").text()).contains(System.getProperty("java.version"));
     assertThat(byName.get("CPU backend").ok()).isTrue();
@@ -354,7 +357,7 @@ class NativeNcclTest {
         .contains("binding NCCL " + nccl.boundVersion());
     assertThat(byName.get("GPUs").ok()).isFalse();
     assertThat(byName.get("GPUs").text()).startsWith("none");
-    assertThat(NcclInfo.verdict(lines)).hasToString("NCCL backend: not usable here (CUDA driver, GPUs; see above); the"
+    assertThat(MachineReport.verdict(lines)).hasToString("NCCL backend: not usable here (CUDA driver, GPUs; see above); the"
         + " CPU backend is");
   }
 
@@ -366,13 +369,13 @@ class NativeNcclTest {
   @Test
   void infoExitsNonZeroWhereTheNcclBackendIsNotUsable() {
     assertThat(Cli.execute("info")).as("./nccl4j info's exit code").isEqualTo(2);
-    assertThat(NcclInfo.verdict(NcclInfo.collect())).hasToString("NCCL backend: not usable here (CUDA driver, GPUs;"
+    assertThat(MachineReport.verdict(MachineReport.collect())).hasToString("NCCL backend: not usable here (CUDA driver, GPUs;"
         + " see above); the CPU backend is");
-    List<NcclInfo.Line> usable = List.of(new NcclInfo.Line("CUDA driver", true, "d"),
-        new NcclInfo.Line("CUDA runtime", true, "r"), new NcclInfo.Line("NCCL", true, "n"),
-        new NcclInfo.Line("GPUs", true, "1 visible"));
-    assertThat(NcclInfo.verdict(usable)).hasToString("NCCL backend: usable");
-    assertThat(NcclInfo.verdict(usable.subList(0, 3)).ok()).as("no GPUs line: not usable").isFalse();
+    List<MachineReport.Line> usable = List.of(new MachineReport.Line("CUDA driver", true, "d"),
+        new MachineReport.Line("CUDA runtime", true, "r"), new MachineReport.Line("NCCL", true, "n"),
+        new MachineReport.Line("GPUs", true, "1 visible"));
+    assertThat(MachineReport.verdict(usable)).hasToString("NCCL backend: usable");
+    assertThat(MachineReport.verdict(usable.subList(0, 3)).ok()).as("no GPUs line: not usable").isFalse();
   }
 
   // ------------------------------------------------------------------ the command line

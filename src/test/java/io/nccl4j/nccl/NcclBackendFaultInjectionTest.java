@@ -21,6 +21,8 @@ import io.nccl4j.UsageException;
 import io.nccl4j.Work;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.nccl.bind.CudaApi;
+import io.nccl4j.nccl.cuda.CudaException;
+import io.nccl4j.nccl.cuda.CudaStream;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;

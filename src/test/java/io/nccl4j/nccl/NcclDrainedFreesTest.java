@@ -8,6 +8,7 @@ import io.nccl4j.ProcessGroup;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
 import io.nccl4j.Work;
+import io.nccl4j.nccl.cuda.CudaStream;
 import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.List;

@@ -6,6 +6,9 @@ import static org.assertj.core.api.Assertions.catchThrowable;
 
 import io.nccl4j.Device;
 import io.nccl4j.nccl.bind.CudaApi;
+import io.nccl4j.nccl.cuda.CudaEvent;
+import io.nccl4j.nccl.cuda.CudaException;
+import io.nccl4j.nccl.cuda.CudaStream;
 import java.time.Duration;
 import java.util.concurrent.CountDownLatch;
 import org.junit.jupiter.api.AfterEach;

@@ -4,8 +4,8 @@ import io.nccl4j.Device;
 import io.nccl4j.DeviceStream;
 import io.nccl4j.ProcessGroup;
 import io.nccl4j.Work;
-import io.nccl4j.nccl.CudaEvent;
 import io.nccl4j.nccl.Nccl;
+import io.nccl4j.nccl.cuda.CudaEvent;
 
 /**
  * Times one rank's part of a collective: a monotonic clock on the CPU backend; on NCCL, CUDA events

@@ -1,4 +1,4 @@
-package io.nccl4j.nccl;
+package io.nccl4j.report;
 
 import java.io.IOException;
 import java.nio.file.Files;
@@ -13,7 +13,7 @@ import java.util.Set;
  * asked for. Two can be mapped at once — JavaCPP's JNI library loads a CUDA runtime of its own
  * beside the one nccl4j loaded — and NCCL refuses peers of another version, so the file matters.
  */
-final class MappedLibraries {
+public final class MappedLibraries {
   private MappedLibraries() {}
 
   /**

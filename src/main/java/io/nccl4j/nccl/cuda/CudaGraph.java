@@ -1,4 +1,4 @@
-package io.nccl4j.nccl;
+package io.nccl4j.nccl.cuda;
 
 import io.nccl4j.Device;
 import io.nccl4j.nccl.bind.CudaApi;
@@ -31,9 +31,9 @@ public final class CudaGraph implements AutoCloseable {
    * body throws, the capture is ended and discarded and the body's exception propagates.
    */
   public static CudaGraph capture(CudaStream stream, Runnable body) {
-    CudaApi cuda = stream.nccl().cuda();
+    CudaApi cuda = stream.runtime().cuda();
     Device device = stream.device();
-    stream.nccl().setDevice(device.index());
+    stream.runtime().setDevice(device.index());
     CudaCall.check(cuda.streamBeginCapture(stream.handle(), CudaApi.STREAM_CAPTURE_MODE_THREAD_LOCAL), cuda,
         "cudaStreamBeginCapture", device);
     long[] graph = new long[1];
@@ -61,7 +61,7 @@ public final class CudaGraph implements AutoCloseable {
     if (exec == 0) {
       throw new IllegalStateException("CudaGraph on " + stream.device() + " is closed");
     }
-    CudaApi cuda = stream.nccl().cuda();
+    CudaApi cuda = stream.runtime().cuda();
     CudaCall.check(cuda.graphLaunch(exec, stream.handle()), cuda, "cudaGraphLaunch", stream.device());
   }
 
@@ -77,7 +77,7 @@ public final class CudaGraph implements AutoCloseable {
     long g = graph;
     exec = 0;
     graph = 0;
-    CudaApi cuda = stream.nccl().cuda();
+    CudaApi cuda = stream.runtime().cuda();
     if (e != 0) {
       CudaCall.check(cuda.graphExecDestroy(e), cuda, "cudaGraphExecDestroy", stream.device());
     }

@@ -1,4 +1,4 @@
-package io.nccl4j.nccl;
+package io.nccl4j.nccl.cuda;
 
 import io.nccl4j.Device;
 import io.nccl4j.nccl.bind.CudaApi;
@@ -10,8 +10,8 @@ import io.nccl4j.nccl.bind.CudaApi;
 public final class CudaEvent extends CudaHandle {
   private final boolean timing;
 
-  private CudaEvent(Nccl nccl, Device device, boolean timing, long handle) {
-    super(nccl, device, handle);
+  private CudaEvent(CudaRuntime runtime, Device device, boolean timing, long handle) {
+    super(runtime, device, handle);
     this.timing = timing;
   }
 
@@ -22,18 +22,18 @@ public final class CudaEvent extends CudaHandle {
 
   @Override
   void destroy(long h) {
-    CudaApi cuda = nccl.cuda();
+    CudaApi cuda = runtime.cuda();
     CudaCall.check(cuda.eventDestroy(h), cuda, "cudaEventDestroy", device);
   }
 
   /** Creates an event on {@code device}; {@code timing} false makes it cheaper (no timestamp). */
-  public static CudaEvent create(Nccl nccl, int device, boolean timing) {
-    nccl.setDevice(device);
+  public static CudaEvent create(CudaRuntime runtime, int device, boolean timing) {
+    runtime.setDevice(device);
     long[] out = new long[1];
-    CudaApi cuda = nccl.cuda();
+    CudaApi cuda = runtime.cuda();
     CudaCall.check(cuda.eventCreateWithFlags(out, timing ? CudaApi.EVENT_DEFAULT : CudaApi.EVENT_DISABLE_TIMING),
         cuda, "cudaEventCreateWithFlags", Device.cuda(device));
-    return new CudaEvent(nccl, Device.cuda(device), timing, out[0]);
+    return new CudaEvent(runtime, Device.cuda(device), timing, out[0]);
   }
 
   /** The device the event was created on. */
@@ -48,13 +48,13 @@ public final class CudaEvent extends CudaHandle {
 
   /** Records the event on a raw stream handle (0: the legacy default stream). */
   public void record(long streamHandle) {
-    CudaApi cuda = nccl.cuda();
+    CudaApi cuda = runtime.cuda();
     CudaCall.check(cuda.eventRecord(handle(), streamHandle), cuda, "cudaEventRecord", device);
   }
 
   /** True once everything before the record point has finished. Never blocks. */
   public boolean isComplete() {
-    CudaApi cuda = nccl.cuda();
+    CudaApi cuda = runtime.cuda();
     int rc = cuda.eventQuery(handle());
     if (rc == CudaApi.ERROR_NOT_READY) {
       return false;
@@ -65,7 +65,7 @@ public final class CudaEvent extends CudaHandle {
 
   /** Blocks the host until the event completes. */
   public void synchronize() {
-    CudaApi cuda = nccl.cuda();
+    CudaApi cuda = runtime.cuda();
     CudaCall.check(cuda.eventSynchronize(handle()), cuda, "cudaEventSynchronize", device);
   }
 
@@ -75,7 +75,7 @@ public final class CudaEvent extends CudaHandle {
       throw new IllegalStateException("elapsed time needs two events created with timing");
     }
     float[] ms = new float[1];
-    CudaApi cuda = nccl.cuda();
+    CudaApi cuda = runtime.cuda();
     CudaCall.check(cuda.eventElapsedTime(ms, start.handle(), handle()), cuda, "cudaEventElapsedTime", device);
     return ms[0];
   }

@@ -1,4 +1,4 @@
-package io.nccl4j.nccl;
+package io.nccl4j.nccl.cuda;
 
 import io.nccl4j.Device;
 import io.nccl4j.nccl.bind.CudaApi;

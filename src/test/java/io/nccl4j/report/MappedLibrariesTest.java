@@ -1,4 +1,4 @@
-package io.nccl4j.nccl;
+package io.nccl4j.report;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -8,7 +8,7 @@ import org.junit.jupiter.api.Test;
 
 /** The libraries {@code info} says are mapped, from lines as /proc/self/maps has them. */
 @Tag("unit")
-class MappedLibrariesTest {
+public class MappedLibrariesTest {
   private static final List<String> MAPS = List.of(
       "7f0000000000-7f0000001000 r--p 00000000 08:01 131 /usr/lib/x86_64-linux-gnu/libc.so.6",
       "7f0000001000-7f0000002000 r-xp 00001000 08:01 222 /opt/venv/lib/python3.12/site-packages/nvidia/nccl/lib/"
@@ -31,11 +31,11 @@ class MappedLibrariesTest {
 
   @Test
   void infoSaysWhichFilesAndWarnsOfTwoRuntimes() {
-    NcclInfo.Line line = NcclInfo.mapped(MAPS);
+    MachineReport.Line line = MachineReport.mapped(MAPS);
     assertThat(line.ok()).isFalse();
     assertThat(line.toString()).isEqualTo("mapped: libnccl /opt/venv/lib/python3.12/site-packages/nvidia/nccl/lib/"
         + "libnccl.so.2; libcudart /work/bundle/lib/libcudart.so.13, /usr/local/cuda-13.0/lib64/libcudart.so.13.0.48"
         + " (more than one CUDA runtime: JavaCPP's JNI library loaded its own beside the one found above)");
-    assertThat(NcclInfo.mapped(List.of()).text()).isEqualTo("unknown: /proc/self/maps cannot be read here");
+    assertThat(MachineReport.mapped(List.of()).text()).isEqualTo("unknown: /proc/self/maps cannot be read here");
   }
 }

@@ -1,9 +1,9 @@
-package io.nccl4j.nccl;
+package io.nccl4j.nccl.cuda;
 
 /**
  * Each thread's current CUDA stream per device (PyTorch's {@code torch.cuda.current_stream()}: per
  * thread and device), 0 — the legacy default stream — until set. Tensor copies and fills of device
- * memory are ordered on it ({@link CudaMemory}), so that they follow the kernels the thread queued
+ * memory are ordered on it (the device memory of {@code io.nccl4j.nccl}), so that they follow the kernels the thread queued
  * there instead of relying on the legacy stream's implicit synchronisation, which non-blocking
  * streams do not take part in.
  */

@@ -1,5 +1,8 @@
-package io.nccl4j.nccl;
+package io.nccl4j.report;
 
+import io.nccl4j.nccl.Communicator;
+import io.nccl4j.nccl.Nccl;
+import io.nccl4j.nccl.NcclFeature;
 import io.nccl4j.nccl.bind.CudaApi;
 import io.nccl4j.nccl.bind.NativeLibraries.Found;
 import io.nccl4j.nccl.bind.NativeLibraries.Library;
@@ -12,8 +15,8 @@ import java.util.Map;
  * What this machine offers nccl4j, one line per component, each with the reason and the remedy when
  * something is missing (the {@code ./nccl4j info} report). Never throws.
  */
-public final class NcclInfo {
-  private NcclInfo() {}
+public final class MachineReport {
+  private MachineReport() {}
 
   /** One component: name, whether it is usable, and the text. */
   public record Line(String component, boolean ok, String text) {

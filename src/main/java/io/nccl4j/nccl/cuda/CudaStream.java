@@ -1,4 +1,4 @@
-package io.nccl4j.nccl;
+package io.nccl4j.nccl.cuda;
 
 import io.nccl4j.Device;
 import io.nccl4j.DeviceStream;
@@ -10,8 +10,8 @@ import io.nccl4j.nccl.bind.CudaApi;
  * {@link IllegalStateException}.
  */
 public final class CudaStream extends CudaHandle implements DeviceStream {
-  private CudaStream(Nccl nccl, Device device, long handle) {
-    super(nccl, device, handle);
+  private CudaStream(CudaRuntime runtime, Device device, long handle) {
+    super(runtime, device, handle);
   }
 
   @Override
@@ -21,18 +21,18 @@ public final class CudaStream extends CudaHandle implements DeviceStream {
 
   @Override
   void destroy(long h) {
-    CudaApi cuda = nccl.cuda();
+    CudaApi cuda = runtime.cuda();
     CudaCall.check(cuda.streamDestroy(h), cuda, "cudaStreamDestroy", device);
   }
 
   /** Creates a non-blocking stream on {@code device}. */
-  public static CudaStream create(Nccl nccl, int device) {
-    nccl.setDevice(device);
+  public static CudaStream create(CudaRuntime runtime, int device) {
+    runtime.setDevice(device);
     long[] out = new long[1];
-    CudaApi cuda = nccl.cuda();
+    CudaApi cuda = runtime.cuda();
     CudaCall.check(cuda.streamCreateWithFlags(out, CudaApi.STREAM_NON_BLOCKING), cuda, "cudaStreamCreateWithFlags",
         Device.cuda(device));
-    return new CudaStream(nccl, Device.cuda(device), out[0]);
+    return new CudaStream(runtime, Device.cuda(device), out[0]);
   }
 
   @Override
@@ -43,19 +43,19 @@ public final class CudaStream extends CudaHandle implements DeviceStream {
 
   /** Blocks the host until all work queued on the stream has finished. */
   public void synchronize() {
-    CudaApi cuda = nccl.cuda();
+    CudaApi cuda = runtime.cuda();
     CudaCall.check(cuda.streamSynchronize(handle()), cuda, "cudaStreamSynchronize", device);
   }
 
   /** Makes this stream wait for {@code event} (device-side; the host does not block). */
   public void waitEvent(CudaEvent event) {
-    CudaApi cuda = nccl.cuda();
+    CudaApi cuda = runtime.cuda();
     CudaCall.check(cuda.streamWaitEvent(handle(), event.handle()), cuda, "cudaStreamWaitEvent", device);
   }
 
   /** The runtime this stream belongs to (for helpers such as {@link CudaGraph}). */
-  Nccl nccl() {
-    return nccl;
+  CudaRuntime runtime() {
+    return runtime;
   }
 
   @Override

@@ -1,4 +1,4 @@
-package io.nccl4j.nccl;
+package io.nccl4j.nccl.cuda;
 
 import io.nccl4j.Device;
 
@@ -7,12 +7,12 @@ import io.nccl4j.Device;
  * and a close that destroys it exactly once, whichever threads call it.
  */
 abstract class CudaHandle implements AutoCloseable {
-  final Nccl nccl;
+  final CudaRuntime runtime;
   final Device device;
   private volatile long handle;
 
-  CudaHandle(Nccl nccl, Device device, long handle) {
-    this.nccl = nccl;
+  CudaHandle(CudaRuntime runtime, Device device, long handle) {
+    this.runtime = runtime;
     this.device = device;
     this.handle = handle;
   }
