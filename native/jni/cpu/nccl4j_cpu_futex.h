@@ -1,6 +1,6 @@
 /*
- * Waiting between processes, for the CPU backend's windows in /dev/shm (io.nccl4j.cpu.transport.shm.Futex), used
- * through the JavaCPP class io.nccl4j.cpu.bind.CpuKernels.
+ * Waiting between processes, for the CPU backend's windows in /dev/shm (io.nccl4j.internal.transport.shm.Futex), used
+ * through the JavaCPP class io.nccl4j.internal.bind.cpu.CpuKernels.
  */
 #ifndef NCCL4J_CPU_FUTEX_H
 #define NCCL4J_CPU_FUTEX_H

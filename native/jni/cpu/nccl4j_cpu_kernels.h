@@ -1,6 +1,6 @@
 /*
  * Reduction kernels of the CPU backend's shared-memory algorithms, used through the JavaCPP class
- * io.nccl4j.cpu.bind.CpuKernels. One pass: every element is read from every source, combined in
+ * io.nccl4j.internal.bind.cpu.CpuKernels. One pass: every element is read from every source, combined in
  * source order ((x0 op x1) op x2 ...), and the result is stored to every destination, so the
  * memory sees each input byte read once and each output byte written once; Java 17 cannot express
  * that loop vectorised over native memory (see docs/ALGORITHMS.md).

@@ -1,6 +1,6 @@
 /*
- * Sockets for the CPU backend's TCP transport (io.nccl4j.cpu.transport.tcp.NativeSocket), used through the JavaCPP
- * class io.nccl4j.cpu.bind.CpuKernels.
+ * Sockets for the CPU backend's TCP transport (io.nccl4j.internal.transport.tcp.NativeSocket), used through the JavaCPP
+ * class io.nccl4j.internal.bind.cpu.CpuKernels.
  */
 #ifndef NCCL4J_CPU_SOCKET_H
 #define NCCL4J_CPU_SOCKET_H
@@ -18,7 +18,7 @@
 #include <sys/types.h>
 
 /*
- * The CPU backend's TCP payloads straight between native memory and the kernel (io.nccl4j.cpu.transport.tcp.NativeSocket):
+ * The CPU backend's TCP payloads straight between native memory and the kernel (io.nccl4j.internal.transport.tcp.NativeSocket):
  * the JDK's socket streams copy every byte through a heap array and a temporary direct buffer on each side.
  * nccl4j keeps a duplicate of the socket's descriptor of its own, so that the JDK closing its descriptor can never
  * leave nccl4j reading or writing a number the process has reused.

@@ -2,7 +2,7 @@
  * NVTX through whichever NVTX library this machine has, loaded at run time with dlopen:
  * libnvtx3interop.so.1 (CUDA >= 12.9, pip nvidia-nvtx) or libnvToolsExt.so.1 (older CUDA). Both export
  * the same C functions (nvtxRangePushA, nvtxRangePop, nvtxMarkA). Used by the JavaCPP class
- * io.nccl4j.nccl.bind.Nvtx3Interop; nothing here needs NVTX headers or libraries at build time.
+ * io.nccl4j.internal.bind.nccl.Nvtx3Interop; nothing here needs NVTX headers or libraries at build time.
  */
 #ifndef NCCL4J_NVTX3_H
 #define NCCL4J_NVTX3_H

@@ -1,6 +1,6 @@
 package io.nccl4j;
 
-import io.nccl4j.concurrent.Durations;
+import io.nccl4j.internal.concurrent.Durations;
 import io.nccl4j.spi.Backend;
 import io.nccl4j.spi.Collective;
 import io.nccl4j.spi.Fingerprint;

@@ -720,7 +720,7 @@ class BadInputTest {
   }
 
   /**
-   * The count crosses the binding seam ({@link io.nccl4j.nccl.bind.NcclApi}) as a 64-bit value. The
+   * The count crosses the binding seam ({@link io.nccl4j.internal.bind.nccl.NcclApi}) as a 64-bit value. The
    * tensors wrap device addresses nobody dereferences: every call is in place, which FakeNccl at
    * world size 1 leaves as it is (the data path beyond 2^31 is the CPU test above).
    */

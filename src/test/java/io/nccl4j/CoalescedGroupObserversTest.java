@@ -4,7 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
 import io.nccl4j.cpu.CpuBackend;
-import io.nccl4j.cpu.transport.threads.LocalFabric;
+import io.nccl4j.internal.transport.threads.LocalFabric;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.spi.Backend;
 import io.nccl4j.spi.Collective;

@@ -6,7 +6,7 @@ import static org.assertj.core.api.Assertions.catchThrowable;
 
 import io.nccl4j.cpu.CpuCluster;
 import io.nccl4j.cpu.CpuOptions;
-import io.nccl4j.cpu.transport.tcp.TcpThreadsCluster;
+import io.nccl4j.internal.transport.tcp.TcpThreadsCluster;
 import io.nccl4j.spi.ClusterBackend;
 import io.nccl4j.testing.TestTime;
 import java.time.Duration;

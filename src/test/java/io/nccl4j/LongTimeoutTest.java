@@ -2,7 +2,7 @@ package io.nccl4j;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.nccl4j.cpu.transport.tcp.TcpThreadsCluster;
+import io.nccl4j.internal.transport.tcp.TcpThreadsCluster;
 import io.nccl4j.store.HashStore;
 import io.nccl4j.store.Store;
 import io.nccl4j.store.TcpStore;

@@ -83,7 +83,7 @@ class MonitoredBarrierTest {
   void aGroupWithoutAStoreAndATimeoutThatIsNotPositiveAreRefused() {
     try (io.nccl4j.memory.Allocator alloc = io.nccl4j.memory.Allocator.host().child("monitored-barrier-no-store");
          ProcessGroup pg = ProcessGroup.create(new io.nccl4j.cpu.CpuBackend(
-             new io.nccl4j.cpu.transport.threads.LocalFabric(1).endpoint(0), alloc, Duration.ofSeconds(5)))) {
+             new io.nccl4j.internal.transport.threads.LocalFabric(1).endpoint(0), alloc, Duration.ofSeconds(5)))) {
       assertThatThrownBy(() -> pg.monitoredBarrier(Duration.ofSeconds(1), false)).isInstanceOf(IllegalStateException.class)
           .hasMessage("rank 0: monitoredBarrier exchanges arrivals through the group's store, and this group has none:"
               + " call setValidation(mode, store) on every rank");

@@ -30,8 +30,8 @@ class PublicApiDocumentedTest {
   @Test
   void everyPublishedPublicMemberHasAComment(@TempDir Path out) throws Exception {
     String internal = System.getProperty("nccl4j.javadoc.internal",
-        "io.nccl4j.concurrent:io.nccl4j.nccl.bind:io.nccl4j.cpu.bind:io.nccl4j.cpu.transport:io.nccl4j.cpu.transport.threads"
-        + ":io.nccl4j.cpu.transport.tcp:io.nccl4j.cpu.transport.shm");
+        "io.nccl4j.internal.concurrent:io.nccl4j.internal.bind.nccl:io.nccl4j.internal.bind.cpu:io.nccl4j.internal.transport:io.nccl4j.internal.transport.threads"
+        + ":io.nccl4j.internal.transport.tcp:io.nccl4j.internal.transport.shm");
     Path sources = Path.of("src/main/java");
     assertThat(Files.isDirectory(sources)).as("run from the project root").isTrue();
     DocumentationTool tool = ToolProvider.getSystemDocumentationTool();

@@ -5,10 +5,10 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
 import io.nccl4j.cpu.CpuBackend;
-import io.nccl4j.cpu.transport.TransferTag;
-import io.nccl4j.cpu.transport.Transport;
-import io.nccl4j.cpu.transport.tcp.TcpTransport;
-import io.nccl4j.cpu.transport.threads.LocalFabric;
+import io.nccl4j.internal.transport.TransferTag;
+import io.nccl4j.internal.transport.Transport;
+import io.nccl4j.internal.transport.tcp.TcpTransport;
+import io.nccl4j.internal.transport.threads.LocalFabric;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.spi.Collective;
 import io.nccl4j.spi.Completions;

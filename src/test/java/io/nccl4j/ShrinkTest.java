@@ -3,7 +3,7 @@ package io.nccl4j;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.nccl4j.cpu.transport.tcp.TcpThreadsCluster;
+import io.nccl4j.internal.transport.tcp.TcpThreadsCluster;
 import io.nccl4j.testing.TestTime;
 import java.time.Duration;
 import java.util.List;

@@ -4,7 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
-import io.nccl4j.cpu.transport.tcp.TcpThreadsCluster;
+import io.nccl4j.internal.transport.tcp.TcpThreadsCluster;
 import io.nccl4j.testing.TestTime;
 import java.nio.file.Files;
 import java.nio.file.Path;

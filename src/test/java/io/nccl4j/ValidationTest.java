@@ -196,7 +196,7 @@ class ValidationTest {
   /** Groups built by hand, without the store LocalCluster hands every group. */
   private static List<Throwable> withoutStore(int world, Validation mode, Consumer<ProcessGroup> body)
       throws InterruptedException {
-    io.nccl4j.cpu.transport.threads.LocalFabric fabric = new io.nccl4j.cpu.transport.threads.LocalFabric(world);
+    io.nccl4j.internal.transport.threads.LocalFabric fabric = new io.nccl4j.internal.transport.threads.LocalFabric(world);
     AtomicReferenceArray<Throwable> seen = new AtomicReferenceArray<>(world);
     List<Thread> threads = new ArrayList<>();
     for (int r = 0; r < world; r++) {

@@ -2,8 +2,8 @@ package io.nccl4j.cli;
 
 import io.nccl4j.BackendException;
 import io.nccl4j.RankFailedException;
+import io.nccl4j.TransportTimeoutException;
 import io.nccl4j.cli.bench.SampleException;
-import io.nccl4j.cpu.transport.TransportTimeoutException;
 
 /**
  * The CLI's exit codes, and the one line it prints for an error. 0: everything passed; 1: a result

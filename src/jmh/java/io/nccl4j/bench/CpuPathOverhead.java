@@ -6,7 +6,7 @@ import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
 import io.nccl4j.Work;
 import io.nccl4j.cpu.CpuBackend;
-import io.nccl4j.cpu.transport.threads.LocalFabric;
+import io.nccl4j.internal.transport.threads.LocalFabric;
 import io.nccl4j.memory.Allocator;
 import java.time.Duration;
 import java.util.concurrent.TimeUnit;

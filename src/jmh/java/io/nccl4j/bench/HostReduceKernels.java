@@ -3,7 +3,7 @@ package io.nccl4j.bench;
 import io.nccl4j.DType;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.cpu.Reduction;
-import io.nccl4j.cpu.bind.CpuKernels;
+import io.nccl4j.internal.bind.cpu.CpuKernels;
 import io.nccl4j.memory.NativeMemory;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;

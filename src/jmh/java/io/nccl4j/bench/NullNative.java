@@ -1,9 +1,9 @@
 package io.nccl4j.bench;
 
-import io.nccl4j.nccl.bind.CudaApi;
-import io.nccl4j.nccl.bind.NativeSlot;
-import io.nccl4j.nccl.bind.NcclApi;
-import io.nccl4j.nccl.bind.NcclConfig;
+import io.nccl4j.internal.bind.nccl.CudaApi;
+import io.nccl4j.internal.bind.nccl.NativeSlot;
+import io.nccl4j.internal.bind.nccl.NcclApi;
+import io.nccl4j.internal.bind.nccl.NcclConfig;
 import io.nccl4j.memory.NativeMemory;
 
 /**

@@ -2,9 +2,9 @@ package io.nccl4j.cpu;
 
 import io.nccl4j.CollectiveStats;
 import io.nccl4j.DType;
-import io.nccl4j.cpu.transport.SharedMemory;
-import io.nccl4j.cpu.transport.TransferTag;
-import io.nccl4j.cpu.transport.Transport;
+import io.nccl4j.internal.transport.SharedMemory;
+import io.nccl4j.internal.transport.TransferTag;
+import io.nccl4j.internal.transport.Transport;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.memory.ScratchBuffer;
@@ -117,7 +117,7 @@ final class Algorithms implements AutoCloseable {
    */
   private HierarchicalAlgorithms hierarchical(TransferTag tag, long deadline) {
     if (!hostsKnown) {
-      io.nccl4j.cpu.transport.HostLayout layout = transport.hosts(tag, deadline);
+      io.nccl4j.internal.transport.HostLayout layout = transport.hosts(tag, deadline);
       hostsKnown = true;
       if (layout != null) {
         hierarchical = new HierarchicalAlgorithms(transport, layout, chunkBytes, scratch, options, working);

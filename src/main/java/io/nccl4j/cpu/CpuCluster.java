@@ -1,6 +1,6 @@
 package io.nccl4j.cpu;
 
-import io.nccl4j.cpu.transport.threads.LocalFabric;
+import io.nccl4j.internal.transport.threads.LocalFabric;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.spi.ClusterBackend;
 import java.time.Duration;

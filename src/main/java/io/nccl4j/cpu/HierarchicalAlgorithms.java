@@ -5,11 +5,11 @@ import static io.nccl4j.cpu.Blocks.start;
 
 import io.nccl4j.BackendException;
 import io.nccl4j.CollectiveStats;
-import io.nccl4j.cpu.transport.HostLayout;
-import io.nccl4j.cpu.transport.RankSubset;
-import io.nccl4j.cpu.transport.SharedMemory;
-import io.nccl4j.cpu.transport.TransferTag;
-import io.nccl4j.cpu.transport.Transport;
+import io.nccl4j.internal.transport.HostLayout;
+import io.nccl4j.internal.transport.RankSubset;
+import io.nccl4j.internal.transport.SharedMemory;
+import io.nccl4j.internal.transport.TransferTag;
+import io.nccl4j.internal.transport.Transport;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.ScratchBuffer;
 
@@ -292,7 +292,7 @@ final class HierarchicalAlgorithms implements AutoCloseable {
     long bytes = q * es;
     long gathered = staging(hosts * bytes);
     CollectiveStats across = rail.allGather(tag, deadline, in, gathered, q, dtype); // block h: rank hosts[h][local]
-    io.nccl4j.cpu.transport.SharedMemory.Window w = layout.windows().open(tag, "blocks-gather", hosts * bytes,
+    io.nccl4j.internal.transport.SharedMemory.Window w = layout.windows().open(tag, "blocks-gather", hosts * bytes,
         deadline, gathered);
     if (w == null) {
       throw outsideSegments();

@@ -1,6 +1,6 @@
 package io.nccl4j.cpu;
 
-import io.nccl4j.cpu.bind.CpuKernels;
+import io.nccl4j.internal.bind.cpu.CpuKernels;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.memory.ScratchBuffer;

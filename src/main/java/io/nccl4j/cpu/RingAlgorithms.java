@@ -5,9 +5,9 @@ import static io.nccl4j.cpu.Blocks.start;
 
 import io.nccl4j.CollectiveStats;
 import io.nccl4j.DType;
-import io.nccl4j.cpu.transport.Combiner;
-import io.nccl4j.cpu.transport.TransferTag;
-import io.nccl4j.cpu.transport.Transport;
+import io.nccl4j.internal.transport.Combiner;
+import io.nccl4j.internal.transport.TransferTag;
+import io.nccl4j.internal.transport.Transport;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.ScratchBuffer;
 

@@ -4,8 +4,8 @@ import static io.nccl4j.cpu.Blocks.len;
 import static io.nccl4j.cpu.Blocks.start;
 
 import io.nccl4j.CollectiveStats;
-import io.nccl4j.cpu.transport.SharedMemory;
-import io.nccl4j.cpu.transport.TransferTag;
+import io.nccl4j.internal.transport.SharedMemory;
+import io.nccl4j.internal.transport.TransferTag;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.memory.ScratchBuffer;

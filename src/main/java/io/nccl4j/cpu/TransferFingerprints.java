@@ -15,7 +15,7 @@ import java.util.Objects;
  * same. That keeps in-band checking to a few comparisons per collective, with no allocation; a
  * fingerprint is immutable, so sharing it between tags is safe. Equal fingerprints are also one
  * object across the ranks of a process (up to {@link #INTERNED} shapes), so that a receiver's
- * comparison is usually an identity check ({@link io.nccl4j.cpu.transport.TransferTag#sameAs}). Not
+ * comparison is usually an identity check ({@link io.nccl4j.internal.transport.TransferTag#sameAs}). Not
  * thread-safe: one per execution thread.
  */
 final class TransferFingerprints {

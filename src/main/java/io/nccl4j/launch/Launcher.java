@@ -1,6 +1,6 @@
 package io.nccl4j.launch;
 
-import io.nccl4j.concurrent.Durations;
+import io.nccl4j.internal.concurrent.Durations;
 import io.nccl4j.store.JobIdentity;
 import java.io.BufferedReader;
 import java.io.IOException;

@@ -2,7 +2,8 @@ package io.nccl4j.launch;
 
 import io.nccl4j.ProcessGroup;
 import io.nccl4j.cpu.CpuBackend;
-import io.nccl4j.cpu.transport.tcp.TcpTransport;
+import io.nccl4j.internal.transport.shm.HostSharedMemory;
+import io.nccl4j.internal.transport.tcp.TcpTransport;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.nccl.CommOptions;
 import io.nccl4j.nccl.Communicator;
@@ -296,7 +297,7 @@ public final class ProcessGroups {
           TcpTransport transport = new TcpTransport(env.rank(), env.worldSize(), store, advertisedHost(env, bind), bind,
               job, timeout);
           // Processes of one host share memory: the group's tensors then live where peers reach them.
-          io.nccl4j.memory.MemoryResource shm = io.nccl4j.cpu.transport.shm.HostSharedMemory.attach(transport, timeout);
+          io.nccl4j.memory.MemoryResource shm = io.nccl4j.internal.transport.shm.HostSharedMemory.attach(transport, timeout);
           b = new CpuBackend(transport, shm == null ? Allocator.host().child("rank" + env.rank())
               : Allocator.host().child("rank" + env.rank(), shm), timeout);
           break;
@@ -338,6 +339,14 @@ public final class ProcessGroups {
       pg.setValidation(mode, new PrefixStore("validation", store));
       return new Joined(pg, store, env);
     }
+  }
+
+  /**
+   * What names this host for the CPU backend: processes whose identities are equal share their host's memory (the
+   * shared-memory windows between them); others reach each other over TCP. Local.
+   */
+  public static String hostIdentity() {
+    return HostSharedMemory.hostIdentity();
   }
 
   /**

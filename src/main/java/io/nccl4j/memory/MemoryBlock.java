@@ -1,6 +1,6 @@
 package io.nccl4j.memory;
 
-import io.nccl4j.concurrent.PaddedCounter;
+import io.nccl4j.internal.concurrent.PaddedCounter;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.util.concurrent.atomic.AtomicInteger;

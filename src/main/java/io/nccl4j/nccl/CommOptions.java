@@ -1,6 +1,6 @@
 package io.nccl4j.nccl;
 
-import io.nccl4j.nccl.bind.NcclConfig;
+import io.nccl4j.internal.bind.nccl.NcclConfig;
 import java.time.Duration;
 
 /**

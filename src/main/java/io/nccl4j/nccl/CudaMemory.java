@@ -2,7 +2,7 @@ package io.nccl4j.nccl;
 
 import io.nccl4j.Device;
 import io.nccl4j.DeviceStream;
-import io.nccl4j.nccl.bind.CudaApi;
+import io.nccl4j.internal.bind.nccl.CudaApi;
 import io.nccl4j.nccl.cuda.CudaCall;
 import io.nccl4j.nccl.cuda.CudaStream;
 import io.nccl4j.nccl.cuda.CurrentStreams;

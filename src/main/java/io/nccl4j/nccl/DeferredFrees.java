@@ -1,6 +1,6 @@
 package io.nccl4j.nccl;
 
-import io.nccl4j.concurrent.Durations;
+import io.nccl4j.internal.concurrent.Durations;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;

@@ -1,8 +1,8 @@
 package io.nccl4j.nccl;
 
 import io.nccl4j.BackendException;
-import io.nccl4j.concurrent.PaddedCounter;
-import io.nccl4j.concurrent.PaddedLock;
+import io.nccl4j.internal.concurrent.PaddedCounter;
+import io.nccl4j.internal.concurrent.PaddedLock;
 import io.nccl4j.nccl.cuda.CudaEvent;
 import io.nccl4j.nccl.cuda.CudaStream;
 import io.nccl4j.spi.Backend.Completion;

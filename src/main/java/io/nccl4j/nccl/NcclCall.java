@@ -1,7 +1,7 @@
 package io.nccl4j.nccl;
 
 import io.nccl4j.Device;
-import io.nccl4j.nccl.bind.NcclApi;
+import io.nccl4j.internal.bind.nccl.NcclApi;
 
 /**
  * The one place where an {@code ncclResult_t} becomes an exception. Messages name the function, the

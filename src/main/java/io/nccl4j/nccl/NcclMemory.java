@@ -2,7 +2,7 @@ package io.nccl4j.nccl;
 
 import io.nccl4j.Device;
 import io.nccl4j.DeviceStream;
-import io.nccl4j.nccl.bind.NcclApi;
+import io.nccl4j.internal.bind.nccl.NcclApi;
 import io.nccl4j.nccl.cuda.CudaStream;
 import java.time.Duration;
 import java.util.Map;

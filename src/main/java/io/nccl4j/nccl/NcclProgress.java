@@ -2,9 +2,9 @@ package io.nccl4j.nccl;
 
 import io.nccl4j.BackendException;
 import io.nccl4j.CollectiveTimeoutException;
-import io.nccl4j.concurrent.Backoff;
-import io.nccl4j.concurrent.Durations;
-import io.nccl4j.nccl.bind.CudaApi;
+import io.nccl4j.internal.concurrent.Backoff;
+import io.nccl4j.internal.concurrent.Durations;
+import io.nccl4j.internal.bind.nccl.CudaApi;
 import io.nccl4j.nccl.cuda.CudaEvent;
 import io.nccl4j.spi.Backend.Completion;
 import io.nccl4j.spi.Collective;

@@ -1,6 +1,6 @@
 package io.nccl4j.nccl;
 
-import io.nccl4j.concurrent.Durations;
+import io.nccl4j.internal.concurrent.Durations;
 import io.nccl4j.store.Store;
 import io.nccl4j.store.StoreTimeoutException;
 import java.time.Duration;

@@ -1,6 +1,6 @@
 package io.nccl4j.nccl;
 
-import io.nccl4j.nccl.bind.NvtxApi;
+import io.nccl4j.internal.bind.nccl.NvtxApi;
 import io.nccl4j.trace.Range;
 
 /**
@@ -55,17 +55,17 @@ public final class Nvtx {
       return description;
     }
     try {
-      io.nccl4j.nccl.bind.NativeRuntime rt = io.nccl4j.nccl.bind.NativeRuntime.get();
+      io.nccl4j.internal.bind.nccl.NativeRuntime rt = io.nccl4j.internal.bind.nccl.NativeRuntime.get();
       if (rt.isLoaded() && rt.nvtx() != NvtxApi.NONE) {
         install(rt.nvtx(), rt.nvtxDescription());
         return description;
       }
-      NvtxApi standalone = io.nccl4j.nccl.bind.NativeRuntime.standaloneNvtx();
+      NvtxApi standalone = io.nccl4j.internal.bind.nccl.NativeRuntime.standaloneNvtx();
       if (standalone != null) {
-        install(standalone, io.nccl4j.nccl.bind.NativeRuntime.standaloneNvtxDescription());
+        install(standalone, io.nccl4j.internal.bind.nccl.NativeRuntime.standaloneNvtxDescription());
         return description;
       }
-      return "not loaded: " + io.nccl4j.nccl.bind.NativeRuntime.standaloneNvtxDescription();
+      return "not loaded: " + io.nccl4j.internal.bind.nccl.NativeRuntime.standaloneNvtxDescription();
     } catch (Throwable e) {
       return "not loaded: " + e;
     }

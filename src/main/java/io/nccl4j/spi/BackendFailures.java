@@ -2,7 +2,7 @@ package io.nccl4j.spi;
 
 import io.nccl4j.BackendException;
 import io.nccl4j.CollectiveTimeoutException;
-import io.nccl4j.concurrent.Durations;
+import io.nccl4j.internal.concurrent.Durations;
 import java.time.Duration;
 
 /** The words every backend fails with, written once: PyTorch's watchdog timeout, and a group broken before. */

@@ -1,6 +1,6 @@
 package io.nccl4j.store;
 
-import io.nccl4j.concurrent.Durations;
+import io.nccl4j.internal.concurrent.Durations;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Arrays;

@@ -1,7 +1,7 @@
 package io.nccl4j.store;
 
 import io.nccl4j.BackendException;
-import io.nccl4j.concurrent.Durations;
+import io.nccl4j.internal.concurrent.Durations;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
 import java.io.DataInputStream;

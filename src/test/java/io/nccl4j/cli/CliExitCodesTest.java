@@ -8,7 +8,7 @@ import io.nccl4j.PeerFailureException;
 import io.nccl4j.RankFailedException;
 import io.nccl4j.UsageException;
 import io.nccl4j.cli.bench.SampleException;
-import io.nccl4j.cpu.transport.TransportTimeoutException;
+import io.nccl4j.TransportTimeoutException;
 import io.nccl4j.launch.Launcher;
 import io.nccl4j.store.StoreTimeoutException;
 import io.nccl4j.testing.TestTime;

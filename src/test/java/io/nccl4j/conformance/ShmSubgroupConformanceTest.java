@@ -2,7 +2,7 @@ package io.nccl4j.conformance;
 
 import io.nccl4j.DType;
 import io.nccl4j.LocalCluster;
-import io.nccl4j.cpu.transport.shm.ShmThreadsCluster;
+import io.nccl4j.internal.transport.shm.ShmThreadsCluster;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;

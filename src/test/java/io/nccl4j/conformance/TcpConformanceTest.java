@@ -2,13 +2,13 @@ package io.nccl4j.conformance;
 
 import io.nccl4j.DType;
 import io.nccl4j.LocalCluster;
-import io.nccl4j.cpu.transport.tcp.TcpThreadsCluster;
+import io.nccl4j.internal.transport.tcp.TcpThreadsCluster;
 import java.time.Duration;
 import java.util.List;
 import org.junit.jupiter.api.Tag;
 
 /**
- * The conformance suite, unchanged, on the CPU backend over {@link io.nccl4j.cpu.transport.tcp.TcpTransport}:
+ * The conformance suite, unchanged, on the CPU backend over {@link io.nccl4j.internal.transport.tcp.TcpTransport}:
  * ranks are threads, but every byte between them goes through loopback TCP connections, as between
  * processes. Over TCP the ring algorithms run (threads sharing memory use the shared-memory ones,
  * {@link CpuConformanceTest}, which covers every dtype; {@link CpuRingConformanceTest} runs the ring

@@ -2,7 +2,7 @@ package io.nccl4j.conformance;
 
 import io.nccl4j.DType;
 import io.nccl4j.LocalCluster;
-import io.nccl4j.cpu.transport.tcp.TcpThreadsCluster;
+import io.nccl4j.internal.transport.tcp.TcpThreadsCluster;
 import java.time.Duration;
 import java.util.List;
 import org.junit.jupiter.api.Tag;

@@ -6,7 +6,7 @@ import io.nccl4j.DType;
 import io.nccl4j.LocalCluster;
 import io.nccl4j.Tensor;
 import io.nccl4j.Work;
-import io.nccl4j.cpu.transport.shm.ShmThreadsCluster;
+import io.nccl4j.internal.transport.shm.ShmThreadsCluster;
 import io.nccl4j.testing.TestData;
 import io.nccl4j.testing.TestTime;
 import java.nio.file.Path;

@@ -8,7 +8,7 @@ import io.nccl4j.LocalCluster;
 import io.nccl4j.PeerFailureException;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
-import io.nccl4j.cpu.transport.shm.ShmThreadsCluster;
+import io.nccl4j.internal.transport.shm.ShmThreadsCluster;
 import io.nccl4j.testing.TestTime;
 import java.nio.file.Path;
 import java.time.Duration;

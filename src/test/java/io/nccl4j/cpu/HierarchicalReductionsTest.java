@@ -8,7 +8,7 @@ import io.nccl4j.ProcessGroup;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
 import io.nccl4j.Work;
-import io.nccl4j.cpu.transport.shm.ShmThreadsCluster;
+import io.nccl4j.internal.transport.shm.ShmThreadsCluster;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.testing.TestData;
 import io.nccl4j.testing.TestTime;

@@ -4,7 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.fail;
 
-import io.nccl4j.cpu.bind.CpuKernels;
+import io.nccl4j.internal.bind.cpu.CpuKernels;
 import io.nccl4j.memory.NativeMemory;
 import java.util.ArrayList;
 import java.util.List;

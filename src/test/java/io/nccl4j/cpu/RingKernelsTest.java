@@ -8,7 +8,7 @@ import io.nccl4j.ProcessGroup;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
 import io.nccl4j.Work;
-import io.nccl4j.cpu.transport.tcp.TcpThreadsCluster;
+import io.nccl4j.internal.transport.tcp.TcpThreadsCluster;
 import io.nccl4j.spi.ClusterBackend;
 import io.nccl4j.testing.TestTime;
 import java.time.Duration;

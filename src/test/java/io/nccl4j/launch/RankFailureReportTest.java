@@ -2,6 +2,7 @@ package io.nccl4j.launch;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.nccl4j.FailureKind;
 import java.util.Map;
 import java.util.Set;
 import org.junit.jupiter.api.Tag;
@@ -56,7 +57,7 @@ class RankFailureReportTest {
     RankFailureReport r = new RankFailureReport();
     r.errorLine(0, "Exception in thread \"main\" java.lang.RuntimeException: step 3 failed");
     r.errorLine(2, "Exception in thread \"main\" java.lang.IllegalStateException: input corrupt");
-    GroupFailure stored = new GroupFailure(GroupFailure.Kind.FAILED, 2,
+    GroupFailure stored = new GroupFailure(FailureKind.FAILED, 2,
         "rank 2 failed: IllegalStateException: input corrupt");
     RankFailureReport.Verdict v = r.verdict(0, Map.of(0, 1, 2, 7), Set.of(), stored, LOCAL);
     assertThat(v.rank()).isEqualTo(2);
@@ -68,7 +69,7 @@ class RankFailureReportTest {
   @Test
   void aBlamedRankTheLauncherStoppedIsNamedWithTheStoresWordsAndTheFirstExitsStatus() {
     RankFailureReport r = new RankFailureReport();
-    GroupFailure stored = new GroupFailure(GroupFailure.Kind.FAILED, 3, "rank 3 failed: OutOfMemoryError: heap");
+    GroupFailure stored = new GroupFailure(FailureKind.FAILED, 3, "rank 3 failed: OutOfMemoryError: heap");
     // Rank 3 was still ending when rank 1 exited; the launcher's SIGTERM is not its own failure.
     RankFailureReport.Verdict v = r.verdict(1, Map.of(1, 3, 3, 143), Set.of(0, 2, 3), stored, LOCAL);
     assertThat(v.rank()).isEqualTo(3);
@@ -80,7 +81,7 @@ class RankFailureReportTest {
   @Test
   void aRankOfAnotherNodeIsNamedAsSuch() {
     RankFailureReport r = new RankFailureReport();
-    GroupFailure stored = new GroupFailure(GroupFailure.Kind.TIMED_OUT, 6, "rank 6 timed out: Watchdog caught …");
+    GroupFailure stored = new GroupFailure(FailureKind.TIMED_OUT, 6, "rank 6 timed out: Watchdog caught …");
     RankFailureReport.Verdict v = r.verdict(2, Map.of(2, 3), Set.of(0, 1, 3), stored, LOCAL);
     assertThat(v.rank()).isEqualTo(6);
     assertThat(v.status()).isEqualTo(3);

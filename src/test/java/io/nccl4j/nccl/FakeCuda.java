@@ -1,7 +1,7 @@
 package io.nccl4j.nccl;
 
 import io.nccl4j.memory.NativeMemory;
-import io.nccl4j.nccl.bind.CudaApi;
+import io.nccl4j.internal.bind.nccl.CudaApi;
 import java.util.ArrayDeque;
 import java.util.Deque;
 import java.util.Map;

@@ -5,9 +5,9 @@ import static io.nccl4j.nccl.FakeCuda.stream;
 
 import io.nccl4j.DType;
 import io.nccl4j.memory.NativeMemory;
-import io.nccl4j.nccl.bind.NativeSlot;
-import io.nccl4j.nccl.bind.NcclApi;
-import io.nccl4j.nccl.bind.NcclConfig;
+import io.nccl4j.internal.bind.nccl.NativeSlot;
+import io.nccl4j.internal.bind.nccl.NcclApi;
+import io.nccl4j.internal.bind.nccl.NcclConfig;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;

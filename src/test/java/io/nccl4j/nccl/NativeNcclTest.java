@@ -7,11 +7,11 @@ import static org.assertj.core.api.Assertions.catchThrowable;
 import io.nccl4j.BackendException;
 import io.nccl4j.Device;
 import io.nccl4j.cli.Cli;
-import io.nccl4j.nccl.bind.CudaApi;
-import io.nccl4j.nccl.bind.NativeLibraries.Found;
-import io.nccl4j.nccl.bind.NativeLibraries.Library;
-import io.nccl4j.nccl.bind.NativeRuntime;
-import io.nccl4j.nccl.bind.NcclApi;
+import io.nccl4j.internal.bind.nccl.CudaApi;
+import io.nccl4j.internal.bind.nccl.NativeLibraries.Found;
+import io.nccl4j.internal.bind.nccl.NativeLibraries.Library;
+import io.nccl4j.internal.bind.nccl.NativeRuntime;
+import io.nccl4j.internal.bind.nccl.NcclApi;
 import io.nccl4j.nccl.cuda.CudaCall;
 import io.nccl4j.nccl.cuda.CudaException;
 import io.nccl4j.report.MachineReport;
@@ -86,7 +86,7 @@ class NativeNcclTest {
   @Test
   void aSplitOutParameterIsNativeNullAndStaysSoWhenTheSplitFails() {
     NcclApi api = nccl.api();
-    try (io.nccl4j.nccl.bind.NativeSlot slot = api.newSlot()) {
+    try (io.nccl4j.internal.bind.nccl.NativeSlot slot = api.newSlot()) {
       assertThat(slot.get()).as("a new slot holds NULL").isZero();
       int rc = api.commSplit(0, 0, 0, slot, null);
       assertThat(rc).as("ncclCommSplit without a communicator (and without a GPU)").isNotIn(0, 7);

@@ -20,7 +20,7 @@ import io.nccl4j.Tensor;
 import io.nccl4j.UsageException;
 import io.nccl4j.Work;
 import io.nccl4j.memory.Allocator;
-import io.nccl4j.nccl.bind.CudaApi;
+import io.nccl4j.internal.bind.nccl.CudaApi;
 import io.nccl4j.nccl.cuda.CudaException;
 import io.nccl4j.nccl.cuda.CudaStream;
 import java.time.Duration;

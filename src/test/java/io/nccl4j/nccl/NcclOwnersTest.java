@@ -5,7 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
 import io.nccl4j.Device;
-import io.nccl4j.nccl.bind.CudaApi;
+import io.nccl4j.internal.bind.nccl.CudaApi;
 import io.nccl4j.nccl.cuda.CudaEvent;
 import io.nccl4j.nccl.cuda.CudaException;
 import io.nccl4j.nccl.cuda.CudaStream;
@@ -261,7 +261,7 @@ class NcclOwnersTest extends NcclFixture {
     assertThat(nccl.version()).isEqualTo(new NcclVersion(2, 23, 4));
     assertThat(nccl.api()).isSameAs(fake);
     assertThat(nccl.cuda()).isSameAs(cuda);
-    assertThat(nccl.nvtx()).isSameAs(io.nccl4j.nccl.bind.NvtxApi.NONE);
+    assertThat(nccl.nvtx()).isSameAs(io.nccl4j.internal.bind.nccl.NvtxApi.NONE);
     assertThat(log.named("ncclGetVersion")).hasSize(1);
   }
 

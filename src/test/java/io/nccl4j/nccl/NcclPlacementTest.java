@@ -3,7 +3,7 @@ package io.nccl4j.nccl;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.nccl4j.nccl.bind.CudaApi;
+import io.nccl4j.internal.bind.nccl.CudaApi;
 import java.time.Duration;
 import java.util.Map;
 import org.junit.jupiter.api.Tag;

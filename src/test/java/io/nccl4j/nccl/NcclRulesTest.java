@@ -12,7 +12,7 @@ import io.nccl4j.ProcessGroup;
 import io.nccl4j.ReduceOp;
 import io.nccl4j.Tensor;
 import io.nccl4j.Work;
-import io.nccl4j.nccl.bind.CudaApi;
+import io.nccl4j.internal.bind.nccl.CudaApi;
 import io.nccl4j.nccl.cuda.CudaGraph;
 import io.nccl4j.nccl.cuda.CudaStream;
 import io.nccl4j.store.HashStore;

@@ -3,7 +3,7 @@ package io.nccl4j.nccl;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
-import io.nccl4j.nccl.bind.NativeRuntime;
+import io.nccl4j.internal.bind.nccl.NativeRuntime;
 import io.nccl4j.store.PrefixStore;
 import io.nccl4j.store.Store;
 import io.nccl4j.store.TcpStore;

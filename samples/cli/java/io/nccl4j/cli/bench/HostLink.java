@@ -2,7 +2,6 @@ package io.nccl4j.cli.bench;
 
 import io.nccl4j.ObjectCodec;
 import io.nccl4j.ProcessGroup;
-import io.nccl4j.cpu.transport.shm.HostSharedMemory;
 import io.nccl4j.launch.DistEnv;
 import io.nccl4j.launch.ProcessGroups;
 import java.io.DataInputStream;
@@ -39,7 +38,7 @@ import java.util.concurrent.atomic.AtomicReference;
  * nccl4j's collectives, whose own costs a bound must not contain.
  *
  * <p>Collective over the sweep's group, after the run. Every rank all-gathers its host identity
- * ({@link HostSharedMemory#hostIdentity()}: what decides whether processes share memory), so every
+ * ({@link ProcessGroups#hostIdentity()}: what decides whether processes share memory), so every
  * rank reaches the same verdict. On one host every rank returns null at once. Across hosts the chosen
  * rank listens where its transport is reached ({@link ProcessGroups#advertisedAddress}) and
  * broadcasts the address with a one-time token (a stray connection to the port is not counted);
@@ -71,7 +70,7 @@ public final class HostLink {
   public static AllReduceBound measure(ProcessGroup pg) {
     DistEnv env = DistEnv.fromEnvironment();
     Duration timeout = pg.timeout();
-    List<String> entries = pg.allGatherObject(env.rank() + "\n" + HostSharedMemory.hostIdentity(), ObjectCodec.utf8());
+    List<String> entries = pg.allGatherObject(env.rank() + "\n" + ProcessGroups.hostIdentity(), ObjectCodec.utf8());
     int[] worldRanks = new int[entries.size()];
     String[] hosts = new String[entries.size()];
     for (int i = 0; i < entries.size(); i++) {

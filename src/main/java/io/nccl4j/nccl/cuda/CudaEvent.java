@@ -1,7 +1,7 @@
 package io.nccl4j.nccl.cuda;
 
 import io.nccl4j.Device;
-import io.nccl4j.nccl.bind.CudaApi;
+import io.nccl4j.internal.bind.nccl.CudaApi;
 
 /**
  * Owner of one CUDA event: completion marker and, when created with timing, a timestamp.

@@ -1,6 +1,6 @@
 package io.nccl4j.nccl.cuda;
 
-import io.nccl4j.nccl.bind.CudaApi;
+import io.nccl4j.internal.bind.nccl.CudaApi;
 
 /**
  * The CUDA runtime the objects of this package call: its functions and the calling thread's current

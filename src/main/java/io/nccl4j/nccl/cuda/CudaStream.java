@@ -2,7 +2,7 @@ package io.nccl4j.nccl.cuda;
 
 import io.nccl4j.Device;
 import io.nccl4j.DeviceStream;
-import io.nccl4j.nccl.bind.CudaApi;
+import io.nccl4j.internal.bind.nccl.CudaApi;
 
 /**
  * Owner of one non-blocking CUDA stream ({@code cudaStreamNonBlocking}: it does not synchronize

@@ -1,0 +1,91 @@
+package io.nccl4j.internal.transport.shm;
+
+import io.nccl4j.PeerFailureException;
+import io.nccl4j.internal.transport.Failure;
+import io.nccl4j.internal.transport.process.ProcessLink;
+import java.util.function.BooleanSupplier;
+
+/**
+ * Whether the processes a rank waits for through shared memory are still there: a peer that closed
+ * its group marks its window words as left; one that died leaves its pid behind in its segment. A
+ * wait looks every few milliseconds, so that no wait outlives a dead peer (docs/ERRORS.md).
+ */
+final class ShmLiveness {
+  private final int rank;
+  /** The group's segments and window words by rank, as {@link ProcessWindows} fills them in. */
+  private final ShmSegment[] segments;
+  private final long[] words;
+  private final ProcessLink transport;
+
+  ShmLiveness(int rank, ShmSegment[] segments, long[] words, ProcessLink transport) {
+    this.rank = rank;
+    this.segments = segments;
+    this.words = words;
+    this.transport = transport;
+  }
+
+  /**
+   * Throws when rank {@code q}'s process (one whose segment this process mapped) has closed its group or
+   * died and {@code stillAwaited} is then still true: looked at after the process is seen gone, so that
+   * a peer that did what was awaited and then left is not taken for one that left first.
+   */
+  void check(int q, String what, BooleanSupplier stillAwaited) {
+    ShmSegment s = segments[q];
+    String gone = null;
+    if (words[q] != 0 && ShmSegment.left(words[q])) {
+      gone = "rank " + q + " closed its process group while rank " + rank + " was " + what;
+    } else {
+      long pid = s.pid();
+      if (pid != ProcessHandle.current().pid() && !alive(pid)) {
+        gone = "rank " + q + " (pid " + pid + ") died while rank " + rank + " was " + what;
+      }
+    }
+    if (gone != null && stillAwaited.getAsBoolean()) {
+      PeerFailureException e = new PeerFailureException(q, gone);
+      transport.failures().record(Failure.of(q, e));
+      throw transport.failures().failureOr(e);
+    }
+  }
+
+  /**
+   * What a peer that is late looks like from here, as words to append to its rank, from its state in
+   * {@code /proc}: {@code " (pid 12, stopped: SIGSTOP or a debugger)"}; {@code " (pid 12, running: busy, or waiting
+   * for a core)"} — a peer that has not come although it runs is slow or was not scheduled, which on a loaded
+   * machine can outlast a short timeout; {@code " (pid 12, asleep: waiting for something else)"}; or
+   * {@code " (pid 12)"} when the state cannot be read.
+   */
+  static String describe(long pid) {
+    switch (state(pid)) {
+      case 'T':
+      case 't':
+        return " (pid " + pid + ", stopped: SIGSTOP or a debugger)";
+      case 'R':
+        return " (pid " + pid + ", running: busy, or waiting for a core)";
+      case 'S':
+        return " (pid " + pid + ", asleep: waiting for something else)";
+      case 'D':
+        return " (pid " + pid + ", in uninterruptible I/O or paging)";
+      default:
+        return " (pid " + pid + ")";
+    }
+  }
+
+  /** The process's state letter in {@code /proc/<pid>/stat} (R, S, D, T, t, Z, ...), or '?' when it cannot be read. */
+  static char state(long pid) {
+    try {
+      String stat = java.nio.file.Files.readString(java.nio.file.Paths.get("/proc/" + pid + "/stat"));
+      int close = stat.lastIndexOf(')'); // after the command name, which may hold spaces
+      return close < 0 || close + 2 >= stat.length() ? '?' : stat.charAt(close + 2);
+    } catch (java.io.IOException | RuntimeException e) {
+      return '?';
+    }
+  }
+
+  /** Running, or stopped: a zombie (killed, not yet reaped by its parent) is dead for its peers. */
+  static boolean alive(long pid) {
+    if (!ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false)) {
+      return false;
+    }
+    return state(pid) != 'Z'; // '?' (no /proc): as the JDK says
+  }
+}
