@@ -10,6 +10,7 @@ import io.nccl4j.internal.bind.nccl.NcclApi;
 import java.time.Duration;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.ReentrantLock;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -80,6 +81,28 @@ public final class Communicator implements AutoCloseable {
     return options.nonBlocking() ? Mode.NONBLOCKING : Mode.BLOCKING;
   }
 
+  /**
+   * The life of a communicator, in order; the handle's release (destroy or abort) closes it whatever its state.
+   * A state is left only for a later one: what broke it stays broken.
+   */
+  private enum State {
+    /** Healthy: calls go to NCCL; close finalizes and destroys. */
+    OPEN,
+    /** Healthy, but a peer may not take part in NCCL's finalize (it is gone, or was excluded): close aborts. */
+    RELEASE_BY_ABORT,
+    /** NCCL reported an error, a poll ran past its limit, or a caller said so: close aborts. */
+    BROKEN,
+    /** An abort began: no call starts, and a thread polling a nonblocking call gives up. */
+    ABORTING
+  }
+
+  /** How long an abort nccl4j starts on its own (a failed init or split, a poll past its limit) waits for NCCL. */
+  static final Duration ABORT_DEADLINE = Duration.ofSeconds(30);
+  /** How long {@link #close()} waits for finalize and destroy. */
+  static final Duration CLOSE_DEADLINE = Duration.ofSeconds(60);
+  /** How long a statistics call ({@code ncclCommMemStats}) may take before the watchdog calls it stuck. */
+  private static final Duration QUERY_LIMIT = Duration.ofSeconds(30);
+
   /** Polling an ncclInProgress: one spin, then parks of 1, 2, 4 … µs up to 200 µs (the call keeps its own limit). */
   private static final Backoff IN_PROGRESS_POLL = new Backoff(1, 0, 1_000, 200_000);
 
@@ -98,11 +121,10 @@ public final class Communicator implements AutoCloseable {
   private final ReentrantLock deviceLock;
   private final int[] pollOut = new int[1];
   private volatile long handle;
-  private volatile boolean broken;
-  /** Why this communicator must be released with ncclCommAbort although it did not fail (null: it need not). */
-  private volatile String releaseByAbort;
-  /** Set first by an abort: no new call starts, and a thread polling a nonblocking call gives up. */
-  private volatile boolean aborting;
+  /** Where this communicator is in its life: it only moves forward ({@link #moveTo}). */
+  private final AtomicReference<State> state = new AtomicReference<>(State.OPEN);
+  /** Why it must be released with ncclCommAbort although it did not fail ({@link State#RELEASE_BY_ABORT}). */
+  private volatile String releaseReason;
   /** When the call in progress started (0: none), its NCCL function and its limit. */
   private volatile long callStart;
   private volatile String callFunction;
@@ -178,8 +200,8 @@ public final class Communicator implements AutoCloseable {
       // half-made communicator whose threads and memory only an abort releases.
       RuntimeException e = NcclCall.error(rc, api, ctx, function);
       Communicator failed = new Communicator(nccl, rank, size, device, Mode.BLOCKING, options, out[0]);
-      failed.broken = true;
-      failed.abort(Duration.ofSeconds(30));
+      failed.moveTo(State.BROKEN);
+      failed.abort(ABORT_DEADLINE);
       throw e;
     }
     NcclCall.check(rc, api, ctx, function);
@@ -194,8 +216,8 @@ public final class Communicator implements AutoCloseable {
         NcclCall.check(c.complete(rc, function), api, c.context(), function);
       } catch (RuntimeException e) {
         c.exit();
-        c.broken = true;
-        c.abort(Duration.ofSeconds(30));
+        c.moveTo(State.BROKEN);
+        c.abort(ABORT_DEADLINE);
         throw e;
       }
       c.exit();
@@ -284,7 +306,7 @@ public final class Communicator implements AutoCloseable {
     } catch (RuntimeException e) {
       exit();
       // NCCL's job may still be running and write the slot: the abort ends it and waits for it.
-      if (abort(Duration.ofSeconds(30))) {
+      if (abort(ABORT_DEADLINE)) {
         settle(out, orphan);
       } else {
         LOG.warn("rank {}: the abort after {} did not end within 30 s; its out-parameter stays allocated, since NCCL"
@@ -314,13 +336,13 @@ public final class Communicator implements AutoCloseable {
   private void abortOrphan(String function, long child) {
     LOG.warn("rank {}: {} failed after NCCL had made the new communicator; aborting it", rank, function);
     Communicator c = new Communicator(nccl, rank, size, device, mode, options, child);
-    c.broken = true;
-    c.abort(Duration.ofSeconds(30));
+    c.moveTo(State.BROKEN);
+    c.abort(ABORT_DEADLINE);
   }
 
   /** True once an abort started: no NCCL call will be made on it any more. */
   public boolean isAborted() {
-    return aborting;
+    return aborting();
   }
 
   /** The options it was created with; a child made by split or shrink has the same. */
@@ -385,10 +407,10 @@ public final class Communicator implements AutoCloseable {
   public long enter(String function, long limitNanos, long nowNanos) {
     lock.lock();
     long h = handle;
-    if (h == 0 || aborting) {
+    if (h == 0 || aborting()) {
       lock.unlock();
       throw new BackendException("NCCL communicator of rank " + rank + " on cuda:" + device + " is "
-          + (aborting ? "aborted" : "closed") + "; " + function + " was not called");
+          + (aborting() ? "aborted" : "closed") + "; " + function + " was not called");
     }
     begin(function, limitNanos, nowNanos);
     return h;
@@ -418,26 +440,25 @@ public final class Communicator implements AutoCloseable {
     }
     long start = callStart;
     for (int round = 0;; round++) {
-      if (aborting) {
-        broken = true;
+      if (aborting()) {
         throw new BackendException(function + " on rank " + rank + " (cuda:" + device + ") was interrupted by an"
             + " abort of the communicator");
       }
       int r = api.commGetAsyncError(handle, pollOut);
       if (r != 0) {
-        broken = true;
+        moveTo(State.BROKEN);
         return r;
       }
       int state = pollOut[0];
       if (state != NcclResult.IN_PROGRESS.code()) {
         if (state != 0) {
-          broken = true;
+          moveTo(State.BROKEN);
         }
         return state;
       }
       long waited = System.nanoTime() - start;
       if (waited > callLimitNanos) {
-        broken = true;
+        moveTo(State.BROKEN);
         throw new CollectiveTimeoutException(function + " on rank " + rank + " of " + size + " (cuda:" + device
             + ") was still in progress after " + waited / 1_000_000 + " ms, its limit " + callLimitNanos / 1_000_000
             + " ms (nonblocking communicator); the communicator is aborted", rank);
@@ -490,7 +511,7 @@ public final class Communicator implements AutoCloseable {
     long[] v = new long[4];
     for (int stat = 0; stat < 4; stat++) {
       int s = stat;
-      int rc = call("ncclCommMemStats", Duration.ofSeconds(30), h -> api.commMemStats(h, s, out));
+      int rc = call("ncclCommMemStats", QUERY_LIMIT, h -> api.commMemStats(h, s, out));
       NcclCall.check(rc, api, context(), "ncclCommMemStats");
       v[stat] = out[0];
     }
@@ -545,7 +566,7 @@ public final class Communicator implements AutoCloseable {
     }
     try {
       long h = handle;
-      if (h == 0 || aborting) {
+      if (h == 0 || aborting()) {
         return BUSY;
       }
       if (deviceLock != null && !deviceLock.tryLock()) {
@@ -556,7 +577,7 @@ public final class Communicator implements AutoCloseable {
         NcclCall.check(rc, api, context(), "ncclCommGetAsyncError");
         int state = pollOut[0];
         if (state != 0 && state != NcclResult.IN_PROGRESS.code()) {
-          broken = true;
+          moveTo(State.BROKEN);
         }
         return state == NcclResult.IN_PROGRESS.code() ? BUSY : state;
       } finally {
@@ -573,7 +594,7 @@ public final class Communicator implements AutoCloseable {
 
   /** Marks the communicator broken: {@link #close()} will abort it instead of finalizing it. */
   public void markBroken() {
-    broken = true;
+    moveTo(State.BROKEN);
   }
 
   /**
@@ -582,8 +603,8 @@ public final class Communicator implements AutoCloseable {
    * commDestroySync, which only the abort flag skips). It stays usable until then.
    */
   public void releaseWithAbort(String why) {
-    if (releaseByAbort == null) {
-      releaseByAbort = why;
+    if (moveTo(State.RELEASE_BY_ABORT)) {
+      releaseReason = why;
     }
   }
 
@@ -593,7 +614,7 @@ public final class Communicator implements AutoCloseable {
    * {@link #close()} then aborts the communicator instead of finalizing it.
    */
   public boolean isBroken() {
-    return broken;
+    return state.get().compareTo(State.BROKEN) >= 0;
   }
 
   /**
@@ -601,7 +622,7 @@ public final class Communicator implements AutoCloseable {
    * finalize it: it is broken, aborting, or {@link #releaseWithAbort} was called.
    */
   public boolean releasesByAbort() {
-    return broken || aborting || releaseByAbort != null;
+    return state.get() != State.OPEN;
   }
 
   /** True once the communicator is destroyed or aborted: its handle is released and no call can enter. */
@@ -611,14 +632,34 @@ public final class Communicator implements AutoCloseable {
 
   /** True once an abort has begun. */
   public boolean isAborting() {
-    return aborting;
+    return aborting();
+  }
+
+  private boolean aborting() {
+    return state.get() == State.ABORTING;
+  }
+
+  /**
+   * The one transition: moves to {@code next} when it is later than the state now (a communicator that broke stays
+   * broken, one aborting stays aborting); true when this call moved it.
+   */
+  private boolean moveTo(State next) {
+    while (true) {
+      State now = state.get();
+      if (now.compareTo(next) >= 0) {
+        return false;
+      }
+      if (state.compareAndSet(now, next)) {
+        return true;
+      }
+    }
   }
 
   // ------------------------------------------------------------------ abort
 
   /** {@code ncclCommAbort}, waiting for it at most 30 seconds. Local; idempotent. */
   public void abort() {
-    abort(Duration.ofSeconds(30));
+    abort(ABORT_DEADLINE);
   }
 
   /**
@@ -631,8 +672,7 @@ public final class Communicator implements AutoCloseable {
    * releases it. Afterwards the communicator is closed; the released call touches it no more.
    */
   public boolean abort(Duration deadline) {
-    aborting = true;
-    broken = true;
+    moveTo(State.ABORTING);
     CountDownLatch done;
     boolean caller = lock.isHeldByCurrentThread();
     // The submitter of a shared device holds the device's lock while it calls NCCL; when it is the
@@ -737,7 +777,7 @@ public final class Communicator implements AutoCloseable {
   /** {@link #close(Duration)} within 60 seconds. */
   @Override
   public void close() {
-    close(Duration.ofSeconds(60));
+    close(CLOSE_DEADLINE);
   }
 
   /**
@@ -750,9 +790,10 @@ public final class Communicator implements AutoCloseable {
    * inside NCCL, since an abort would free the communicator under it. Idempotent.
    */
   public void close(Duration deadline) {
-    if (broken || aborting || releaseByAbort != null) {
-      if (!broken && !aborting) {
-        LOG.debug("rank {}: releasing the NCCL communicator with ncclCommAbort: {}", rank, releaseByAbort);
+    State now = state.get();
+    if (now != State.OPEN) {
+      if (now == State.RELEASE_BY_ABORT) {
+        LOG.debug("rank {}: releasing the NCCL communicator with ncclCommAbort: {}", rank, releaseReason);
       }
       abort(deadline);
       return;
@@ -820,7 +861,7 @@ public final class Communicator implements AutoCloseable {
       if (nccl.supports(NcclFeature.FINALIZE)) {
         int rc = complete(api.commFinalize(h), "ncclCommFinalize");
         if (rc != 0) {
-          broken = true;
+          moveTo(State.BROKEN);
           throw NcclCall.error(rc, api, context(), "ncclCommFinalize");
         }
       }
@@ -843,6 +884,6 @@ public final class Communicator implements AutoCloseable {
   @Override
   public String toString() {
     return "Communicator(rank " + rank + " of " + size + ", cuda:" + device + ", " + mode.name().toLowerCase()
-        + (handle == 0 ? ", closed" : "") + (broken ? ", broken" : "") + ")";
+        + (handle == 0 ? ", closed" : "") + (isBroken() ? ", broken" : "") + ")";
   }
 }

@@ -50,7 +50,7 @@ import org.slf4j.LoggerFactory;
 public final class NcclBackend implements Backend {
   private static final Logger LOG = LoggerFactory.getLogger(NcclBackend.class);
   /** How long to wait for ncclCommAbort, which can hang in some NCCL versions. */
-  public static final Duration DEFAULT_ABORT_DEADLINE = Duration.ofSeconds(30);
+  public static final Duration DEFAULT_ABORT_DEADLINE = Communicator.ABORT_DEADLINE;
   /** What a captured collective reports: it is in the graph, not run yet. */
   public static final CollectiveStats CAPTURED = new CollectiveStats("captured", 0, 0, 0);
 
