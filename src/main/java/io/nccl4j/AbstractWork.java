@@ -1,6 +1,7 @@
 package io.nccl4j;
 
 import io.nccl4j.internal.concurrent.Durations;
+import io.nccl4j.spi.Collective;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.time.Duration;
@@ -81,7 +82,7 @@ abstract class AbstractWork implements Work {
   void consumedOn(DeviceStream consumer) {}
 
   /** Records {@code consumer} as a user of {@code b}'s memory, where it lives on the consumer's device. */
-  static void consumedOn(io.nccl4j.spi.Collective.Buffer b, DeviceStream consumer) {
+  static void consumedOn(Collective.Buffer b, DeviceStream consumer) {
     if (b != null && b.memory() != null && b.device().equals(consumer.device())) {
       b.memory().recordStream(consumer);
     }

@@ -3,6 +3,7 @@ package io.nccl4j;
 import io.nccl4j.internal.concurrent.Durations;
 import io.nccl4j.spi.Backend;
 import io.nccl4j.spi.Collective;
+import io.nccl4j.spi.Completions;
 import io.nccl4j.spi.Fingerprint;
 import io.nccl4j.store.Store;
 import io.nccl4j.store.StoreTimeoutException;
@@ -103,7 +104,7 @@ final class CrossRankValidation {
       cheapBuffer.copyFrom(host);
       Collective.Buffer b = cheapBuffer.collectiveBuffer();
       Collective check = Collective.Call.allReduce(-mine.seq(), b, b, ReduceOp.MAX).withTimeout(limit);
-      java.util.concurrent.CompletableFuture<CollectiveStats> done = io.nccl4j.spi.Completions.submit(backend, check,
+      java.util.concurrent.CompletableFuture<CollectiveStats> done = Completions.submit(backend, check,
           true);
       try {
         done.get(Durations.toMillis(Durations.plus(limit, Duration.ofSeconds(30))), TimeUnit.MILLISECONDS);

@@ -2,8 +2,11 @@ package io.nccl4j;
 
 import io.nccl4j.cpu.CpuCluster;
 import io.nccl4j.memory.Allocator;
+import io.nccl4j.memory.LeakReport;
 import io.nccl4j.spi.Backend;
 import io.nccl4j.spi.ClusterBackend;
+import io.nccl4j.store.HashStore;
+import io.nccl4j.store.Store;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -208,7 +211,7 @@ public final class LocalCluster {
     private final Job startup = new Job(null, worldSize);
     private final Throwable[] closeErrors = new Throwable[worldSize];
     private final boolean oneTask;
-    private final io.nccl4j.store.Store store = new io.nccl4j.store.HashStore(timeout);
+    private final Store store = new HashStore(timeout);
     private volatile RuntimeException brokenBy;
     private boolean closed;
 
@@ -376,7 +379,7 @@ public final class LocalCluster {
         throw new IllegalStateException("rank " + rank + " returned without closing its tensors", leak);
       }
       // Told as the collector's leak reports are: on System.err when no SLF4J provider is bound.
-      io.nccl4j.memory.LeakReport.report("rank " + rank + " returned without closing its tensors: "
+      LeakReport.report("rank " + rank + " returned without closing its tensors: "
           + leak.getMessage());
     }
     // Tensor.empty(n, dtype) and the other host factories allocate from the process-wide host
@@ -385,11 +388,11 @@ public final class LocalCluster {
     if (!host.isEmpty()) {
       String leak = "rank " + rank + " returned without closing " + host.size() + " host tensor(s) of the"
           + " process-wide host allocator:\n  " + String.join("\n  ", host)
-          + (io.nccl4j.memory.LeakReport.tracing() ? "" : "\n" + Allocator.TRACE_HINT);
+          + (LeakReport.tracing() ? "" : "\n" + Allocator.TRACE_HINT);
       if (strictMemory) {
         throw new IllegalStateException(leak);
       }
-      io.nccl4j.memory.LeakReport.report(leak);
+      LeakReport.report(leak);
     }
   }
 

@@ -1,5 +1,6 @@
 package io.nccl4j;
 
+import io.nccl4j.internal.concurrent.Durations;
 import io.nccl4j.store.Store;
 import io.nccl4j.store.StoreTimeoutException;
 import java.nio.charset.StandardCharsets;
@@ -67,7 +68,7 @@ final class MonitoredBarrier {
     s.set(prefix + "arrived/" + rank, new byte[] {1});
     byte[] answer;
     try {
-      answer = s.get(prefix + "release", io.nccl4j.internal.concurrent.Durations.plus(timeout, pg.timeout()));
+      answer = s.get(prefix + "release", Durations.plus(timeout, pg.timeout()));
     } catch (StoreTimeoutException e) {
       throw new CollectiveTimeoutException(failure + "\n Original exception: \n" + e.getMessage());
     }
@@ -80,7 +81,7 @@ final class MonitoredBarrier {
   private void monitor(Store s, String prefix, Duration timeout, boolean waitAllRanks) {
     long ms = timeout.toMillis();
     long start = System.nanoTime();
-    long limit = io.nccl4j.internal.concurrent.Durations.toNanos(timeout);
+    long limit = Durations.toNanos(timeout);
     List<Integer> processed = new ArrayList<>();
     List<Integer> failed = new ArrayList<>();
     for (int k = 1; k < pg.size(); k++) {

@@ -1,12 +1,13 @@
 package io.nccl4j;
 
-import io.nccl4j.memory.Elements;
 import io.nccl4j.memory.Allocator;
+import io.nccl4j.memory.Elements;
 import io.nccl4j.memory.ExternalMemory;
 import io.nccl4j.memory.MemoryBlock;
 import io.nccl4j.memory.MemoryResource;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.memory.OwnedReference;
+import io.nccl4j.spi.Collective;
 import java.lang.ref.Reference;
 import java.nio.ByteBuffer;
 import java.util.Objects;
@@ -55,7 +56,7 @@ public final class Tensor implements AutoCloseable {
    * type and device never change, and a training loop passes the same tensors on every step. A
    * racing first use may make two equal ones; the record's fields are final, so either is safe.
    */
-  private io.nccl4j.spi.Collective.Buffer collectiveBuffer;
+  private Collective.Buffer collectiveBuffer;
 
   private Tensor(MemoryBlock block, long byteOffset, long count, DType dtype, Device device, Tensor base) {
     this.block = block;
@@ -305,11 +306,11 @@ public final class Tensor implements AutoCloseable {
    *
    * @throws IllegalStateException if the tensor (or its base) is closed
    */
-  io.nccl4j.spi.Collective.Buffer collectiveBuffer() {
+  Collective.Buffer collectiveBuffer() {
     ensureOpen();
-    io.nccl4j.spi.Collective.Buffer b = collectiveBuffer;
+    Collective.Buffer b = collectiveBuffer;
     if (b == null) {
-      b = new io.nccl4j.spi.Collective.Buffer(address(), count(), dtype(), device(), block);
+      b = new Collective.Buffer(address(), count(), dtype(), device(), block);
       collectiveBuffer = b;
     }
     return b;

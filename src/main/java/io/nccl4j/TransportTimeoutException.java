@@ -8,6 +8,7 @@ package io.nccl4j;
 public final class TransportTimeoutException extends RuntimeException {
   private static final long serialVersionUID = 1L;
 
+  /** The rank whose own wait timed out, or -1 when it was this one. */
   private final int timedOutRank;
 
   /** This rank's own wait passed its deadline. */

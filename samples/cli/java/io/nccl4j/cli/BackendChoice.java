@@ -1,6 +1,8 @@
 package io.nccl4j.cli;
 
 import io.nccl4j.cli.bench.SampleException;
+import io.nccl4j.nccl.Nccl;
+import io.nccl4j.nccl.NcclPlacement;
 import java.util.Locale;
 
 /**
@@ -35,8 +37,8 @@ record BackendChoice(String name, String reason) {
    * as threads of this JVM; else the reason it cannot.
    */
   static String ncclUnavailableReason(int localRanks) {
-    return io.nccl4j.nccl.Nccl.unavailableReason(localRanks, Groups.launched()
-        ? io.nccl4j.nccl.NcclPlacement.Ranks.PROCESSES : io.nccl4j.nccl.NcclPlacement.Ranks.THREADS);
+    return Nccl.unavailableReason(localRanks, Groups.launched()
+        ? NcclPlacement.Ranks.PROCESSES : NcclPlacement.Ranks.THREADS);
   }
 
   /** The same backend, for the commands run after the one that reported why it was chosen: "as above". */

@@ -17,6 +17,7 @@ import io.nccl4j.cli.bench.SampleException;
 import io.nccl4j.cli.bench.Sizes;
 import io.nccl4j.cli.bench.Stats;
 import io.nccl4j.cli.bench.Table;
+import io.nccl4j.launch.DistEnv;
 import java.io.PrintStream;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -71,7 +72,7 @@ final class BenchCommand implements Callable<Integer> {
     List<Long> byteSizes = Sizes.parseList(sizes);
     BackendChoice backend = common.choose();
     int p = common.effectiveWorldSize();
-    boolean reporter = !Groups.launched() || io.nccl4j.launch.DistEnv.fromEnvironment().rank() == 0;
+    boolean reporter = !Groups.launched() || DistEnv.fromEnvironment().rank() == 0;
     try (Progress progress = new Progress("bench", (long) byteSizes.size() * (warmups + cycles) * 2, reporter)) {
       Groups.Gathered<List<SizeResult>> g = Groups.call(common, backend, p,
           pg -> runRank(pg, byteSizes, warmups, cycles, pg.rank() == 0 ? progress : null),

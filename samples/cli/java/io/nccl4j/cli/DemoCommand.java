@@ -1,5 +1,6 @@
 package io.nccl4j.cli;
 
+import io.nccl4j.launch.DistEnv;
 import java.io.ByteArrayOutputStream;
 import java.io.OutputStream;
 import java.io.PrintStream;
@@ -37,7 +38,7 @@ final class DemoCommand implements Callable<Integer> {
   }
 
   boolean run(PrintStream out) {
-    if (Groups.launched() && io.nccl4j.launch.DistEnv.fromEnvironment().rank() != 0) {
+    if (Groups.launched() && DistEnv.fromEnvironment().rank() != 0) {
       // Under a launcher rank 0 reports for everyone.
       out = new PrintStream(OutputStream.nullOutputStream());
     }

@@ -12,6 +12,7 @@ import io.nccl4j.cli.bench.Reports;
 import io.nccl4j.cli.bench.SampleData;
 import io.nccl4j.cli.bench.Sizes;
 import io.nccl4j.cli.bench.Table;
+import io.nccl4j.launch.DistEnv;
 import io.nccl4j.memory.Allocator;
 import java.io.PrintStream;
 import java.nio.file.Path;
@@ -62,7 +63,7 @@ final class MemoryCommand implements Callable<Integer> {
     int p = common.effectiveWorldSize();
     boolean peakReset = Resident.resetPeak();
     long residentBefore = Resident.now();
-    boolean reporter = !Groups.launched() || io.nccl4j.launch.DistEnv.fromEnvironment().rank() == 0;
+    boolean reporter = !Groups.launched() || DistEnv.fromEnvironment().rank() == 0;
     Groups.Gathered<List<ModeResult>> g;
     try (Progress progress = new Progress("memory", STEPS, reporter)) {
       g = Groups.call(common, backend, p, pg -> runRank(pg, bytes, pg.rank() == 0 ? progress : null),

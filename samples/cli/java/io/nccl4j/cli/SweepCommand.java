@@ -18,6 +18,7 @@ import io.nccl4j.cli.sweep.SweepOp;
 import io.nccl4j.cli.sweep.SweepOps;
 import io.nccl4j.cli.sweep.SweepOverhead;
 import io.nccl4j.cpu.CpuBackend;
+import io.nccl4j.launch.DistEnv;
 import java.io.PrintStream;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -180,7 +181,7 @@ final class SweepCommand implements Callable<Integer> {
   record RankResult(List<SweepEngine.Row> rows, AllReduceBound link) {}
 
   private static boolean reporterProcess() {
-    return !Groups.launched() || io.nccl4j.launch.DistEnv.fromEnvironment().rank() == 0;
+    return !Groups.launched() || DistEnv.fromEnvironment().rank() == 0;
   }
 
   /** True when a row ran on the shared-memory algorithms (threads, or processes of one host). */

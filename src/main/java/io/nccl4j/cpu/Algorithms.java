@@ -2,6 +2,7 @@ package io.nccl4j.cpu;
 
 import io.nccl4j.CollectiveStats;
 import io.nccl4j.DType;
+import io.nccl4j.internal.transport.HostLayout;
 import io.nccl4j.internal.transport.SharedMemory;
 import io.nccl4j.internal.transport.TransferTag;
 import io.nccl4j.internal.transport.Transport;
@@ -117,7 +118,7 @@ final class Algorithms implements AutoCloseable {
    */
   private HierarchicalAlgorithms hierarchical(TransferTag tag, long deadline) {
     if (!hostsKnown) {
-      io.nccl4j.internal.transport.HostLayout layout = transport.hosts(tag, deadline);
+      HostLayout layout = transport.hosts(tag, deadline);
       hostsKnown = true;
       if (layout != null) {
         hierarchical = new HierarchicalAlgorithms(transport, layout, chunkBytes, scratch, options, working);

@@ -5,16 +5,18 @@ import io.nccl4j.CollectiveStats;
 import io.nccl4j.CollectiveTimeoutException;
 import io.nccl4j.Device;
 import io.nccl4j.OpType;
+import io.nccl4j.TransportTimeoutException;
 import io.nccl4j.Validation;
 import io.nccl4j.internal.concurrent.Durations;
 import io.nccl4j.internal.transport.Failure;
 import io.nccl4j.internal.transport.TransferTag;
 import io.nccl4j.internal.transport.Transport;
-import io.nccl4j.TransportTimeoutException;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.spi.Backend;
 import io.nccl4j.spi.BackendFailures;
 import io.nccl4j.spi.Collective;
+import io.nccl4j.spi.Subgroup;
+import io.nccl4j.store.Store;
 import java.time.Duration;
 import java.util.Objects;
 import java.util.concurrent.RejectedExecutionException;
@@ -342,7 +344,7 @@ public final class CpuBackend implements Backend {
    * {@link Transport#subgroup}); the same allocator, timeout and options.
    */
   @Override
-  public Backend subgroup(io.nccl4j.spi.Subgroup group) {
+  public Backend subgroup(Subgroup group) {
     if (group.rankOf(rank()) < 0) {
       return null;
     }
@@ -351,7 +353,7 @@ public final class CpuBackend implements Backend {
 
   /** The survivors' group, made the same way as a subgroup: it needs nothing from this broken one but its endpoint. */
   @Override
-  public Backend shrink(io.nccl4j.spi.Subgroup survivors, io.nccl4j.store.Store store) {
+  public Backend shrink(Subgroup survivors, Store store) {
     if (survivors.rankOf(rank()) < 0) {
       throw new IllegalArgumentException("rank " + rank() + " cannot shrink the group to " + survivors
           + ": it excluded itself");
@@ -359,7 +361,7 @@ public final class CpuBackend implements Backend {
     return derived(survivors);
   }
 
-  private Backend derived(io.nccl4j.spi.Subgroup group) {
+  private Backend derived(Subgroup group) {
     if (closed) {
       throw new IllegalStateException("CPU backend of rank " + rank() + " is closed");
     }

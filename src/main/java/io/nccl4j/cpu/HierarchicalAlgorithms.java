@@ -292,7 +292,7 @@ final class HierarchicalAlgorithms implements AutoCloseable {
     long bytes = q * es;
     long gathered = staging(hosts * bytes);
     CollectiveStats across = rail.allGather(tag, deadline, in, gathered, q, dtype); // block h: rank hosts[h][local]
-    io.nccl4j.internal.transport.SharedMemory.Window w = layout.windows().open(tag, "blocks-gather", hosts * bytes,
+    SharedMemory.Window w = layout.windows().open(tag, "blocks-gather", hosts * bytes,
         deadline, gathered);
     if (w == null) {
       throw outsideSegments();

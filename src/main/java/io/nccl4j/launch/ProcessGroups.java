@@ -5,11 +5,13 @@ import io.nccl4j.cpu.CpuBackend;
 import io.nccl4j.internal.transport.shm.HostSharedMemory;
 import io.nccl4j.internal.transport.tcp.TcpTransport;
 import io.nccl4j.memory.Allocator;
+import io.nccl4j.memory.MemoryResource;
 import io.nccl4j.nccl.CommOptions;
 import io.nccl4j.nccl.Communicator;
 import io.nccl4j.nccl.Nccl;
 import io.nccl4j.nccl.NcclBackend;
 import io.nccl4j.nccl.NcclCluster;
+import io.nccl4j.nccl.NcclPlacement;
 import io.nccl4j.nccl.NcclRendezvous;
 import io.nccl4j.spi.Backend;
 import io.nccl4j.store.JobIdentity;
@@ -297,7 +299,7 @@ public final class ProcessGroups {
           TcpTransport transport = new TcpTransport(env.rank(), env.worldSize(), store, advertisedHost(env, bind), bind,
               job, timeout);
           // Processes of one host share memory: the group's tensors then live where peers reach them.
-          io.nccl4j.memory.MemoryResource shm = io.nccl4j.internal.transport.shm.HostSharedMemory.attach(transport, timeout);
+          MemoryResource shm = HostSharedMemory.attach(transport, timeout);
           b = new CpuBackend(transport, shm == null ? Allocator.host().child("rank" + env.rank())
               : Allocator.host().child("rank" + env.rank(), shm), timeout);
           break;
@@ -314,8 +316,8 @@ public final class ProcessGroups {
             }
             device = explicitDevice;
           } else {
-            String problem = io.nccl4j.nccl.NcclPlacement.problem(nccl, env.localWorldSize(), gpus,
-                io.nccl4j.nccl.NcclPlacement.Ranks.PROCESSES);
+            String problem = NcclPlacement.problem(nccl, env.localWorldSize(), gpus,
+                NcclPlacement.Ranks.PROCESSES);
             if (problem != null) {
               throw new IllegalStateException("rank " + env.rank() + ": " + problem);
             }

@@ -1,12 +1,12 @@
 package io.nccl4j.nccl;
 
 import io.nccl4j.Device;
-import io.nccl4j.memory.Allocator;
-import io.nccl4j.memory.MemoryResource;
 import io.nccl4j.internal.bind.nccl.CudaApi;
 import io.nccl4j.internal.bind.nccl.NativeRuntime;
 import io.nccl4j.internal.bind.nccl.NcclApi;
 import io.nccl4j.internal.bind.nccl.NvtxApi;
+import io.nccl4j.memory.Allocator;
+import io.nccl4j.memory.MemoryResource;
 import io.nccl4j.nccl.cuda.CudaCall;
 import io.nccl4j.nccl.cuda.CudaRuntime;
 import java.util.Map;

@@ -4,10 +4,10 @@ import io.nccl4j.BackendException;
 import io.nccl4j.CollectiveStats;
 import io.nccl4j.Device;
 import io.nccl4j.DeviceStream;
-import io.nccl4j.internal.concurrent.Durations;
-import io.nccl4j.memory.Allocator;
 import io.nccl4j.internal.bind.nccl.CudaApi;
 import io.nccl4j.internal.bind.nccl.NcclApi;
+import io.nccl4j.internal.concurrent.Durations;
+import io.nccl4j.memory.Allocator;
 import io.nccl4j.nccl.cuda.CudaCall;
 import io.nccl4j.nccl.cuda.CudaEvent;
 import io.nccl4j.nccl.cuda.CudaStream;
@@ -15,6 +15,8 @@ import io.nccl4j.nccl.cuda.CurrentStreams;
 import io.nccl4j.spi.Backend;
 import io.nccl4j.spi.BackendFailures;
 import io.nccl4j.spi.Collective;
+import io.nccl4j.spi.Subgroup;
+import io.nccl4j.store.PrefixStore;
 import io.nccl4j.store.Store;
 import java.time.Duration;
 import java.util.List;
@@ -410,9 +412,9 @@ public final class NcclBackend implements Backend {
    * registered with the child: registered and symmetric allocations are per communicator).
    */
   @Override
-  public Backend subgroup(io.nccl4j.spi.Subgroup group) {
+  public Backend subgroup(Subgroup group) {
     int newRank = group.rankOf(rank());
-    Communicator child = comm.split(newRank >= 0 ? group.color() : io.nccl4j.spi.Subgroup.NO_COLOR, group.key(),
+    Communicator child = comm.split(newRank >= 0 ? group.color() : Subgroup.NO_COLOR, group.key(),
         newRank, group.size(), timeout);
     return child == null ? null : childBackend(child, family);
   }
@@ -425,7 +427,7 @@ public final class NcclBackend implements Backend {
    * {@code shrink/<group>}), the same group by other means.
    */
   @Override
-  public Backend shrink(io.nccl4j.spi.Subgroup survivors, io.nccl4j.store.Store store) {
+  public Backend shrink(Subgroup survivors, Store store) {
     int newRank = survivors.rankOf(rank());
     if (!comm.isAborted()) {
       int[] excluded = java.util.stream.IntStream.range(0, size()).filter(r -> survivors.rankOf(r) < 0).toArray();
@@ -437,7 +439,7 @@ public final class NcclBackend implements Backend {
           + " there is nothing for ncclCommShrink to shrink, and the group has no store to make the survivors' group"
           + " through; give the group one (setValidation(mode, store))");
     }
-    io.nccl4j.store.Store ns = new io.nccl4j.store.PrefixStore("shrink/" + survivors.id(), store);
+    Store ns = new PrefixStore("shrink/" + survivors.id(), store);
     return childBackend(NcclRendezvous.join(nccl, ns, device, survivors.size(), newRank, comm.options(), timeout),
         new CommunicatorFamily());
   }

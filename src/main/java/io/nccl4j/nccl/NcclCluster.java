@@ -1,5 +1,6 @@
 package io.nccl4j.nccl;
 
+import io.nccl4j.memory.Allocator;
 import io.nccl4j.spi.Backend;
 import io.nccl4j.spi.ClusterBackend;
 import io.nccl4j.store.HashStore;
@@ -49,8 +50,8 @@ public final class NcclCluster implements ClusterBackend {
    * The allocator of one rank's group: a child of its device's allocator, over the device's memory
    * or over memory registered with {@code comm} ({@link NcclAllocation}).
    */
-  public static io.nccl4j.memory.Allocator groupAllocator(Communicator comm, String name, NcclAllocation allocation) {
-    io.nccl4j.memory.Allocator device = comm.nccl().allocator(comm.deviceIndex());
+  public static Allocator groupAllocator(Communicator comm, String name, NcclAllocation allocation) {
+    Allocator device = comm.nccl().allocator(comm.deviceIndex());
     return allocation == NcclAllocation.PLAIN ? device.child(name)
         : device.child(name + "/" + allocation.name().toLowerCase(java.util.Locale.ROOT), new NcclMemory(comm, allocation));
   }

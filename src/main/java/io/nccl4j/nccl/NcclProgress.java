@@ -2,11 +2,12 @@ package io.nccl4j.nccl;
 
 import io.nccl4j.BackendException;
 import io.nccl4j.CollectiveTimeoutException;
+import io.nccl4j.internal.bind.nccl.CudaApi;
 import io.nccl4j.internal.concurrent.Backoff;
 import io.nccl4j.internal.concurrent.Durations;
-import io.nccl4j.internal.bind.nccl.CudaApi;
 import io.nccl4j.nccl.cuda.CudaEvent;
 import io.nccl4j.spi.Backend.Completion;
+import io.nccl4j.spi.BackendFailures;
 import io.nccl4j.spi.Collective;
 import java.time.Duration;
 import java.util.concurrent.locks.LockSupport;
@@ -170,7 +171,7 @@ final class NcclProgress implements Runnable {
       long now = System.nanoTime();
       Duration limit = c.timeoutOr(timeout);
       if (now - enqueued > Durations.toNanos(limit)) {
-        backend.fail(io.nccl4j.spi.BackendFailures.watchdogTimeout("WorkNCCL", c, limit, (now - enqueued) / 1_000_000,
+        backend.fail(BackendFailures.watchdogTimeout("WorkNCCL", c, limit, (now - enqueued) / 1_000_000,
             "Rank " + comm.rank() + " on " + comm.device() + "; the communicator was aborted.", comm.rank()));
         continue;
       }

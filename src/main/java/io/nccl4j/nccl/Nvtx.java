@@ -1,5 +1,6 @@
 package io.nccl4j.nccl;
 
+import io.nccl4j.internal.bind.nccl.NativeRuntime;
 import io.nccl4j.internal.bind.nccl.NvtxApi;
 import io.nccl4j.trace.Range;
 
@@ -55,17 +56,17 @@ public final class Nvtx {
       return description;
     }
     try {
-      io.nccl4j.internal.bind.nccl.NativeRuntime rt = io.nccl4j.internal.bind.nccl.NativeRuntime.get();
+      NativeRuntime rt = NativeRuntime.get();
       if (rt.isLoaded() && rt.nvtx() != NvtxApi.NONE) {
         install(rt.nvtx(), rt.nvtxDescription());
         return description;
       }
-      NvtxApi standalone = io.nccl4j.internal.bind.nccl.NativeRuntime.standaloneNvtx();
+      NvtxApi standalone = NativeRuntime.standaloneNvtx();
       if (standalone != null) {
-        install(standalone, io.nccl4j.internal.bind.nccl.NativeRuntime.standaloneNvtxDescription());
+        install(standalone, NativeRuntime.standaloneNvtxDescription());
         return description;
       }
-      return "not loaded: " + io.nccl4j.internal.bind.nccl.NativeRuntime.standaloneNvtxDescription();
+      return "not loaded: " + NativeRuntime.standaloneNvtxDescription();
     } catch (Throwable e) {
       return "not loaded: " + e;
     }

@@ -1,12 +1,14 @@
 package io.nccl4j.report;
 
-import io.nccl4j.nccl.Communicator;
-import io.nccl4j.nccl.Nccl;
-import io.nccl4j.nccl.NcclFeature;
 import io.nccl4j.internal.bind.nccl.CudaApi;
 import io.nccl4j.internal.bind.nccl.NativeLibraries.Found;
 import io.nccl4j.internal.bind.nccl.NativeLibraries.Library;
 import io.nccl4j.internal.bind.nccl.NativeRuntime;
+import io.nccl4j.internal.bind.nccl.NvtxApi;
+import io.nccl4j.internal.transport.shm.HostSharedMemory;
+import io.nccl4j.nccl.Communicator;
+import io.nccl4j.nccl.Nccl;
+import io.nccl4j.nccl.NcclFeature;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -95,7 +97,7 @@ public final class MachineReport {
         + ", " + System.getProperty("java.vendor") + "), " + rt.availableProcessors() + " cores, max heap "
         + rt.maxMemory() / (1 << 20) + " MiB"));
     lines.add(new Line("CPU backend", true, "available (ranks as threads of one JVM; "
-        + io.nccl4j.internal.transport.shm.HostSharedMemory.describe() + ")"));
+        + HostSharedMemory.describe() + ")"));
     NativeRuntime nr;
     try {
       nr = NativeRuntime.get();
@@ -164,12 +166,12 @@ public final class MachineReport {
     }
 
     // NVTX.
-    if (nr.isLoaded() && nr.nvtx() != io.nccl4j.internal.bind.nccl.NvtxApi.NONE) {
+    if (nr.isLoaded() && nr.nvtx() != NvtxApi.NONE) {
       lines.add(new Line("NVTX", true, nr.nvtxDescription() + "; ranges reach NVTX tools such as Nsight"));
     } else if (nr.isLoaded()) {
       lines.add(new Line("NVTX", false, missing.getOrDefault(Library.NVTX3, "not loaded") + " — ranges cost nothing"));
     } else {
-      io.nccl4j.internal.bind.nccl.NvtxApi standalone = NativeRuntime.standaloneNvtx();
+      NvtxApi standalone = NativeRuntime.standaloneNvtx();
       if (standalone != null) {
         lines.add(new Line("NVTX", true, NativeRuntime.standaloneNvtxDescription()
             + "; ranges reach NVTX tools such as Nsight"));

@@ -3,6 +3,7 @@ package io.nccl4j.spi;
 import io.nccl4j.CollectiveStats;
 import io.nccl4j.Device;
 import io.nccl4j.memory.Allocator;
+import io.nccl4j.store.Store;
 import java.time.Duration;
 
 /**
@@ -98,7 +99,7 @@ public interface Backend extends AutoCloseable {
    * meet outside its data path: NCCL's, before a finalize that waits for every rank. The default
    * ignores it.
    */
-  default void groupStore(io.nccl4j.store.Store store) {}
+  default void groupStore(Store store) {}
 
   /**
    * Whether this backend checks fingerprints in band itself ({@link #validation}); for one that
@@ -137,7 +138,7 @@ public interface Backend extends AutoCloseable {
    * survivors share (null when the group has none), for a backend whose failure left nothing to shrink
    * and that must rendezvous again (NCCL after an abort). The default: unsupported.
    */
-  default Backend shrink(Subgroup survivors, io.nccl4j.store.Store store) {
+  default Backend shrink(Subgroup survivors, Store store) {
     throw new UnsupportedOperationException("The " + name() + " backend cannot shrink a group");
   }
 

@@ -1,4 +1,5 @@
 package io.nccl4j.internal.transport;
+import io.nccl4j.memory.MemoryResource;
 
 /**
  * Where a group's ranks are when they are processes on several hosts, each host's processes sharing
@@ -16,7 +17,7 @@ package io.nccl4j.internal.transport;
  *     other memory once the segment is full)
  */
 public record HostLayout(int[][] hosts, int host, int local, SharedMemory windows,
-    io.nccl4j.memory.MemoryResource memory, java.util.function.LongPredicate inSegment) {
+    MemoryResource memory, java.util.function.LongPredicate inSegment) {
   /** Ranks per host. */
   public int perHost() {
     return hosts[0].length;

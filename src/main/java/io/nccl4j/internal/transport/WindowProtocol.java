@@ -1,12 +1,12 @@
 package io.nccl4j.internal.transport;
 
 import io.nccl4j.BackendException;
+import io.nccl4j.TransportTimeoutException;
 import io.nccl4j.internal.concurrent.Backoff;
 import io.nccl4j.internal.transport.WindowWords.Counter;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.BooleanSupplier;
-import io.nccl4j.TransportTimeoutException;
 
 /**
  * The window protocol, once for threads and processes: members publish, count themselves in, wait for

@@ -1,4 +1,6 @@
 package io.nccl4j.internal.transport.shm;
+import io.nccl4j.internal.bind.cpu.CpuKernels;
+import io.nccl4j.memory.NativeMemory;
 
 /**
  * Sleeping on a word of memory several processes map, woken by any of them (Linux's shared futex,
@@ -17,11 +19,11 @@ final class Futex {
     }
     try {
       // The word is not changed by a wake with nobody asleep: a harmless first call proves the symbol.
-      long probe = io.nccl4j.memory.NativeMemory.allocate(8);
+      long probe = NativeMemory.allocate(8);
       try {
-        io.nccl4j.internal.bind.cpu.CpuKernels.nccl4j_futex_wake(probe);
+        CpuKernels.nccl4j_futex_wake(probe);
       } finally {
-        io.nccl4j.memory.NativeMemory.free(probe);
+        NativeMemory.free(probe);
       }
       return true;
     } catch (Throwable e) {
@@ -35,11 +37,11 @@ final class Futex {
 
   /** Sleeps while the low 32 bits of the long at {@code address} are {@code expected}, for at most {@code nanos}. */
   static void await(long address, int expected, long nanos) {
-    io.nccl4j.internal.bind.cpu.CpuKernels.nccl4j_futex_wait(address, expected, Math.max(1, nanos));
+    CpuKernels.nccl4j_futex_wait(address, expected, Math.max(1, nanos));
   }
 
   /** Wakes every sleeper on the word at {@code address}. */
   static void wakeAll(long address) {
-    io.nccl4j.internal.bind.cpu.CpuKernels.nccl4j_futex_wake(address);
+    CpuKernels.nccl4j_futex_wake(address);
   }
 }

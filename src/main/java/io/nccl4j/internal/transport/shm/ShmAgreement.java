@@ -1,9 +1,9 @@
 package io.nccl4j.internal.transport.shm;
 
 import io.nccl4j.FailureKind;
+import io.nccl4j.TransportTimeoutException;
 import io.nccl4j.internal.transport.Failure;
 import io.nccl4j.internal.transport.TransferTag;
-import io.nccl4j.TransportTimeoutException;
 import io.nccl4j.internal.transport.process.Departures;
 import io.nccl4j.internal.transport.process.ProcessLink;
 import io.nccl4j.internal.transport.process.StoredFailure;

@@ -1,17 +1,18 @@
 package io.nccl4j.internal.transport.tcp;
 
 import io.nccl4j.PeerFailureException;
+import io.nccl4j.TransportTimeoutException;
 import io.nccl4j.internal.transport.Failure;
 import io.nccl4j.internal.transport.GroupFailureState;
 import io.nccl4j.internal.transport.Polls;
 import io.nccl4j.internal.transport.PostedSend;
 import io.nccl4j.internal.transport.TransferTag;
 import io.nccl4j.internal.transport.Transport;
-import io.nccl4j.TransportTimeoutException;
 import io.nccl4j.internal.transport.process.FailureFrames;
 import io.nccl4j.internal.transport.process.FingerprintBytes;
 import io.nccl4j.internal.transport.process.StoredFailure;
 import io.nccl4j.memory.NativeMemory;
+import io.nccl4j.spi.Fingerprint;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
 import java.io.IOException;
@@ -214,7 +215,7 @@ final class TcpConnection {
   }
 
   /** The last fingerprint the writer sent and its encoding (the writer thread's own). */
-  private io.nccl4j.spi.Fingerprint encodedFor;
+  private Fingerprint encodedFor;
   private byte[] encodedFingerprint;
 
   private void writeLoop() {

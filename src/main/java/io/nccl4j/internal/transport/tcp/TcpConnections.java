@@ -2,11 +2,11 @@ package io.nccl4j.internal.transport.tcp;
 
 import io.nccl4j.BackendException;
 import io.nccl4j.PeerFailureException;
+import io.nccl4j.TransportTimeoutException;
 import io.nccl4j.internal.concurrent.Backoff;
 import io.nccl4j.internal.concurrent.Durations;
 import io.nccl4j.internal.transport.GroupFailureState;
 import io.nccl4j.internal.transport.TransferTag;
-import io.nccl4j.TransportTimeoutException;
 import io.nccl4j.internal.transport.process.Departures;
 import io.nccl4j.internal.transport.process.StoredFailure;
 import io.nccl4j.store.JobIdentity;

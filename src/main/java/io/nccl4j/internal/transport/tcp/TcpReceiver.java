@@ -2,12 +2,12 @@ package io.nccl4j.internal.transport.tcp;
 
 import io.nccl4j.CollectiveMismatchException;
 import io.nccl4j.FailureKind;
+import io.nccl4j.TransportTimeoutException;
 import io.nccl4j.internal.transport.Combiner;
 import io.nccl4j.internal.transport.Failure;
 import io.nccl4j.internal.transport.GroupFailureState;
 import io.nccl4j.internal.transport.Polls;
 import io.nccl4j.internal.transport.TransferTag;
-import io.nccl4j.TransportTimeoutException;
 import io.nccl4j.internal.transport.process.FailureFrames;
 import io.nccl4j.internal.transport.process.FingerprintBytes;
 import io.nccl4j.internal.transport.process.StoredFailure;
@@ -186,7 +186,7 @@ final class TcpReceiver {
   }
 
   /** A fingerprint this rank receives with, and its bytes as frames carry them (compared byte for byte). */
-  private record Encoded(io.nccl4j.spi.Fingerprint of, byte[] bytes) {}
+  private record Encoded(Fingerprint of, byte[] bytes) {}
 
   /** The last receive's; one reference, so a reader never pairs one fingerprint with another's bytes. */
   private volatile Encoded encoded;

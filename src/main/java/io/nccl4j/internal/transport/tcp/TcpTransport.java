@@ -1,6 +1,7 @@
 package io.nccl4j.internal.transport.tcp;
 
 import io.nccl4j.PeerFailureException;
+import io.nccl4j.TransportTimeoutException;
 import io.nccl4j.internal.transport.Combiner;
 import io.nccl4j.internal.transport.Failure;
 import io.nccl4j.internal.transport.GroupFailureState;
@@ -8,13 +9,13 @@ import io.nccl4j.internal.transport.HostLayout;
 import io.nccl4j.internal.transport.SharedMemory;
 import io.nccl4j.internal.transport.TransferTag;
 import io.nccl4j.internal.transport.Transport;
-import io.nccl4j.TransportTimeoutException;
 import io.nccl4j.internal.transport.process.Departures;
 import io.nccl4j.internal.transport.process.HostWindows;
 import io.nccl4j.internal.transport.process.ProcessLink;
 import io.nccl4j.internal.transport.process.SharedMemorySwitch;
 import io.nccl4j.internal.transport.process.StoredFailure;
 import io.nccl4j.store.JobIdentity;
+import io.nccl4j.store.PrefixStore;
 import io.nccl4j.store.Store;
 import java.net.InetAddress;
 import java.time.Duration;
@@ -204,7 +205,7 @@ public final class TcpTransport implements Transport, ProcessLink {
   public Transport subgroup(String id, int[] members) {
     ensureOpen();
     TcpTransport child = new TcpTransport(Transport.memberIndex(members, rank), members.length,
-        new io.nccl4j.store.PrefixStore("group/" + id, store), advertisedHost, bind, job, connectTimeout, sharedMemory);
+        new PrefixStore("group/" + id, store), advertisedHost, bind, job, connectTimeout, sharedMemory);
     Consumer<ProcessLink> windows = subgroupWindows;
     if (sharedMemory && windows != null) {
       try {

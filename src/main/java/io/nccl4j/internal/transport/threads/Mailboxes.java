@@ -2,12 +2,12 @@ package io.nccl4j.internal.transport.threads;
 
 import io.nccl4j.CollectiveMismatchException;
 import io.nccl4j.PeerFailureException;
+import io.nccl4j.TransportTimeoutException;
 import io.nccl4j.internal.transport.Combiner;
 import io.nccl4j.internal.transport.Polls;
 import io.nccl4j.internal.transport.PostedSend;
 import io.nccl4j.internal.transport.TransferTag;
 import io.nccl4j.internal.transport.Transport;
-import io.nccl4j.TransportTimeoutException;
 import io.nccl4j.memory.NativeMemory;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.locks.LockSupport;
