@@ -298,44 +298,37 @@ public final class CpuBackend implements Backend {
     if (!c.op().isPointToPoint()) {
       transport.starting(tag);
     }
-    switch (c.op()) {
-      case ALLREDUCE:
-        return algorithms.allReduce(tag, deadline, c.input().address(), c.output().address(),
-            c.input().count(), new Reduction(c.input().dtype(), c.reduceOp(), size()));
-      case REDUCE_SCATTER:
-        return algorithms.reduceScatter(tag, deadline, c.input().address(), c.output().address(),
-            c.output().count(), new Reduction(c.input().dtype(), c.reduceOp(), size()));
-      case ALLGATHER:
-        return algorithms.allGather(tag, deadline, c.input().address(), c.output().address(),
-            c.input().count(), c.input().dtype());
-      case BROADCAST:
-        return algorithms.broadcast(tag, deadline, c.input().address(), c.input().count(), c.input().dtype(),
-            c.peer());
-      case REDUCE:
-        return algorithms.reduce(tag, deadline, c.input().address(), c.input().count(),
-            new Reduction(c.input().dtype(), c.reduceOp(), size()), c.peer());
-      case ALLTOALL:
-        return algorithms.allToAll(tag, deadline, c.input().address(), c.output().address(),
-            c.inputSplits(), c.outputSplits(), c.input().dtype());
-      case GATHER:
-        return algorithms.gather(tag, deadline, c.input().address(), c.output() == null ? 0 : c.output().address(),
-            c.input().count(), c.input().dtype(), c.peer());
-      case SCATTER:
-        return algorithms.scatter(tag, deadline, c.input() == null ? 0 : c.input().address(), c.output().address(),
-            c.output().count(), c.output().dtype(), c.peer());
-      case SEND: {
-        TransferTag p2p = new TransferTag(TransferTag.Channel.P2P, OpType.SEND, ++p2pSent[c.peer()]);
-        return algorithms.send(p2p, deadline, c.input().address(), c.input().nbytes(), c.peer());
-      }
-      case RECV: {
-        TransferTag p2p = new TransferTag(TransferTag.Channel.P2P, OpType.SEND, ++p2pReceived[c.peer()]);
-        return algorithms.recv(p2p, deadline, c.output().address(), c.output().nbytes(), c.peer());
-      }
-      case BARRIER:
-        return algorithms.barrier(tag, deadline);
-      default:
-        throw new IllegalStateException("Unknown operation " + c.op());
-    }
+    // Every operation has its algorithm: the compiler holds this switch to every OpType there is.
+    return switch (c.op()) {
+      case ALLREDUCE -> algorithms.allReduce(tag, deadline, c.input().address(), c.output().address(),
+          c.input().count(), reduction(c));
+      case REDUCE_SCATTER -> algorithms.reduceScatter(tag, deadline, c.input().address(), c.output().address(),
+          c.output().count(), reduction(c));
+      case ALLGATHER -> algorithms.allGather(tag, deadline, c.input().address(), c.output().address(),
+          c.input().count(), c.input().dtype());
+      case BROADCAST -> algorithms.broadcast(tag, deadline, c.input().address(), c.input().count(),
+          c.input().dtype(), c.peer());
+      case REDUCE -> algorithms.reduce(tag, deadline, c.input().address(), c.input().count(), reduction(c), c.peer());
+      case ALLTOALL -> algorithms.allToAll(tag, deadline, c.input().address(), c.output().address(),
+          c.inputSplits(), c.outputSplits(), c.input().dtype());
+      case GATHER -> algorithms.gather(tag, deadline, c.input().address(),
+          c.output() == null ? 0 : c.output().address(), c.input().count(), c.input().dtype(), c.peer());
+      case SCATTER -> algorithms.scatter(tag, deadline, c.input() == null ? 0 : c.input().address(),
+          c.output().address(), c.output().count(), c.output().dtype(), c.peer());
+      case SEND -> algorithms.send(new TransferTag(TransferTag.Channel.P2P, OpType.SEND, ++p2pSent[c.peer()]),
+          deadline, c.input().address(), c.input().nbytes(), c.peer());
+      // A receive matches the peer's send: the same channel, operation and sequence number.
+      case RECV -> algorithms.recv(new TransferTag(TransferTag.Channel.P2P, OpType.SEND, ++p2pReceived[c.peer()]),
+          deadline, c.output().address(), c.output().nbytes(), c.peer());
+      case BARRIER -> algorithms.barrier(tag, deadline);
+      // The op of a coalesced group's Work, never of an operation: submitGroup runs the group's own.
+      case COALESCED -> throw new IllegalStateException("a COALESCED operation is a group's Work, not an operation");
+    };
+  }
+
+  /** The reduction a reducing collective applies: its operator on its input's type, over this group's size. */
+  private Reduction reduction(Collective c) {
+    return new Reduction(c.input().dtype(), c.reduceOp(), size());
   }
 
   /**

@@ -85,7 +85,7 @@ public final class Reduction {
         scalar = roundScalar(dtype, op.scalar());
         divisor = 0;
         break;
-      default:
+      default: // BAND, BOR, BXOR: Checks refuses them before any backend sees them
         throw new IllegalArgumentException("No kernel for " + op);
     }
   }
@@ -300,7 +300,7 @@ public final class Reduction {
           NativeMemory.putFloat(dst + o, fmin(NativeMemory.getFloat(a + o), NativeMemory.getFloat(b + o)));
         }
         break;
-      default:
+      case MAX:
         for (long o = 0; o < end; o += 4) {
           NativeMemory.putFloat(dst + o, fmax(NativeMemory.getFloat(a + o), NativeMemory.getFloat(b + o)));
         }
@@ -325,7 +325,7 @@ public final class Reduction {
           NativeMemory.putDouble(dst + o, fmin(NativeMemory.getDouble(a + o), NativeMemory.getDouble(b + o)));
         }
         break;
-      default:
+      case MAX:
         for (long o = 0; o < end; o += 8) {
           NativeMemory.putDouble(dst + o, fmax(NativeMemory.getDouble(a + o), NativeMemory.getDouble(b + o)));
         }

@@ -49,17 +49,13 @@ final class NcclLaunch implements AutoCloseable {
    * operation has no effect at all.
    */
   void requireSupported(Collective c) {
-    switch (c.op()) {
-      case SEND: case RECV: case ALLTOALL:
-        nccl.require(NcclFeature.SEND_RECV);
-        break;
-      case GATHER: case SCATTER:
-        if (!nativeRooted(c)) {
-          nccl.require(NcclFeature.SEND_RECV);
-        }
-        break;
-      default:
-        break;
+    boolean sendRecv = switch (c.op()) {
+      case SEND, RECV, ALLTOALL -> true;
+      case GATHER, SCATTER -> !nativeRooted(c);
+      case ALLREDUCE, REDUCE_SCATTER, ALLGATHER, BROADCAST, REDUCE, BARRIER, COALESCED -> false;
+    };
+    if (sendRecv) {
+      nccl.require(NcclFeature.SEND_RECV);
     }
     if (c.input() != null && c.input().dtype().isFloat8()) {
       nccl.require(NcclFeature.FP8);
@@ -81,74 +77,70 @@ final class NcclLaunch implements AutoCloseable {
 
   /** The NCCL function that {@code c} calls, for messages. */
   String function(Collective c) {
-    switch (c.op()) {
-      case ALLREDUCE: return "ncclAllReduce";
-      case REDUCE_SCATTER: return "ncclReduceScatter";
-      case ALLGATHER: return "ncclAllGather";
-      case BROADCAST: return "ncclBroadcast";
-      case REDUCE: return "ncclReduce";
-      case ALLTOALL: return nativeAllToAll(c) ? "ncclAlltoAll" : "ncclGroupEnd (all-to-all)";
-      case GATHER: return nativeRooted(c) ? "ncclGather" : "ncclGroupEnd (gather)";
-      case SCATTER: return nativeRooted(c) ? "ncclScatter" : "ncclGroupEnd (scatter)";
-      case SEND: return "ncclSend";
-      case RECV: return "ncclRecv";
-      default: return "ncclAllReduce (barrier)";
-    }
+    return switch (c.op()) {
+      case ALLREDUCE -> "ncclAllReduce";
+      case REDUCE_SCATTER -> "ncclReduceScatter";
+      case ALLGATHER -> "ncclAllGather";
+      case BROADCAST -> "ncclBroadcast";
+      case REDUCE -> "ncclReduce";
+      case ALLTOALL -> nativeAllToAll(c) ? "ncclAlltoAll" : "ncclGroupEnd (all-to-all)";
+      case GATHER -> nativeRooted(c) ? "ncclGather" : "ncclGroupEnd (gather)";
+      case SCATTER -> nativeRooted(c) ? "ncclScatter" : "ncclGroupEnd (scatter)";
+      case SEND -> "ncclSend";
+      case RECV -> "ncclRecv";
+      case BARRIER -> "ncclAllReduce (barrier)";
+      case COALESCED -> "ncclGroupEnd";
+    };
   }
 
   /** Enqueues the NCCL call(s) for {@code c} on {@code stream} of communicator {@code h}. */
   int enqueue(Collective c, long h, long stream) {
     Buffer in = c.input();
     Buffer out = c.output();
-    switch (c.op()) {
-      case ALLREDUCE: {
+    return switch (c.op()) {
+      case ALLREDUCE -> {
         int op = ncclOp(c.reduceOp(), in.dtype(), h);
-        return reduced(c.reduceOp(), op, h,
+        yield reduced(c.reduceOp(), op, h,
             api.allReduce(in.address(), out.address(), in.count(), in.dtype().ncclCode(), op, h, stream));
       }
-      case REDUCE_SCATTER: {
+      case REDUCE_SCATTER -> {
         int op = ncclOp(c.reduceOp(), in.dtype(), h);
-        return reduced(c.reduceOp(), op, h,
+        yield reduced(c.reduceOp(), op, h,
             api.reduceScatter(in.address(), out.address(), out.count(), in.dtype().ncclCode(), op, h, stream));
       }
-      case ALLGATHER:
-        return api.allGather(in.address(), out.address(), in.count(), in.dtype().ncclCode(), h, stream);
-      case BROADCAST:
-        return api.broadcast(in.address(), in.address(), in.count(), in.dtype().ncclCode(), c.peer(), h, stream);
-      case REDUCE: {
+      case ALLGATHER -> api.allGather(in.address(), out.address(), in.count(), in.dtype().ncclCode(), h, stream);
+      case BROADCAST -> api.broadcast(in.address(), in.address(), in.count(), in.dtype().ncclCode(), c.peer(), h,
+          stream);
+      case REDUCE -> {
         int op = ncclOp(c.reduceOp(), in.dtype(), h);
-        return reduced(c.reduceOp(), op, h,
+        yield reduced(c.reduceOp(), op, h,
             api.reduce(in.address(), in.address(), in.count(), in.dtype().ncclCode(), op, c.peer(), h, stream));
       }
-      case ALLTOALL:
-        return nativeAllToAll(c)
-            ? api.alltoAll(in.address(), out.address(), c.inputSplits()[0], in.dtype().ncclCode(), h, stream)
-            : groupedAllToAll(c, h, stream);
-      case GATHER:
-        return nativeRooted(c)
-            ? api.gather(in.address(), out == null ? 0 : out.address(), in.count(), in.dtype().ncclCode(), c.peer(), h,
-                stream)
-            : groupedRooted(c, h, stream);
-      case SCATTER:
-        return nativeRooted(c)
-            ? api.scatter(in == null ? 0 : in.address(), out.address(), out.count(), out.dtype().ncclCode(), c.peer(),
-                h, stream)
-            : groupedRooted(c, h, stream);
-      case SEND:
-        return api.send(in.address(), in.count(), in.dtype().ncclCode(), c.peer(), h, stream);
-      case RECV:
-        return api.recv(out.address(), out.count(), out.dtype().ncclCode(), c.peer(), h, stream);
-      case BARRIER:
+      case ALLTOALL -> nativeAllToAll(c)
+          ? api.alltoAll(in.address(), out.address(), c.inputSplits()[0], in.dtype().ncclCode(), h, stream)
+          : groupedAllToAll(c, h, stream);
+      case GATHER -> nativeRooted(c)
+          ? api.gather(in.address(), out == null ? 0 : out.address(), in.count(), in.dtype().ncclCode(), c.peer(), h,
+              stream)
+          : groupedRooted(c, h, stream);
+      case SCATTER -> nativeRooted(c)
+          ? api.scatter(in == null ? 0 : in.address(), out.address(), out.count(), out.dtype().ncclCode(), c.peer(),
+              h, stream)
+          : groupedRooted(c, h, stream);
+      case SEND -> api.send(in.address(), in.count(), in.dtype().ncclCode(), c.peer(), h, stream);
+      case RECV -> api.recv(out.address(), out.count(), out.dtype().ncclCode(), c.peer(), h, stream);
+      case BARRIER -> {
         // NCCL has no barrier; like PyTorch, all-reduce one element.
         if (barrierBuffer == 0) {
           long[] ptr = new long[1];
           CudaCall.check(cuda.malloc(ptr, 4), cuda, "cudaMalloc (barrier)", comm.device());
           barrierBuffer = ptr[0];
         }
-        return api.allReduce(barrierBuffer, barrierBuffer, 1, DType.INT32.ncclCode(), 0, h, stream);
-      default:
-        throw new IllegalStateException("Unknown operation " + c.op());
-    }
+        yield api.allReduce(barrierBuffer, barrierBuffer, 1, DType.INT32.ncclCode(), 0, h, stream);
+      }
+      // The op of a coalesced group's Work, never of an operation: submitGroup enqueues the group's own.
+      case COALESCED -> throw new IllegalStateException("a COALESCED operation is a group's Work, not an operation");
+    };
   }
 
   /**

@@ -11,6 +11,7 @@ import io.nccl4j.internal.transport.SharedMemory;
 import io.nccl4j.internal.transport.TransferTag;
 import io.nccl4j.internal.transport.Transport;
 import io.nccl4j.internal.transport.WindowProtocol;
+import io.nccl4j.internal.transport.WindowVerdict;
 import io.nccl4j.internal.transport.process.HostWindows;
 import io.nccl4j.internal.transport.process.ProcessLink;
 import io.nccl4j.memory.NativeMemory;
@@ -418,6 +419,7 @@ final class ProcessWindows implements HostWindows {
     TransferTag first = decoder.tag(p0);
     long firstBytes = ShmPublication.bytes(p0);
     int firstN = ShmPublication.addressCount(p0);
+    String firstAlgorithm = ShmPublication.algorithm(p0);
     long[][] all = new long[n][];
     boolean resident = true;
     for (int q = 0; q < n; q++) {
@@ -434,16 +436,10 @@ final class ProcessWindows implements HostWindows {
             + members[bad] + "'s publication in window #" + use + " holds an operation, channel or buffer count"
             + " nccl4j never writes), seen by rank " + rank + " running " + mine);
       }
-      String differs = first.mismatch(theirs, members[0], members[q]);
-      if (differs != null && first.sameOperation(theirs)) {
-        throw new CollectiveMismatchException(differs);
-      }
-      if (differs != null || !ShmPublication.sameAlgorithm(p, p0) || ShmPublication.bytes(p) != firstBytes
-          || na != firstN) {
-        throw new CollectiveMismatchException("rank " + members[0] + " is running " + first + " ("
-            + ShmPublication.algorithm(p0) + ", " + firstBytes + " bytes) but rank " + members[q] + " is running "
-            + theirs + " (" + ShmPublication.algorithm(p) + ", " + ShmPublication.bytes(p) + " bytes)");
-      }
+      // The algorithms' names are compared in place; a name is decoded only to be compared or told.
+      String theirAlgorithm = ShmPublication.sameAlgorithm(p, p0) ? firstAlgorithm : ShmPublication.algorithm(p);
+      WindowVerdict.check(new WindowVerdict.Entry(first, firstAlgorithm, firstBytes, firstN), members[0],
+          new WindowVerdict.Entry(theirs, theirAlgorithm, ShmPublication.bytes(p), na), members[q]);
       all[q] = new long[na];
       for (int i = 0; i < na; i++) {
         long off = ShmPublication.offset(p, i);

@@ -152,7 +152,7 @@ public final class LocalFabric {
     Windows.Publication window = inWindow.get(peer);
     if (window != null && sameCollective(window.tag(), tag)) {
       inMessage.set(rank, null);
-      throw new CollectiveMismatchException("rank " + peer + " is running " + window.describe() + " but rank "
+      throw new CollectiveMismatchException("rank " + peer + " is running " + window.entry() + " but rank "
           + rank + " is running " + tag);
     }
   }
@@ -162,7 +162,7 @@ public final class LocalFabric {
     TransferTag elsewhere = inMessage.get(peer);
     if (sameCollective(elsewhere, mine.tag())) {
       throw new CollectiveMismatchException("rank " + peer + " is running " + elsewhere + " but rank " + rank
-          + " is running " + mine.describe());
+          + " is running " + mine.entry());
     }
   }
 

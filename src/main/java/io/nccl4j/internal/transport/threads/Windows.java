@@ -1,6 +1,5 @@
 package io.nccl4j.internal.transport.threads;
 
-import io.nccl4j.CollectiveMismatchException;
 import io.nccl4j.PeerFailureException;
 import io.nccl4j.internal.concurrent.Backoff;
 import io.nccl4j.internal.transport.Polls;
@@ -8,6 +7,7 @@ import io.nccl4j.internal.transport.ProtocolWindow;
 import io.nccl4j.internal.transport.SharedMemory;
 import io.nccl4j.internal.transport.TransferTag;
 import io.nccl4j.internal.transport.WindowProtocol;
+import io.nccl4j.internal.transport.WindowVerdict;
 import io.nccl4j.internal.transport.WindowWords;
 import io.nccl4j.memory.Allocator;
 import io.nccl4j.memory.NativeMemory;
@@ -62,8 +62,8 @@ final class Windows implements WindowWords {
 
   /** What a rank published for one window: its use number is its arrival mark. */
   record Publication(long use, TransferTag tag, String algorithm, long bytes, long[] addresses) {
-    String describe() {
-      return tag + " (" + algorithm + ", " + bytes + " bytes)";
+    WindowVerdict.Entry entry() {
+      return new WindowVerdict.Entry(tag, algorithm, bytes, addresses.length);
     }
   }
 
@@ -259,16 +259,7 @@ final class Windows implements WindowWords {
     // Every rank compares everyone against rank 0 and so reaches the same verdict.
     Publication first = slot.published.get(0);
     for (int q = 1; q < size; q++) {
-      Publication other = slot.published.get(q);
-      String differs = first.tag().mismatch(other.tag(), 0, q);
-      if (differs != null && first.tag().sameOperation(other.tag())) {
-        throw new CollectiveMismatchException(differs); // the fingerprints differ: name every field
-      }
-      if (differs != null || !other.algorithm().equals(first.algorithm())
-          || other.bytes() != first.bytes() || other.addresses().length != first.addresses().length) {
-        throw new CollectiveMismatchException("rank 0 is running " + first.describe() + " but rank " + q
-            + " is running " + other.describe());
-      }
+      WindowVerdict.check(first.entry(), 0, slot.published.get(q).entry(), q);
     }
     long[][] all = new long[size][];
     for (int q = 0; q < size; q++) {
