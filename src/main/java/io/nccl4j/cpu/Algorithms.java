@@ -11,16 +11,36 @@ import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.memory.ScratchBuffer;
 
 /**
- * The CPU backend's collectives, and the one place that chooses how each runs, as NCCL chooses
- * among Ring, Tree and NVLS: the shared-memory algorithms ({@link SharedMemoryAlgorithms}) where
- * the transport offers shared memory and {@link CpuOptions.Algorithms} allows them — one-shot for a small
- * AllReduce, direct otherwise — the hierarchical algorithms ({@link HierarchicalAlgorithms}) for
- * processes on several hosts that share memory within each, and the ring and chain algorithms over
- * messages ({@link RingAlgorithms}) everywhere else. Operations with nothing to exchange complete here.
- * Not thread-safe: one instance per rank, used by that rank's execution thread.
+ * The CPU backend's collectives, and the one place that chooses how each runs ({@link #route}), as NCCL chooses among
+ * Ring, Tree and NVLS. Where the transport offers shared memory over the whole group (threads; the processes of one
+ * host) and {@link CpuOptions.Algorithms} allows it: a collective whose staged buffer is small runs in one
+ * synchronisation through the fabric's staging ({@link Route#STAGED}: MPI's shared-memory flags, whatever memory the
+ * tensors are in); a larger one directly on the ranks' buffers ({@link Route#DIRECT}: the least memory traffic, where
+ * every rank reaches them). Processes on several hosts that share memory within each run hierarchically
+ * ({@link Route#HIERARCHICAL}), everything else over messages ({@link Route#MESSAGES}: rings, chains, pairwise). A
+ * window that cannot open (a buffer outside the shared segments, ranks on several hosts) reports it by returning null,
+ * every rank alike, and the collective takes the next route. Operations with nothing to exchange complete here
+ * ({@link Route#LOCAL}). Not thread-safe: one instance per rank, used by that rank's execution thread.
  */
 final class Algorithms implements AutoCloseable {
-  /** AllReduce up to this size on shared memory: every rank reduces every input itself (one-shot). */
+  /** How a collective runs, in the order a collective falls back through them. */
+  enum Route {
+    /** Nothing to exchange (no elements, or one rank): done here. */
+    LOCAL,
+    /** Small: every rank copies its part into staging, one synchronisation, every rank reads the copies it needs. */
+    STAGED,
+    /** Larger, on shared memory: ranks read and write each other's buffers in place, two synchronisations. */
+    DIRECT,
+    /** Several hosts that share memory within each: windows within a host, TCP across. */
+    HIERARCHICAL,
+    /** Messages over the transport: rings, chains, linear and pairwise exchanges, a dissemination barrier. */
+    MESSAGES
+  }
+
+  /**
+   * AllReduce up to this size on shared memory runs staged: every rank reduces every staged input itself (one-shot);
+   * the staging holds as much.
+   */
   static final long ONE_SHOT_MAX_BYTES = 64 * 1024;
 
   private final int p;
@@ -93,17 +113,31 @@ final class Algorithms implements AutoCloseable {
     return null;
   }
 
+  /**
+   * How a collective whose staged buffer is {@code stagedBytes} runs — the one choice, before any window reports it
+   * cannot open: {@link Route#MESSAGES} without shared memory; {@link Route#STAGED} when that buffer fits the
+   * staging; else {@link Route#DIRECT} (which a collective without a direct algorithm turns into HIERARCHICAL or
+   * MESSAGES itself). One synchronisation instead of two pays for the copies up to the staging's size (64 KiB),
+   * measured in docs/PERFORMANCE.md.
+   */
+  private Route route(long stagedBytes) {
+    if (shared == null) {
+      return Route.MESSAGES;
+    }
+    return stagedBytes <= Math.min(shared.stagingBytes(), chunkBytes) ? Route.STAGED : Route.DIRECT;
+  }
+
   CollectiveStats allReduce(TransferTag tag, long deadline, long in, long out, long count, Reduction red) {
     CollectiveStats local = local(in, out, count, red);
     if (local != null) {
       return local;
     }
-    if (shared == null) {
-      return ring.allReduce(tag, deadline, in, out, count, red);
-    }
-    CollectiveStats s = count * red.dtype().size() <= Math.min(ONE_SHOT_MAX_BYTES, chunkBytes)
-        ? shared.oneShotAllReduce(tag, deadline, in, out, count, red)
-        : shared.directAllReduce(tag, deadline, in, out, count, red);
+    long bytes = count * red.dtype().size();
+    CollectiveStats s = switch (route(bytes)) {
+      case STAGED -> shared.oneShotAllReduce(tag, deadline, in, out, count, red);
+      case DIRECT -> shared.directAllReduce(tag, deadline, in, out, count, red);
+      default -> ring.allReduce(tag, deadline, in, out, count, red);
+    };
     if (s == null) {
       HierarchicalAlgorithms h = hierarchical(tag, deadline);
       s = h != null ? h.allReduce(tag, deadline, in, out, count, red) : null;
@@ -132,8 +166,12 @@ final class Algorithms implements AutoCloseable {
     if (local != null) {
       return local;
     }
-    CollectiveStats s = shared != null ? shared.directReduceScatter(tag, deadline, in, out, q, red) : null;
-    if (s == null && shared != null) {
+    CollectiveStats s = switch (route(p * q * red.dtype().size())) {
+      case STAGED -> shared.stagedReduceScatter(tag, deadline, in, out, q, red);
+      case DIRECT -> shared.directReduceScatter(tag, deadline, in, out, q, red);
+      default -> ring.reduceScatter(tag, deadline, in, out, q, red);
+    };
+    if (s == null) {
       HierarchicalAlgorithms h = hierarchical(tag, deadline);
       s = h != null ? h.reduceScatter(tag, deadline, in, out, q, red) : null;
     }
@@ -144,32 +182,45 @@ final class Algorithms implements AutoCloseable {
     if (q == 0) {
       return CollectiveStats.LOCAL;
     }
-    CollectiveStats s = shared != null && p > 1 ? shared.directAllGather(tag, deadline, in, out, q * dtype.size())
-        : null;
-    if (s == null && shared != null && p > 1) {
+    long bytes = q * dtype.size();
+    CollectiveStats s = switch (p == 1 ? Route.MESSAGES : route(bytes)) {
+      case STAGED -> shared.stagedAllGather(tag, deadline, in, out, bytes);
+      case DIRECT -> shared.directAllGather(tag, deadline, in, out, bytes);
+      default -> ring.allGather(tag, deadline, in, out, q, dtype);
+    };
+    if (s == null) {
       HierarchicalAlgorithms h = hierarchical(tag, deadline);
       s = h != null ? h.allGather(tag, deadline, in, out, q, dtype) : null;
     }
     return s != null ? s : ring.allGather(tag, deadline, in, out, q, dtype);
   }
 
-  // Broadcast: hierarchical across hosts, else a chain over messages.
+  // Broadcast: staged when small, hierarchical across hosts, else a chain over messages.
 
   CollectiveStats broadcast(TransferTag tag, long deadline, long buf, long count, DType dtype, int root) {
-    if (shared != null && count > 0 && p > 1) {
-      HierarchicalAlgorithms h = hierarchical(tag, deadline);
-      if (h != null) {
-        return h.broadcast(tag, deadline, buf, count, dtype, root);
-      }
+    if (count == 0 || p == 1) {
+      return CollectiveStats.LOCAL;
     }
-    return ring.broadcast(tag, deadline, buf, count, dtype, root);
+    long bytes = count * dtype.size();
+    CollectiveStats s = route(bytes) == Route.STAGED
+        ? shared.stagedBroadcast(tag, deadline, buf, bytes, root) : null;
+    if (s == null && shared != null) {
+      HierarchicalAlgorithms h = hierarchical(tag, deadline);
+      s = h != null ? h.broadcast(tag, deadline, buf, count, dtype, root) : null;
+    }
+    return s != null ? s : ring.broadcast(tag, deadline, buf, count, dtype, root);
   }
 
-  // Only over messages: linear gather and scatter, pairwise exchanges, single messages, a dissemination barrier.
+  // Staged when small, else over messages: rooted reduce, gather and scatter; pairwise all-to-all; single messages.
 
   CollectiveStats reduce(TransferTag tag, long deadline, long buf, long count, Reduction red, int root) {
     CollectiveStats local = local(buf, buf, count, red);
-    return local != null ? local : ring.reduce(tag, deadline, buf, count, red, root);
+    if (local != null) {
+      return local;
+    }
+    CollectiveStats s = route(count * red.dtype().size()) == Route.STAGED
+        ? shared.stagedReduce(tag, deadline, buf, count, red, root) : null;
+    return s != null ? s : ring.reduce(tag, deadline, buf, count, red, root);
   }
 
   CollectiveStats allToAll(TransferTag tag, long deadline, long in, long out, long[] inSplits, long[] outSplits,
@@ -180,13 +231,25 @@ final class Algorithms implements AutoCloseable {
   /** {@code out} is 0 on non-roots; with nothing to exchange (no elements, one rank) the root copies its block. */
   CollectiveStats gather(TransferTag tag, long deadline, long in, long out, long count, DType dtype, int root) {
     CollectiveStats local = localCopy(in, out, count, dtype);
-    return local != null ? local : ring.gather(tag, deadline, in, out, count, dtype, root);
+    if (local != null) {
+      return local;
+    }
+    long bytes = count * dtype.size();
+    CollectiveStats s = route(bytes) == Route.STAGED
+        ? shared.stagedGather(tag, deadline, in, out, bytes, root) : null;
+    return s != null ? s : ring.gather(tag, deadline, in, out, count, dtype, root);
   }
 
   /** {@code in} is 0 on non-roots; as {@link #gather} when there is nothing to exchange. */
   CollectiveStats scatter(TransferTag tag, long deadline, long in, long out, long count, DType dtype, int root) {
     CollectiveStats local = localCopy(in, out, count, dtype);
-    return local != null ? local : ring.scatter(tag, deadline, in, out, count, dtype, root);
+    if (local != null) {
+      return local;
+    }
+    long bytes = count * dtype.size();
+    CollectiveStats s = route(p * bytes) == Route.STAGED
+        ? shared.stagedScatter(tag, deadline, in, out, bytes, root) : null;
+    return s != null ? s : ring.scatter(tag, deadline, in, out, count, dtype, root);
   }
 
   /** A rooted copy with nothing to exchange (no elements, or one rank: the root copies its block); else null. */
@@ -211,7 +274,9 @@ final class Algorithms implements AutoCloseable {
     return ring.recv(tag, deadline, dst, bytes, peer);
   }
 
+  /** On shared memory over the whole group one synchronisation of a window; else a dissemination over messages. */
   CollectiveStats barrier(TransferTag tag, long deadline) {
-    return ring.barrier(tag, deadline);
+    CollectiveStats s = p > 1 && shared != null ? shared.barrier(tag, deadline) : null;
+    return s != null ? s : ring.barrier(tag, deadline);
   }
 }

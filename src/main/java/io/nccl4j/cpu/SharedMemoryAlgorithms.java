@@ -128,6 +128,150 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
     return new CollectiveStats("one-shot", 1, bytes * (p - 1), bytes * (p - 1));
   }
 
+  // ------------------------------------------------------------------ small: one synchronisation through staging
+
+  /**
+   * The most bytes a rank stages for one collective ({@link SharedMemory#stagingBytes}): a collective whose staged
+   * buffer fits runs in one synchronisation, whether or not its buffers lie in the shared segments.
+   */
+  long stagingBytes() {
+    return shm.stagingBytes();
+  }
+
+  /**
+   * Barrier on shared memory: a staged window of nothing. Its one synchronisation — every rank counts itself in and
+   * waits until all have — is the barrier; no message, no TCP on the way.
+   */
+  CollectiveStats barrier(TransferTag tag, long deadline) {
+    SharedMemory.Window w = shm.openStaged(tag, "barrier", 0, 0, deadline);
+    if (w == null) {
+      return null; // the ranks span hosts: the caller goes over messages
+    }
+    w.close();
+    return new CollectiveStats("staged", 1, 0, 0);
+  }
+
+  /**
+   * Small Broadcast: the root stages its buffer, one synchronisation, every other rank copies the root's copy. The
+   * root may change its buffer as soon as this returns: peers read the staged copy, which the root writes again only
+   * two windows later, when every peer has moved on.
+   */
+  CollectiveStats stagedBroadcast(TransferTag tag, long deadline, long buf, long bytes, int root) {
+    SharedMemory.Window w = shm.openStaged(tag, "staged", rank == root ? buf : 0, bytes, deadline);
+    if (w == null) {
+      return null;
+    }
+    try {
+      if (rank != root) {
+        copy(w.address(root, 0), buf, bytes);
+      }
+    } finally {
+      w.close();
+    }
+    return new CollectiveStats("staged", 1, rank == root ? bytes : 0, rank == root ? 0 : bytes);
+  }
+
+  /**
+   * Small Reduce: every rank stages its input, one synchronisation, the root reduces the staged copies in rank order
+   * into its buffer; the others are done at once (their buffers are left as they are).
+   */
+  CollectiveStats stagedReduce(TransferTag tag, long deadline, long buf, long count, Reduction red, int root) {
+    long bytes = count * red.dtype().size();
+    SharedMemory.Window w = shm.openStaged(tag, "staged", buf, bytes, deadline);
+    if (w == null) {
+      return null;
+    }
+    try {
+      if (rank == root) {
+        destinations[0] = buf;
+        if (!reduceNative(red, w, 0, 0, 1, count)) {
+          reduceAll(red, w, 0, 0, buf, count);
+        }
+      }
+    } finally {
+      w.close();
+    }
+    return new CollectiveStats("staged", 1, rank == root ? 0 : bytes, rank == root ? bytes * (p - 1) : 0);
+  }
+
+  /** Small AllGather: every rank stages its block, one synchronisation, every rank copies every block. */
+  CollectiveStats stagedAllGather(TransferTag tag, long deadline, long in, long out, long bytes) {
+    SharedMemory.Window w = shm.openStaged(tag, "staged", in, bytes, deadline);
+    if (w == null) {
+      return null;
+    }
+    try {
+      for (int q = 0; q < p; q++) {
+        long src = q == rank ? in : w.address(q, 0);
+        if (src != out + q * bytes) { // in place, this rank's block is there already
+          copy(src, out + q * bytes, bytes);
+        }
+      }
+    } finally {
+      w.close();
+    }
+    return new CollectiveStats("staged", 1, bytes, bytes * (p - 1));
+  }
+
+  /**
+   * Small ReduceScatter: every rank stages its whole input, one synchronisation, rank r reduces block r of every
+   * staged copy into its output (in place too: the copies are read, not the input).
+   */
+  CollectiveStats stagedReduceScatter(TransferTag tag, long deadline, long in, long out, long q, Reduction red) {
+    int es = red.dtype().size();
+    SharedMemory.Window w = shm.openStaged(tag, "staged", in, p * q * es, deadline);
+    if (w == null) {
+      return null;
+    }
+    try {
+      destinations[0] = out;
+      if (!reduceNative(red, w, 0, rank * q * es, 1, q)) {
+        reduceAll(red, w, 0, rank * q * es, out, q);
+      }
+    } finally {
+      w.close();
+    }
+    return new CollectiveStats("staged", 1, p * q * es, q * es * (p - 1));
+  }
+
+  /** Small Gather: every rank stages its block, one synchronisation, the root copies every block into its output. */
+  CollectiveStats stagedGather(TransferTag tag, long deadline, long in, long out, long bytes, int root) {
+    SharedMemory.Window w = shm.openStaged(tag, "staged", in, bytes, deadline);
+    if (w == null) {
+      return null;
+    }
+    try {
+      if (rank == root) {
+        for (int q = 0; q < p; q++) {
+          long src = q == rank ? in : w.address(q, 0);
+          if (src != out + q * bytes) { // in place, the root's block is there already
+            copy(src, out + q * bytes, bytes);
+          }
+        }
+      }
+    } finally {
+      w.close();
+    }
+    return new CollectiveStats("staged", 1, rank == root ? 0 : bytes, rank == root ? bytes * (p - 1) : 0);
+  }
+
+  /** Small Scatter: the root stages its whole input, one synchronisation, every rank copies its block. */
+  CollectiveStats stagedScatter(TransferTag tag, long deadline, long in, long out, long bytes, int root) {
+    SharedMemory.Window w = shm.openStaged(tag, "staged", rank == root ? in : 0, p * bytes, deadline);
+    if (w == null) {
+      return null;
+    }
+    try {
+      long src = (rank == root ? in : w.address(root, 0)) + rank * bytes;
+      if (src != out) { // in place, the root's block is there already
+        copy(src, out, bytes);
+      }
+    } finally {
+      w.close();
+    }
+    return new CollectiveStats("staged", 1, rank == root ? p * bytes : 0, rank == root ? 0 : bytes);
+  }
+
   /**
    * Large AllReduce on shared memory: rank r reduces block r of every input (NCCL's ring block
    * layout) and writes the result into block r of every output — each input byte is read once and

@@ -20,7 +20,7 @@ import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 
 /**
- * The shared-memory AllReduce and ReduceScatter (ranks as threads) with the native kernels and
+ * The shared-memory AllReduce, ReduceScatter and Reduce (ranks as threads) with the native kernels and
  * with the Java reducers, against an oracle that folds the ranks' values in rank order with Java's
  * operators. The floating-point data is order-sensitive (mixed magnitudes, unlike the conformance
  * suite's exact data), so both paths must reduce in exactly NCCL's documented order to pass, and
@@ -73,11 +73,31 @@ class SharedMemoryKernelsTest {
       OrderSensitiveData.fill(in, r);
       Work w = pg.reduceScatterTensorAsync(out, in, op);
       w.waitFor();
-      assertThat(w.stats().orElseThrow().algorithm()).isEqualTo("direct");
       OrderSensitiveData.assertReduced(out, r * q, op, order, "ReduceScatter out of place, rank " + r);
+      // Small inputs are staged (one synchronisation), larger ones reduced in place from the ranks' buffers.
+      assertThat(w.stats().orElseThrow().algorithm())
+          .isEqualTo(p * q * dtype.size() <= Algorithms.ONE_SHOT_MAX_BYTES ? "staged" : "direct");
       Tensor mine = in.chunk(p, r);
       pg.reduceScatterTensor(mine, in, op);
       OrderSensitiveData.assertReduced(mine, r * q, op, order, "ReduceScatter in place, rank " + r);
+    }
+    // Reduce to the last rank: staged when small (the root folds the staged copies in rank order), over messages
+    // when large (a chain that also ends in rank order); the other ranks' buffers are left exactly as they were.
+    int root = p - 1;
+    try (Tensor buf = pg.empty(count, dtype); Tensor before = pg.empty(count, dtype)) {
+      OrderSensitiveData.fill(buf, r);
+      OrderSensitiveData.fill(before, r);
+      Work w = pg.reduceAsync(buf, root, op);
+      w.waitFor();
+      if (r == root) {
+        OrderSensitiveData.assertReduced(buf, 0, op, order, "Reduce at the root, rank " + r);
+      } else {
+        for (long i = 0; i < count; i++) {
+          assertThat(buf.getDouble(i)).as("rank %d's buffer at %d after Reduce", r, i).isEqualTo(before.getDouble(i));
+        }
+      }
+      assertThat(w.stats().orElseThrow().algorithm())
+          .isEqualTo(count * dtype.size() <= Algorithms.ONE_SHOT_MAX_BYTES ? "staged" : "chain");
     }
   }
 }

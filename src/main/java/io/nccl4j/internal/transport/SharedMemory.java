@@ -35,6 +35,13 @@ public interface SharedMemory {
   Window openStaged(TransferTag tag, String algorithm, long src, long bytes, long deadlineNanos);
 
   /**
+   * The most bytes a staged window holds ({@link #openStaged}): what decides which collectives are small enough to
+   * run in one synchronisation through staging. A {@code src} of 0 stages nothing (a rank with nothing to give, as
+   * a broadcast's non-roots; a barrier), whatever {@code bytes} the ranks agree on.
+   */
+  long stagingBytes();
+
+  /**
    * Whether this rank left a window while peers were still inside it (it timed out, or the group failed,
    * while they worked): they may still write the buffers of the collective that failed, so the backend
    * keeps that memory allocated rather than let it be freed and handed out again under them.

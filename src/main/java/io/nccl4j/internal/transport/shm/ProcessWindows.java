@@ -268,11 +268,21 @@ final class ProcessWindows implements HostWindows {
     public Window openStaged(TransferTag tag, String algorithm, long src, long bytes, long deadline) {
       return staged(tag, algorithm, src, bytes, deadline);
     }
+
+    @Override
+    public long stagingBytes() {
+      return ShmSegment.STAGING_BYTES;
+    }
   }
 
   @Override
   public Window openStaged(TransferTag tag, String algorithm, long src, long bytes, long deadline) {
     return overGroup(tag, deadline) ? staged(tag, algorithm, src, bytes, deadline) : null;
+  }
+
+  @Override
+  public long stagingBytes() {
+    return ShmSegment.STAGING_BYTES;
   }
 
   private Window staged(TransferTag tag, String algorithm, long src, long bytes, long deadline) {
@@ -281,7 +291,9 @@ final class ProcessWindows implements HostWindows {
           + bytes);
     }
     long staging = ShmSegment.staging(ws[me], (int) (entered & 1));
-    NativeMemory.copy(src, staging, bytes);
+    if (src != 0) {
+      NativeMemory.copy(src, staging, bytes);
+    }
     return enter(tag, algorithm, bytes, deadline, false, staging);
   }
 

@@ -264,6 +264,11 @@ public final class LocalFabric {
     }
 
     @Override
+    public long stagingBytes() {
+      return Windows.STAGING_BYTES;
+    }
+
+    @Override
     public Window openStaged(TransferTag tag, String algorithm, long src, long bytes, long deadline) {
       ensureOpen();
       return windows.openStaged(rank, tag, algorithm, src, bytes, deadline);

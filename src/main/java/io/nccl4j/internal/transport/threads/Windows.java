@@ -26,6 +26,11 @@ import java.util.function.BooleanSupplier;
 final class Windows implements WindowWords {
   /** The smallest staging buffer: one-shot AllReduces of up to 64 KiB never grow it. */
   private static final long STAGING_MIN_BYTES = 64 * 1024;
+  /**
+   * The most a staged window takes, as processes' segments hold ({@code ShmSegment.STAGING_BYTES}): threads could
+   * stage more, but past this the direct windows, which copy nothing, are faster.
+   */
+  static final long STAGING_BYTES = 64 * 1024;
   /** The longest a sleeping rank sleeps before it looks again (failures, deadlines, peers). */
   private static final long MAX_SLEEP_NANOS = 1_000_000;
 
@@ -215,7 +220,9 @@ final class Windows implements WindowWords {
       // Only this rank grows its own buffers; the lock orders that with freeStaging().
       buffer = staging[parity][rank].ensure(Math.max(bytes, STAGING_MIN_BYTES));
     }
-    NativeMemory.copy(src, buffer, bytes);
+    if (src != 0) {
+      NativeMemory.copy(src, buffer, bytes);
+    }
     return enter(rank, tag, algorithm, bytes, deadline, false, buffer);
   }
 
