@@ -12,7 +12,9 @@ import scala.reflect.ClassTag$;
 /**
  * Barrier execution mode from Java: Spark's Java API has no {@code barrier()}, so this runs
  * {@code rdd.rdd().barrier().mapPartitions(f)} for a {@link JavaRDD}. Every partition's task is launched at once
- * (gang-scheduled); a failed task fails and retries the whole stage.
+ * (gang-scheduled); a failed task fails the whole stage, which Spark retries only when it is a shuffle map stage.
+ * An application with dynamic allocation is refused here, at once ({@link SparkGroupConf#checkNoDynamicAllocation}),
+ * not when its job is submitted.
  */
 public final class JavaBarrier {
   private JavaBarrier() {}
@@ -26,8 +28,10 @@ public final class JavaBarrier {
    * @param <T> the elements
    * @param <R> what each task returns
    * @return the tasks' results, lazily (an action runs the stage)
+   * @throws IllegalArgumentException when the application runs with dynamic allocation, which barrier stages do not
    */
   public static <T, R> JavaRDD<R> mapPartitions(JavaRDD<T> rdd, FlatMapFunction<Iterator<T>, R> f) {
+    SparkGroupConf.checkNoDynamicAllocation(rdd.context().getConf());
     @SuppressWarnings("unchecked")
     ClassTag<R> tag = (ClassTag<R>) ClassTag$.MODULE$.AnyRef();
     Function1<scala.collection.Iterator<T>, scala.collection.Iterator<R>> scalaF = new PartitionFunction<>(f);
