@@ -62,5 +62,7 @@ class DynamicAllocationTest {
     assertThat(e).isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("this application sets spark.dynamicAllocation.enabled=true: set"
             + " spark.dynamicAllocation.enabled=false");
+    assertThat(catchThrowable(() -> JavaBarrier.mapPartitionsRetriable(rdd, it -> it)))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("spark.dynamicAllocation.enabled=false");
   }
 }
