@@ -40,7 +40,10 @@ class StandaloneClusterIT {
     });
     reader.start();
     if (!p.waitFor(TestTime.seconds(600).toSeconds(), TimeUnit.SECONDS)) {
-      p.destroyForcibly();
+      p.destroy(); // SIGTERM: the script stops what it started, then exits
+      if (!p.waitFor(TestTime.seconds(60).toSeconds(), TimeUnit.SECONDS)) {
+        p.destroyForcibly();
+      }
     }
     reader.join();
     System.out.println(out);
