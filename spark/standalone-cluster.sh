@@ -72,6 +72,7 @@ export SPARK_DAEMON_MEMORY="${SPARK_DAEMON_MEMORY:-512m}"
 application_jars="$(tr ':' ',' < "$target/standalone/application-classpath.txt")"
 
 started=()      # the JVMs this script started (Master, Workers), in order
+job=""          # the driver (spark-submit) while it runs
 executors=()    # the executor JVMs the Workers started (their children), seen before they are stopped
 passed=0
 
@@ -111,6 +112,10 @@ stop_all() {
   trap - EXIT
   t_stop=$SECONDS
   local pid child
+  if [[ -n "$job" ]]; then   # the driver, when this script was stopped while it ran
+    kill -TERM "$job" 2>/dev/null || true
+    wait "$job" 2>/dev/null || true
+  fi
   for pid in "${started[@]}"; do
     for child in $(pgrep -P "$pid" 2>/dev/null || true); do
       executors+=("$child")
@@ -166,7 +171,12 @@ spark_command org.apache.spark.deploy.SparkSubmit --master "$master" --deploy-mo
   --class "${submit[0]}" --jars "$application_jars" --driver-memory 512m --conf spark.executor.memory=512m \
   --conf spark.driver.host=127.0.0.1 "$jar" "${submit[@]:1}"
 rc=0
-timeout "$(limit 300)" "${cmd[@]}" > "$work/job.out" 2> "$work/job.log" || rc=$?
+# In the background, so that a signal to this script is handled at once (bash runs a trap after its foreground
+# command ends, and waits for it).
+timeout "$(limit 300)" "${cmd[@]}" > "$work/job.out" 2> "$work/job.log" &
+job=$!
+wait "$job" || rc=$?
+job=
 cat "$work/job.out"
 ran="$(find "$work" -path '*/worker-*/app-*/*' -name stderr | wc -l)"
 echo "==> the job exited $rc ($((SECONDS - t1)) s); executors the Workers started for it: $ran"
