@@ -1,5 +1,6 @@
 package io.nccl4j.cli;
 
+import io.nccl4j.Settings;
 import io.nccl4j.cli.bench.SampleException;
 import io.nccl4j.launch.Launcher;
 import java.io.File;
@@ -71,7 +72,7 @@ final class RunCommand implements Callable<Integer> {
       // without it every rank printed four warning lines on Java 24+ for JavaCPP's System.load.
       cmd.add("--enable-native-access=ALL-UNNAMED");
     }
-    String opts = System.getenv("NCCL4J_JAVA_OPTS");
+    String opts = Settings.NCCL4J_JAVA_OPTS.get();
     if (opts != null && !opts.isBlank()) {
       cmd.addAll(List.of(opts.trim().split("\\s+")));
     }
