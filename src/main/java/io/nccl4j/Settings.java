@@ -357,7 +357,14 @@ public enum Settings {
    * Arguments {@code ./nccl4j} adds to the Maven build it runs on first use or when the sources changed (for example
    * {@code -Pbundled-nccl}, {@code -Pcuda12}).
    */
-  NCCL4J_MAVEN_ARGS(Reader.COMMAND_LINE, "unset");
+  NCCL4J_MAVEN_ARGS(Reader.COMMAND_LINE, "unset"),
+  /**
+   * Where {@code run --class} unpacks the library's jars that {@code nccl4j-cli.jar} carries, for the ranks' class
+   * path ({@code ./nccl4j} sets its build directory's {@code nccl4j-cache}).
+   */
+  CACHE_DIR_PROPERTY("nccl4j.cache.dir", Reader.COMMAND_LINE, "unset: $XDG_CACHE_HOME/nccl4j, else ~/.cache/nccl4j"),
+  /** The user's cache directory (the XDG base directory convention), under which {@code run --class} unpacks. */
+  XDG_CACHE_HOME(Reader.COMMAND_LINE, "unset: ~/.cache");
 
   /** What sets a setting. */
   public enum Kind {

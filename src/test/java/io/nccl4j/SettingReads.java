@@ -29,12 +29,11 @@ final class SettingReads {
   /** The command line's launcher script, which reads variables of its own. */
   static final Path SCRIPT = Path.of("nccl4j");
 
-  /**
-   * Literals shaped like environment variables that name no setting, and why.
-   */
+  /** Literals shaped like environment variables or nccl4j's properties that name no setting, and why. */
   static final Map<String, String> NOT_SETTINGS = Map.of(
       "ALLTOALL_BASE", "OpType's name for PyTorch's all-to-all, not a variable",
-      "GROUP_RANK", "written by ./nccl4j run for the programs it starts (torchrun's name); nccl4j never reads it");
+      "GROUP_RANK", "written by ./nccl4j run for the programs it starts (torchrun's name); nccl4j never reads it",
+      "nccl4j.jar", "the library jar's file name inside nccl4j-cli.jar, not a property");
 
   /** The JVM's own properties, read as facts about the machine rather than set to configure nccl4j. */
   private static final Pattern JVM_PROPERTY = Pattern.compile("(?:java|jdk|os|user|file|line|path|sun)\\..+");

@@ -1,6 +1,7 @@
 package io.nccl4j.cli;
 
 import io.nccl4j.ProcessGroup;
+import io.nccl4j.Settings;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
@@ -64,11 +65,11 @@ final class LibraryClassPath {
    * directory), else {@code $XDG_CACHE_HOME/nccl4j}, else {@code ~/.cache/nccl4j}.
    */
   static Path cacheDirectory() {
-    String set = System.getProperty("nccl4j.cache.dir");
+    String set = Settings.CACHE_DIR_PROPERTY.get();
     if (set != null && !set.isBlank()) {
       return Paths.get(set);
     }
-    String xdg = System.getenv("XDG_CACHE_HOME");
+    String xdg = Settings.XDG_CACHE_HOME.get();
     if (xdg != null && !xdg.isBlank()) {
       return Paths.get(xdg, "nccl4j");
     }
