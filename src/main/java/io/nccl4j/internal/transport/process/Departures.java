@@ -182,10 +182,17 @@ public final class Departures {
       }
       // The peer published its address and then went (killed before its first connection): its connection to the
       // store ended, which the store's server noted under its gone key. It will never connect now.
+      Failure f = null;
       if (store.check(List.of(GONE_KEY + peer))) {
+        // A peer that failed leaves its failure in the store before its connection ends (StoredFailure), and the
+        // store's server handles one connection's requests in order: its cause, when it told one, is there now.
+        f = StoredFailure.find(store);
+        if (f != null && f.rank == peer) {
+          return new PeerFailureException(peer, f.message);
+        }
         return new PeerFailureException(peer, "rank " + rank + " was " + waiting + ", but " + goneWords(peer));
       }
-      Failure f = StoredFailure.find(store);
+      f = StoredFailure.find(store);
       if (f != null && f.blames() && f.rank >= 0 && f.rank < size && f.rank != rank
           && addressNotice(f.rank, waiting) != null) {
         return new PeerFailureException(f.rank, f.message);

@@ -116,6 +116,7 @@ final class TcpConnection {
    * ({@code StoredFailure}).
    */
   void awaitAttached(long deadline, TransferTag tag, String what) {
+    long storeLostAt = 0; // when this wait found the store gone; 0 before
     while (true) {
       synchronized (lock) {
         if (socket != null) {
@@ -160,7 +161,24 @@ final class TcpConnection {
       } catch (BackendException storeLost) {
         // The connection to the store broke (its host exited: rank 0, by hand): for good, and with it the way the
         // peer finds this rank's address and every notice that would tell this wait it is in vain. Waiting on would
-        // only end at the timeout.
+        // only end at the timeout. But the store's end is often a consequence: its host failed of a host-mate's
+        // death and exited, or died itself. Shared memory still tells both (a host-mate's failure in the failure
+        // area, a dead pid), so they get a short grace to be the answer before the lost store is.
+        long now = System.nanoTime();
+        if (storeLostAt == 0) {
+          storeLostAt = now;
+        }
+        if (now - storeLostAt < StoredFailure.GRACE_NANOS && deadline - now > 0) {
+          continue;
+        }
+        int dead = transport.deadHostMate();
+        if (dead >= 0) {
+          PeerFailureException e = new PeerFailureException(dead, "rank " + rank + " was " + what + ", but rank "
+              + dead + " died (its process is gone), and the job's store with it or after it: "
+              + storeLost.getMessage());
+          failures.record(dead, e);
+          throw failures.failureOr(e);
+        }
         throw failures.failureOr(new BackendException("rank " + rank + " was " + what + ", but lost the job's"
             + " store, through which rank " + peer + " finds this rank and its departure would be told: "
             + storeLost.getMessage(), storeLost));
