@@ -10,6 +10,7 @@ import io.nccl4j.internal.transport.SharedMemory;
 import io.nccl4j.internal.transport.TransferTag;
 import io.nccl4j.internal.transport.Transport;
 import io.nccl4j.internal.transport.process.Departures;
+import io.nccl4j.internal.transport.process.GroupKeys;
 import io.nccl4j.internal.transport.process.HostWindows;
 import io.nccl4j.internal.transport.process.ProcessLink;
 import io.nccl4j.internal.transport.process.SharedMemorySwitch;
@@ -333,5 +334,7 @@ public final class TcpTransport implements Transport, ProcessLink {
     UncaughtFailures.closed(this);
     connections.close();
     receiver.close();
+    // Last: nothing of this rank reads the group's keys any more, and the last member to get here deletes them.
+    GroupKeys.leave(store, rank, size, connections.departures(), stored);
   }
 }
