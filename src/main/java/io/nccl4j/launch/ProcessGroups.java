@@ -43,9 +43,14 @@ public final class ProcessGroups {
    * connection (and, on rank 0, the store server) stays for later groups of this process.
    */
   public record Joined(ProcessGroup group, Store store, DistEnv env) implements AutoCloseable {
+    /**
+     * Closes the group. When this thread then dies of an exception (it threw inside try-with-resources), that
+     * exception is left in the store as the rank's failure, so that its peers report it rather than the close.
+     */
     @Override
     public void close() {
       group.close();
+      CauseAfterClose.closed(store, env.rank());
     }
   }
 
@@ -253,7 +258,9 @@ public final class ProcessGroups {
   static Joined init(DistEnv env, JobIdentity job, InetAddress bind, AgentStore agent, boolean launcherStore,
       String backend, Duration timeout, io.nccl4j.Validation mode) {
     checkWorldSize(env, ListenerLimits.fromEnvironment().maxKeyBytes());
-    return join(env, groupStore(env, job, bind, agent, launcherStore, timeout), job, bind, backend, timeout, mode);
+    Joined j = join(env, groupStore(env, job, bind, agent, launcherStore, timeout), job, bind, backend, timeout, mode);
+    CauseAfterClose.watchCurrentThread();
+    return j;
   }
 
   /**

@@ -170,7 +170,8 @@ public final class RankFailureMains {
   /**
    * {@code args}: scenario, group timeout in ms, victim rank (not 0: rank 0 hosts the store).
    * Scenarios: {@code throw-before-joining} (the victim's main throws before it creates its group),
-   * {@code throw-first} (after creating it, before any collective), {@code throw} (after the warm-up), {@code exit} (System.exit(3) before iteration 2
+   * {@code throw-first} (after creating it, before any collective), {@code throw} (after the warm-up),
+   * {@code throw-in-try} (after the warm-up, inside try-with-resources over its group), {@code exit} (System.exit(3) before iteration 2
    * of a loop), {@code kill} (the victim prints "ready" and sleeps; the test kills it),
    * {@code stop} (every rank loops over all-reduces; the test stops the victim),
    * {@code stop-staggered} (after the warm-up every rank prints "ready" and waits for the file
@@ -208,6 +209,20 @@ public final class RankFailureMains {
             say("rank " + rank + " throws");
             throw new IllegalStateException("rank " + rank + " throws before its first collective");
           }
+          survive(pg, false);
+          leave(j.store(), rank, survivors, timeout);
+          break;
+        case "throw-in-try":
+          // The Java idiom: the victim's code throws inside try-with-resources, which closes its group on the way
+          // out, before the exception reaches the thread's top.
+          if (isVictim) {
+            try (ProcessGroups.Joined closing = j) {
+              warmUp(closing.group());
+              say("rank " + rank + " throws");
+              throw new IllegalStateException("rank " + rank + " throws inside try-with-resources");
+            }
+          }
+          warmUp(pg);
           survive(pg, false);
           leave(j.store(), rank, survivors, timeout);
           break;

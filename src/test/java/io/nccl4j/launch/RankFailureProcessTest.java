@@ -387,6 +387,28 @@ class RankFailureProcessTest {
     }
   }
 
+  /**
+   * A rank whose code throws inside {@code try (ProcessGroups.Joined j = …)}: the statement closes the group before
+   * the exception leaves the thread, yet every peer reports the exception itself, not "rank 1 closed its process
+   * group" — over TCP and through shared memory.
+   */
+  @ParameterizedTest
+  @ValueSource(booleans = {false, true})
+  void rankThrowingInsideTryWithResourcesFailsEveryPeerWithItsException(boolean sharedMemory) throws Exception {
+    int size = 3;
+    int victim = 1;
+    Job job = new Job(sharedMemory, "throw-in-try", size, victim);
+    assertThat(job.exit(victim)).as("output: %s", job.all()).isEqualTo(1);
+    assertThat(job.out(victim)).contains("rank 1 throws");
+    for (int r : survivors(size, victim)) {
+      assertThat(job.exit(r)).as("rank %d; output: %s", r, job.all()).isZero();
+      Failure f = job.failure(r, "A");
+      assertThat(f.message()).as("rank %d: %s", r, f).contains("rank 1 throws inside try-with-resources")
+          .doesNotContain("closed its process group");
+      assertThat(f.failedRank()).as("rank %d: %s", r, f).isEqualTo(victim);
+    }
+  }
+
   @Test
   void rankExitingInTheMiddleOfALoopFailsTheNextIterationOfEveryPeer() throws Exception {
     int size = 3;

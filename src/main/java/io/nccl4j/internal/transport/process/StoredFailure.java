@@ -39,6 +39,21 @@ public final class StoredFailure {
   }
 
   /**
+   * Leaves {@code f} in {@code groupStore} (a group's namespace) now, on this thread, unless a failure is there
+   * already: for a rank whose group is closed already and whose process is about to end of {@code f}'s cause (its
+   * thread threw inside try-with-resources, which closed the group on the way out). Its peers, who saw it close,
+   * wait {@link #GRACE_NANOS} for this before they report the close. Best effort: a store that cannot take it
+   * leaves the peers with the close.
+   */
+  public static void leaveAfterClose(Store groupStore, Failure f) {
+    try {
+      groupStore.compareSet(KEY, new byte[0], FailureFrames.abortFrame(f));
+    } catch (RuntimeException e) {
+      LOG.debug("rank {}: could not leave the failure in the store after closing the group: {}", f.rank, e.toString());
+    }
+  }
+
+  /**
    * Leaves {@code f} in the store unless a failure is there already (the first one is the cause, later ones its
    * consequences), on a thread of its own: the store may be gone too, and the failing path never waits.
    */

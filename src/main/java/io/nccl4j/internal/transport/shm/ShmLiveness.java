@@ -3,6 +3,7 @@ package io.nccl4j.internal.transport.shm;
 import io.nccl4j.PeerFailureException;
 import io.nccl4j.internal.transport.Failure;
 import io.nccl4j.internal.transport.process.ProcessLink;
+import io.nccl4j.internal.transport.process.StoredFailure;
 import java.util.function.BooleanSupplier;
 
 /**
@@ -32,8 +33,10 @@ final class ShmLiveness {
   void check(int q, String what, BooleanSupplier stillAwaited) {
     ShmSegment s = segments[q];
     String gone = null;
+    boolean closed = false;
     if (words[q] != 0 && ShmSegment.left(words[q])) {
       gone = "rank " + q + " closed its process group while rank " + rank + " was " + what;
+      closed = true;
     } else {
       long pid = s.pid();
       if (pid != ProcessHandle.current().pid() && !alive(pid)) {
@@ -41,6 +44,12 @@ final class ShmLiveness {
       }
     }
     if (gone != null && stillAwaited.getAsBoolean()) {
+      if (closed) {
+        // A rank closes its group as a consequence more often than as the cause (it found a mismatch and left; its
+        // code threw inside try-with-resources, and it leaves that exception in the store after the close): a cause
+        // that comes within the grace is what this rank reports. A dead process has no cause to leave.
+        transport.stored().await(StoredFailure.GRACE_NANOS);
+      }
       PeerFailureException e = new PeerFailureException(q, gone);
       transport.failures().record(Failure.of(q, e));
       throw transport.failures().failureOr(e);

@@ -239,10 +239,10 @@ final class TcpReceiver {
       try {
         r = direct.read(dst + done, len - done);
       } catch (java.io.EOFException e) {
-        failures.check();
+        closedByPeer();
         throw c.lost("connection closed by peer");
       } catch (IOException e) {
-        failures.check();
+        closedByPeer();
         throw c.lost("connection closed by peer (" + e.getMessage() + ")");
       }
       if (r == 0) {
@@ -250,6 +250,19 @@ final class TcpReceiver {
       }
       done += r;
     }
+  }
+
+  /**
+   * The peer closed the connection: throws the group's failure when one is known, or one that comes within
+   * {@link StoredFailure#GRACE_NANOS} — a peer closes as a consequence of the cause more often than it is the cause
+   * (a rank that found a mismatch and left; a rank whose code threw inside try-with-resources, which closed its
+   * group on the way out and then leaves its exception in the store). Returns when none came: the close is then the
+   * news.
+   */
+  private void closedByPeer() {
+    failures.check();
+    transport.stored().await(StoredFailure.GRACE_NANOS);
+    failures.check();
   }
 
   /** Between two slices of a read that got nothing: throws the group's failure, or a timeout past the deadline. */
@@ -283,12 +296,12 @@ final class TcpReceiver {
         }
         continue;
       } catch (IOException e) {
-        failures.check();
+        closedByPeer();
         // A peer that died with our data unread answers with a reset rather than a clean close.
         throw c.lost("connection closed by peer (" + e.getMessage() + ")");
       }
       if (r < 0) {
-        failures.check();
+        closedByPeer();
         throw c.lost("connection closed by peer");
       }
       done += r;
