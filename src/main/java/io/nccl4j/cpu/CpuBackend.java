@@ -2,13 +2,13 @@ package io.nccl4j.cpu;
 
 import io.nccl4j.BackendException;
 import io.nccl4j.CollectiveStats;
-import io.nccl4j.CollectiveTimeoutException;
 import io.nccl4j.Device;
 import io.nccl4j.OpType;
 import io.nccl4j.TransportTimeoutException;
 import io.nccl4j.Validation;
 import io.nccl4j.internal.concurrent.Durations;
 import io.nccl4j.internal.transport.Failure;
+import io.nccl4j.internal.transport.SharedMemory;
 import io.nccl4j.internal.transport.TransferTag;
 import io.nccl4j.internal.transport.Transport;
 import io.nccl4j.memory.Allocator;
@@ -241,23 +241,35 @@ public final class CpuBackend implements Backend {
     CollectiveStats stats;
     try {
       stats = body.run(deadline);
-    } catch (TransportTimeoutException e) {
-      long ranMs = (System.nanoTime() - enqueued) / 1_000_000;
-      CollectiveTimeoutException t = BackendFailures.watchdogTimeout("WorkCPU", c, limit, ranMs,
-          "Rank " + rank() + " was " + e.getMessage() + ".", e.timedOutRank() < 0 ? rank() : e.timedOutRank());
-      fail(f, t);
-      return;
-    } catch (BackendException e) {
-      fail(f, e);
-      return;
     } catch (RuntimeException | Error e) {
-      fail(f, new BackendException("Rank " + rank() + ": internal error in the CPU backend during " + c.label()
-          + ": " + e, e));
+      fail(f, failure(c, enqueued, limit, e));
       return;
     } finally {
       current = null;
     }
     f.completed(stats, null);
+  }
+
+  /** What the operation {@code c} failed of, as its {@code Work} reports it. */
+  private BackendException failure(Collective c, long enqueued, Duration limit, Throwable e) {
+    // Memory that shrank under the ranks is what went wrong, whatever it made the operation throw (the JVM's
+    // InternalError for a page that is gone, or what a read the JVM skipped led to): the report names the segment.
+    SharedMemory shm = transport.sharedMemory();
+    BackendException damage = shm == null ? null : shm.damage(e);
+    if (damage != null) {
+      return damage;
+    }
+    if (e instanceof TransportTimeoutException) {
+      TransportTimeoutException t = (TransportTimeoutException) e;
+      long ranMs = (System.nanoTime() - enqueued) / 1_000_000;
+      return BackendFailures.watchdogTimeout("WorkCPU", c, limit, ranMs, "Rank " + rank() + " was " + t.getMessage()
+          + ".", t.timedOutRank() < 0 ? rank() : t.timedOutRank());
+    }
+    if (e instanceof BackendException) {
+      return (BackendException) e;
+    }
+    return new BackendException("Rank " + rank() + ": internal error in the CPU backend during " + c.label() + ": "
+        + e, e);
   }
 
   private void fail(Completion f, BackendException e) {

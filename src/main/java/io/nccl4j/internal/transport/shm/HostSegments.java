@@ -143,6 +143,27 @@ final class HostSegments {
     return sizes[q];
   }
 
+  /** The segments this process maps now, its own first. */
+  synchronized java.util.List<ShmSegment> mapped() {
+    java.util.List<ShmSegment> l = new java.util.ArrayList<>();
+    l.add(own());
+    for (ShmSegment s : mapped) {
+      if (s != null && s != own()) {
+        l.add(s);
+      }
+    }
+    return l;
+  }
+
+  /** Closes the descriptors of every segment mapped here (the world group closes); the mappings stay. */
+  synchronized void closeFiles() {
+    for (ShmSegment s : mapped) {
+      if (s != null) {
+        s.closeChannel();
+      }
+    }
+  }
+
   /**
    * Window words for a subgroup in this rank's segment, zeroed: their offset in the segment, or -1 when the
    * arena has no room. Taken at the subgroup's first window; once its windows run, never given back: a peer may
