@@ -84,6 +84,18 @@ cli="$PWD/target/nccl4j-cli.jar"
 away="$(mktemp -d)"
 echo "==> (cd $away && java -jar $cli demo)"
 (cd "$away" && java -jar "$cli" demo)
+# The jar alone gives run --class's ranks the library and its dependencies only (unpacked from the jar, here into a
+# cache of the check's own): an application with an SLF4J binding of its own (the tests' LoggingAppMain with
+# slf4j-nop) hears no SLF4J warning, and each rank's all-reduce is right.
+app_cp="$PWD/target/test-classes:$PWD/target/test-app/slf4j-nop.jar"
+echo "==> (cd $away && java -jar $cli run --nproc-per-node 2 --class io.nccl4j.cli.LoggingAppMain --classpath $app_cp -- 60)"
+run_out="$(cd "$away" && XDG_CACHE_HOME="$away/cache" java -jar "$cli" run --nproc-per-node 2 \
+  --class io.nccl4j.cli.LoggingAppMain --classpath "$app_cp" -- 60 2>&1)" || { echo "$run_out" >&2; exit 1; }
+echo "$run_out"
+if grep -q SLF4J <<<"$run_out" || [ "$(grep -c ' right$' <<<"$run_out")" != 2 ]; then
+  echo "ci/run.sh: expected no SLF4J line and two ranks' 'right' from run --class, got the output above" >&2
+  exit 1
+fi
 rm -rf "$away"
 
 # The GPU check proves itself here, where there is no GPU: ci/gpu-check.sh selftest builds the bundle a GPU machine

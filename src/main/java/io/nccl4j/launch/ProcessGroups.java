@@ -1,6 +1,7 @@
 package io.nccl4j.launch;
 
 import io.nccl4j.ProcessGroup;
+import io.nccl4j.Settings;
 import io.nccl4j.cpu.CpuBackend;
 import io.nccl4j.internal.transport.shm.HostSharedMemory;
 import io.nccl4j.internal.transport.tcp.TcpTransport;
@@ -369,15 +370,15 @@ public final class ProcessGroups {
    * the local address of the interface that routes to MASTER_ADDR.
    */
   static String advertisedHost(DistEnv env, InetAddress bind) {
-    if (bind != null && !bind.isAnyLocalAddress() && (System.getenv("NCCL4J_ADVERTISE_ADDR") == null
-        || System.getenv("NCCL4J_ADVERTISE_ADDR").isBlank())) {
+    if (bind != null && !bind.isAnyLocalAddress() && (Settings.NCCL4J_ADVERTISE_ADDR.get() == null
+        || Settings.NCCL4J_ADVERTISE_ADDR.get().isBlank())) {
       return bind.getHostAddress();
     }
     return advertisedHost(env);
   }
 
   static String advertisedHost(DistEnv env) {
-    String explicit = System.getenv("NCCL4J_ADVERTISE_ADDR");
+    String explicit = Settings.NCCL4J_ADVERTISE_ADDR.get();
     if (explicit != null && !explicit.isBlank()) {
       return explicit.trim();
     }

@@ -425,7 +425,8 @@ class CliTest {
   @Test
   @Tag("multiprocess")
   void runStartsAMainClassWithoutArguments() {
-    CapturedRun e = execute("run", "--nproc-per-node", "2", "--class", RankEchoMain.class.getName());
+    CapturedRun e = execute("run", "--nproc-per-node", "2", "--class", RankEchoMain.class.getName(),
+        "--classpath", System.getProperty("nccl4j.test.classes"));
     assertThat(e.code()).as(e.out() + e.err()).isZero();
   }
 }
