@@ -41,6 +41,13 @@ eval "$test_cmd"
 echo "==> $main_cmd"
 eval "$main_cmd"
 
+# nccl4j beside Open MPI at smoke size (ci/bench-mpi.sh; docs/PERFORMANCE.md, "Beside Open MPI"): the instrument checks
+# every result and proves that a spoiled element fails it. CI does not install Open MPI (apt-get install openmpi-bin
+# libopenmpi-dev took 36 s on a build machine, 46 packages, more than this step may cost); without it nccl4j runs
+# alone, and where it is installed the MPI side runs and is checked too.
+echo "==> bash ci/bench-mpi.sh --smoke"
+bash ci/bench-mpi.sh --smoke
+
 # The benchmarks compile (they implement the native seams, which grow with the binding).
 jmh=(mvn -B -q -Pjmh -DskipNativeTests test-compile)
 echo "==> ${jmh[*]}"

@@ -13,7 +13,7 @@ import picocli.CommandLine;
     description = {"NCCL collectives for Java with PyTorch ProcessGroup semantics, and the chapter experiments on "
             + "the best backend available (NCCL with GPUs, else the CPU reference)."},
     subcommands = {DemoCommand.class, ContractsCommand.class, EquivalenceCommand.class, InfoCommand.class,
-        BenchCommand.class, MemoryCommand.class, ProbeCommand.class, SweepCommand.class, TraceCommand.class,
+        BenchCommand.class, MemoryCommand.class, PatternsCommand.class, ProbeCommand.class, SweepCommand.class, TraceCommand.class,
         RunCommand.class, ShrinkCommand.class, StoreCommand.class, WeightsCommand.class,
         CommandLine.HelpCommand.class},
     footerHeading = "%nJava:%n",
