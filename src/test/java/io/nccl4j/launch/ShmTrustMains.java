@@ -12,6 +12,7 @@ import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.time.Duration;
 import java.util.Optional;
+import java.util.function.LongUnaryOperator;
 import java.util.stream.Stream;
 
 /**
@@ -109,7 +110,7 @@ public final class ShmTrustMains {
           }
           if (victimSegment != null && calls == 0) {
             long end = victimSegment.size();
-            java.util.function.LongUnaryOperator stray = off -> scenario.equals("forge-inside") ? off + 64 : end - 64;
+            LongUnaryOperator stray = off -> scenario.equals("forge-inside") ? off + 64 : end - 64;
             long was = victimSegment.forgeOffset(WARM_UP, 0, stray, System.nanoTime() + TestTime.seconds(60).toNanos());
             say("rank " + rank + " forged rank " + victim + "'s offset " + was + " as " + stray.applyAsLong(was));
           }

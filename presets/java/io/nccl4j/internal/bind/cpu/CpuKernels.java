@@ -8,9 +8,9 @@ import org.bytedeco.javacpp.annotation.Platform;
  * nccl4j's own JavaCPP preset for the CPU backend's native helpers: the reduction and copy kernels
  * (native/jni/cpu/nccl4j_cpu_kernels.h: one pass that reads every source and writes every destination,
  * vectorised, AVX2 where the CPU has it), the futex between processes (nccl4j_cpu_futex.h), the probe of
- * shared memory before a window touches it (nccl4j_cpu_shm.h) and the TCP transport's sockets (nccl4j_cpu_socket.h). Needs no CUDA; built by the normal Maven build
- * with the system's C++ compiler. The CPU backend uses it through
- * {@code io.nccl4j.cpu.NativeKernels}, which falls back to Java when this library is absent.
+ * shared memory before a window touches it (nccl4j_cpu_shm.h) and the TCP transport's sockets
+ * (nccl4j_cpu_socket.h). Needs no CUDA; built by the normal Maven build with the system's C++ compiler. The CPU
+ * backend uses it through {@code io.nccl4j.cpu.NativeKernels}, which falls back to Java when this library is absent.
  */
 @Platform(value = "linux-x86_64", include = {"nccl4j_cpu_kernels.h", "nccl4j_cpu_futex.h", "nccl4j_cpu_shm.h",
     "nccl4j_cpu_socket.h"})

@@ -8,6 +8,8 @@ import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 
 /**
  * The world group's segments of this host as this process maps them: its own (and its arena, where the tensors
@@ -144,8 +146,8 @@ final class HostSegments {
   }
 
   /** The segments this process maps now, its own first. */
-  synchronized java.util.List<ShmSegment> mapped() {
-    java.util.List<ShmSegment> l = new java.util.ArrayList<>();
+  synchronized List<ShmSegment> mapped() {
+    List<ShmSegment> l = new ArrayList<>();
     l.add(own());
     for (ShmSegment s : mapped) {
       if (s != null && s != own()) {
