@@ -7,6 +7,7 @@ import io.nccl4j.memory.NativeMemory;
 import java.nio.file.Path;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -16,6 +17,7 @@ import org.junit.jupiter.api.io.TempDir;
  * overwritten, a buffer that runs past its block's end or outside the segment fail, each saying which — and the last
  * reads nothing (a read past the mapping would end this JVM).
  */
+@Tag("unit")
 class ShmArenaTest {
   @TempDir
   Path dir;
