@@ -39,7 +39,7 @@ public final class TcpStore implements Store {
     this.timeout = timeout;
     this.link = link;
     this.server = server;
-    this.calls = new StoreCalls(link, host + ":" + port, limits);
+    this.calls = new StoreCalls(link, host + ":" + port, limits, timeout);
   }
 
   /**
