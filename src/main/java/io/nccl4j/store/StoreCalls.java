@@ -223,6 +223,16 @@ final class StoreCalls {
     }, null);
   }
 
+  /** nccl4j's WITHDRAW_ON_DEPARTURE, to an nccl4j server only (the caller checks). */
+  void withdrawOnDeparture(List<String> keys) {
+    call(Wire.WITHDRAW_ON_DEPARTURE, "withdrawOnDeparture(" + keys + ")", Duration.ZERO, o -> {
+      Wire.writeU64(o, keys.size());
+      for (String k : keys) {
+        Wire.writeString(o, wireKey(k));
+      }
+    }, null);
+  }
+
   void queuePush(String key, byte[] item) {
     String what = "queuePush(" + key + ")";
     requireQueues(what);

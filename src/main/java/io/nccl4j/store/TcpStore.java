@@ -324,6 +324,17 @@ public final class TcpStore implements Store {
     return true;
   }
 
+  /** One WITHDRAW_ON_DEPARTURE when the server is nccl4j's; against PyTorch's, nothing is sent (it holds none). */
+  @Override
+  public boolean withdrawOnDeparture(List<String> keys) {
+    if (!link.nccl4j) {
+      return false;
+    }
+    keys.forEach(this::checkKey);
+    calls.withdrawOnDeparture(keys);
+    return true;
+  }
+
   /**
    * Appends {@code item} to the queue {@code key} (PyTorch's queue_push). A queue is not a key: {@link #get} and
    * {@link #numKeys} do not see it, while {@link #check} and {@link #wait} take a non-empty queue for a set key.
