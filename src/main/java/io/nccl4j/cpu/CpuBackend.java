@@ -9,6 +9,7 @@ import io.nccl4j.TransportTimeoutException;
 import io.nccl4j.Validation;
 import io.nccl4j.internal.concurrent.Durations;
 import io.nccl4j.internal.transport.Failure;
+import io.nccl4j.internal.transport.SharedMemory;
 import io.nccl4j.internal.transport.TransferTag;
 import io.nccl4j.internal.transport.Transport;
 import io.nccl4j.memory.Allocator;
@@ -274,32 +275,42 @@ public final class CpuBackend implements Backend {
     }
     try {
       stats = body.run(deadline);
-    } catch (TransportTimeoutException e) {
-      long ranMs = (System.nanoTime() - enqueued) / 1_000_000;
-      long queuedMs = (q.started() - enqueued) / 1_000_000;
-      CollectiveTimeoutException t;
-      if (queuedMs * 2 >= Durations.toMillis(limit)) {
-        // A call's timeout counts from when it was issued (PyTorch's watchdog counts so too): one issued behind many
-        // others can spend most of it in this rank's own queue, and then time out in its first wait for a peer that
-        // is merely as far behind. The queue is the cause; no peer is blamed.
-        t = queuedTimeout(c, limit, q, "it was then " + e.getMessage());
-      } else {
-        t = BackendFailures.watchdogTimeout("WorkCPU", c, limit, ranMs,
-            "Rank " + rank() + " was " + e.getMessage() + ".", e.timedOutRank() < 0 ? rank() : e.timedOutRank());
-      }
-      fail(f, t);
-      return;
-    } catch (BackendException e) {
-      fail(f, e);
-      return;
     } catch (RuntimeException | Error e) {
-      fail(f, new BackendException("Rank " + rank() + ": internal error in the CPU backend during " + c.label()
-          + ": " + e, e));
+      fail(f, failure(c, q, limit, e));
       return;
     } finally {
       current = null;
     }
     f.completed(stats, null);
+  }
+
+  /** What the operation {@code c}, queued as {@code q}, failed of, as its {@code Work} reports it. */
+  private BackendException failure(Collective c, Queued q, Duration limit, Throwable e) {
+    // Memory that shrank under the ranks is what went wrong, whatever it made the operation throw (the JVM's
+    // InternalError for a page that is gone, or what a read the JVM skipped led to): the report names the segment.
+    SharedMemory shm = transport.sharedMemory();
+    BackendException damage = shm == null ? null : shm.damage(e);
+    if (damage != null) {
+      return damage;
+    }
+    if (e instanceof TransportTimeoutException) {
+      TransportTimeoutException t = (TransportTimeoutException) e;
+      long ranMs = (System.nanoTime() - q.enqueued()) / 1_000_000;
+      long queuedMs = (q.started() - q.enqueued()) / 1_000_000;
+      if (queuedMs * 2 >= Durations.toMillis(limit)) {
+        // A call's timeout counts from when it was issued (PyTorch's watchdog counts so too): one issued behind many
+        // others can spend most of it in this rank's own queue, and then time out in its first wait for a peer that
+        // is merely as far behind. The queue is the cause; no peer is blamed.
+        return queuedTimeout(c, limit, q, "it was then " + t.getMessage());
+      }
+      return BackendFailures.watchdogTimeout("WorkCPU", c, limit, ranMs, "Rank " + rank() + " was " + t.getMessage()
+          + ".", t.timedOutRank() < 0 ? rank() : t.timedOutRank());
+    }
+    if (e instanceof BackendException) {
+      return (BackendException) e;
+    }
+    return new BackendException("Rank " + rank() + ": internal error in the CPU backend during " + c.label() + ": "
+        + e, e);
   }
 
   /** The timeout of {@code c}, which spent most of {@code limit} in this rank's queue ({@code q}); {@code then}. */

@@ -320,7 +320,8 @@ final class SharedMemoryAlgorithms implements AutoCloseable {
    */
   CollectiveStats directReduceScatter(TransferTag tag, long deadline, long in, long out, long q, Reduction red) {
     int es = red.dtype().size();
-    SharedMemory.Window w = shm.open(tag, "direct", q * es, deadline, in);
+    // The window's bytes are each input's whole: block r of every rank's input is read, for every r.
+    SharedMemory.Window w = shm.open(tag, "direct", p * q * es, deadline, in);
     if (w == null) {
       return null; // a buffer out of the peers' reach (processes): the caller goes over messages
     }

@@ -7,12 +7,13 @@ import org.bytedeco.javacpp.annotation.Platform;
 /**
  * nccl4j's own JavaCPP preset for the CPU backend's native helpers: the reduction and copy kernels
  * (native/jni/cpu/nccl4j_cpu_kernels.h: one pass that reads every source and writes every destination,
- * vectorised, AVX2 where the CPU has it), the futex between processes (nccl4j_cpu_futex.h) and the
- * TCP transport's sockets (nccl4j_cpu_socket.h). Needs no CUDA; built by the normal Maven build
- * with the system's C++ compiler. The CPU backend uses it through
- * {@code io.nccl4j.cpu.NativeKernels}, which falls back to Java when this library is absent.
+ * vectorised, AVX2 where the CPU has it), the futex between processes (nccl4j_cpu_futex.h), the probe of
+ * shared memory before a window touches it (nccl4j_cpu_shm.h) and the TCP transport's sockets
+ * (nccl4j_cpu_socket.h). Needs no CUDA; built by the normal Maven build with the system's C++ compiler. The CPU
+ * backend uses it through {@code io.nccl4j.cpu.NativeKernels}, which falls back to Java when this library is absent.
  */
-@Platform(value = "linux-x86_64", include = {"nccl4j_cpu_kernels.h", "nccl4j_cpu_futex.h", "nccl4j_cpu_socket.h"})
+@Platform(value = "linux-x86_64", include = {"nccl4j_cpu_kernels.h", "nccl4j_cpu_futex.h", "nccl4j_cpu_shm.h",
+    "nccl4j_cpu_socket.h"})
 public final class CpuKernels {
   static {
     Loader.load();
@@ -59,6 +60,14 @@ public final class CpuKernels {
 
   /** Wakes every process sleeping on the word at {@code address}; how many, or -1. */
   public static native int nccl4j_futex_wake(@Cast("void*") long address);
+
+  /**
+   * How many of the bytes at the {@code count} addresses of the native table {@code addresses} can be read, in order,
+   * asked of the kernel so that a page that is gone (a shared file truncated under its mapping) is an answer, not
+   * SIGBUS: {@code count} when all can, else the index of the first that cannot; -2 - errno when the probe cannot run
+   * (at most 64 addresses).
+   */
+  public static native int nccl4j_readable(@Cast("const void* const*") long addresses, int count);
 
   /**
    * A duplicate of this process's TCP socket from the local address at {@code addresses} (16 bytes, IPv4 as

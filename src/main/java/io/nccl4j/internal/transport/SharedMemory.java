@@ -1,5 +1,7 @@
 package io.nccl4j.internal.transport;
 
+import io.nccl4j.BackendException;
+
 /**
  * Direct access to the buffers of every rank, for ranks that share memory — threads of one JVM
  * ({@code LocalFabric}), or processes of one host whose tensors live in shared segments
@@ -14,7 +16,9 @@ public interface SharedMemory {
    * Publishes this rank's {@code addresses} for {@code tag} and waits until every rank has
    * published; then every rank may read and write the published buffers until it closes the window.
    * Ranks must agree on {@code tag}, {@code algorithm} and {@code bytes}; if they do not, every rank
-   * gets the same {@link io.nccl4j.CollectiveMismatchException} and no memory is touched.
+   * gets the same {@link io.nccl4j.CollectiveMismatchException} and no memory is touched. Each address
+   * spans {@code bytes} bytes on every rank: a peer reads or writes at most that much from it, and
+   * between processes a peer checks that much against the publisher's allocation before it reads any.
    *
    * @return the window; between processes, null when some rank's buffer lies outside the shared
    *     segments (every rank then gets null, and no memory is touched)
@@ -48,6 +52,16 @@ public interface SharedMemory {
    */
   default boolean peersMayStillWrite() {
     return false;
+  }
+
+  /**
+   * When the memory itself was damaged under the ranks — between processes, a segment that shrank while mapped — the
+   * error that says so, naming it, to report instead of {@code failure} (what the operation failed with, which an
+   * access to memory that is gone turns into something that names nothing: the JVM's {@code InternalError}); null
+   * when nothing is wrong with it. Asked only when an operation failed.
+   */
+  default BackendException damage(Throwable failure) {
+    return null;
   }
 
   /** An open window. */

@@ -8,6 +8,8 @@ import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 
 /**
  * The world group's segments of this host as this process maps them: its own (and its arena, where the tensors
@@ -141,6 +143,27 @@ final class HostSegments {
       hostSizes = sizes;
     }
     return sizes[q];
+  }
+
+  /** The segments this process maps now, its own first. */
+  synchronized List<ShmSegment> mapped() {
+    List<ShmSegment> l = new ArrayList<>();
+    l.add(own());
+    for (ShmSegment s : mapped) {
+      if (s != null && s != own()) {
+        l.add(s);
+      }
+    }
+    return l;
+  }
+
+  /** Closes the descriptors of every segment mapped here (the world group closes); the mappings stay. */
+  synchronized void closeFiles() {
+    for (ShmSegment s : mapped) {
+      if (s != null) {
+        s.closeChannel();
+      }
+    }
   }
 
   /**

@@ -1,5 +1,6 @@
 package io.nccl4j.internal.transport.shm;
 
+import io.nccl4j.BackendException;
 import io.nccl4j.CollectiveMismatchException;
 import io.nccl4j.PeerFailureException;
 import io.nccl4j.Settings;
@@ -15,8 +16,11 @@ import io.nccl4j.internal.transport.WindowProtocol;
 import io.nccl4j.internal.transport.WindowVerdict;
 import io.nccl4j.internal.transport.process.HostWindows;
 import io.nccl4j.internal.transport.process.ProcessLink;
+import io.nccl4j.memory.DirectBuffers;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.store.Store;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 
 /**
@@ -79,6 +83,10 @@ final class ProcessWindows implements HostWindows {
   private int currentWay;
   /** By group rank: the version of its current area when it was last seen waiting the other way (0: not). */
   private final long[] otherWaySeen;
+  /** Where {@link #checkIntact} lists the addresses it probes; null without the native library (no native kernels). */
+  private final ByteBuffer probes;
+  /** The first damage this rank saw (a segment that shrank), which every later failure of the group is reported as. */
+  private volatile BackendException damage;
   /** Set by {@link #close}: no window opens after it, since a subgroup's words may then be another group's. */
   private volatile boolean closed;
 
@@ -101,6 +109,7 @@ final class ProcessWindows implements HostWindows {
     this.transport = transport;
     this.host = host;
     this.liveness = new ShmLiveness(rank, segments, words, transport);
+    this.probes = ShmProbe.available() ? ByteBuffer.allocateDirect(8 * size).order(ByteOrder.nativeOrder()) : null;
     boolean oversubscribed = size > Runtime.getRuntime().availableProcessors();
     // No other process can be unparked: yielding lets the peer a rank waits for have its core, and the
     // parks that follow stay short. Measured in docs/PERFORMANCE.md; -Dnccl4j.shm.* override.
@@ -276,7 +285,7 @@ final class ProcessWindows implements HostWindows {
 
     @Override
     public Window open(TransferTag tag, String algorithm, long bytes, long deadline, long... addresses) {
-      return enter(tag, algorithm, bytes, deadline, true, addresses);
+      return enter(tag, algorithm, bytes, deadline, false, addresses);
     }
 
     @Override
@@ -309,7 +318,7 @@ final class ProcessWindows implements HostWindows {
     if (src != 0) {
       NativeMemory.copy(src, staging, bytes);
     }
-    return enter(tag, algorithm, bytes, deadline, false, staging);
+    return enter(tag, algorithm, bytes, deadline, true, staging);
   }
 
   /** Whether group rank {@code q}'s process, whose segment this process mapped, has died. */
@@ -317,7 +326,8 @@ final class ProcessWindows implements HostWindows {
   public boolean died(int q) {
     ShmSegment s = q >= 0 && q < size && q != rank ? segments[q] : null;
     try {
-      return s != null && !ShmLiveness.alive(s.pid());
+      // A segment that shrank says nothing of its process (and its header may be gone: reading it would fault).
+      return s != null && s.intact() && !ShmLiveness.alive(s.pid());
     } catch (RuntimeException corrupt) {
       return false; // a corrupt header says nothing of the process
     }
@@ -407,10 +417,15 @@ final class ProcessWindows implements HostWindows {
     if (!overGroup(tag, deadline)) {
       return null;
     }
-    return enter(tag, algorithm, bytes, deadline, true, addresses);
+    return enter(tag, algorithm, bytes, deadline, false, addresses);
   }
 
-  private Window enter(TransferTag tag, String algorithm, long bytes, long deadline, boolean exitBarrier,
+  /**
+   * Opens window {@code use} over {@code addresses}, each spanning {@code bytes} bytes on every rank: this rank's
+   * staging buffer ({@code staged}; the window then has no exit barrier), or its buffers in the arena, each published
+   * with the block it lies in, so that peers check it against the block's record before they read it.
+   */
+  private Window enter(TransferTag tag, String algorithm, long bytes, long deadline, boolean staged,
       long... addresses) {
     if (closed) {
       throw new IllegalStateException("the shared-memory windows of rank " + rank + " are closed");
@@ -419,17 +434,24 @@ final class ProcessWindows implements HostWindows {
     long use = entered++;
     int parity = (int) (use & 1);
     long[] offsets = new long[addresses.length];
+    long[] blocks = new long[addresses.length];
     for (int i = 0; i < addresses.length; i++) {
-      offsets[i] = host.arena().contains(addresses[i]) ? addresses[i] - segs[me].base : -1;
+      long block = staged ? -1 : host.arena().block(addresses[i]);
+      boolean inSegment = staged || block >= 0;
+      offsets[i] = inSegment ? addresses[i] - segs[me].base : -1;
+      blocks[i] = block;
     }
     ShmPublication.write(ShmSegment.publication(ws[me], parity), use, tag, encoder.algorithm(algorithm), bytes, offsets,
-        encoder.fingerprint(tag.fingerprint()));
+        blocks, encoder.fingerprint(tag.fingerprint()));
     ShmCurrent.way(ShmSegment.current(ws[me]), ShmCurrent.WINDOW);
     currentWay = ShmCurrent.WINDOW;
     protocol.arrive(use, tag, deadline);
     WindowFaults.arrived(use, tag);
-    long[][] all = verify(parity, use, tag, algorithm, bytes, addresses.length);
-    Window w = new ProtocolWindow(protocol, use, tag, deadline, exitBarrier, all);
+    long[][] all = verify(parity, use, tag, algorithm, bytes, addresses.length, staged);
+    // What the window touches from here on was there a moment ago: the native kernels never start on a segment that
+    // shrank before the window (a fault in them would be SIGBUS, the JVM's end).
+    checkIntact(use, tag, all, bytes);
+    Window w = new ProtocolWindow(protocol, use, tag, deadline, !staged, all);
     if (all == null) {
       w.close(); // every rank sees a buffer outside the segments and leaves at once
       ShmCurrent.way(ShmSegment.current(ws[me]), ShmCurrent.UNDECIDED); // and goes on, over messages
@@ -442,9 +464,10 @@ final class ProcessWindows implements HostWindows {
   /**
    * Every rank's addresses as mapped here, after checking that all ranks run the same collective
    * (every rank compares everyone against rank 0, so all reach the same verdict); null when a buffer
-   * lies outside the segments.
+   * lies outside the segments. Each address is checked before it is used ({@link #address}).
    */
-  private long[][] verify(int parity, long use, TransferTag mine, String algorithm, long bytes, int nAddresses) {
+  private long[][] verify(int parity, long use, TransferTag mine, String algorithm, long bytes, int nAddresses,
+      boolean staged) {
     long p0 = ShmSegment.publication(ws[0], parity);
     TransferTag first = decoder.tag(p0);
     long firstBytes = ShmPublication.bytes(p0);
@@ -462,7 +485,7 @@ final class ProcessWindows implements HostWindows {
       int na = ShmPublication.addressCount(p);
       if (first == null || theirs == null || na < 0 || na > ShmPublication.MAX_ADDRESSES) {
         int bad = first == null ? 0 : q;
-        throw new io.nccl4j.BackendException("shared memory segment " + segs[bad].path + " is corrupt (rank "
+        throw new BackendException("shared memory segment " + segs[bad].path + " is corrupt (rank "
             + members[bad] + "'s publication in window #" + use + " holds an operation, channel or buffer count"
             + " nccl4j never writes), seen by rank " + rank + " running " + mine);
       }
@@ -473,14 +496,112 @@ final class ProcessWindows implements HostWindows {
       all[q] = new long[na];
       for (int i = 0; i < na; i++) {
         long off = ShmPublication.offset(p, i);
-        if (off < 0 || off >= segs[q].size) {
-          resident = false;
+        if (off == -1) {
+          resident = false; // a tensor outside the segments: every rank sees it, and the collective goes over TCP
         } else {
-          all[q][i] = segs[q].base + off;
+          all[q][i] = address(q, p, i, off, parity, use, mine, bytes, staged);
         }
       }
     }
     return resident ? all : null;
+  }
+
+  /**
+   * The address of rank {@code q}'s buffer {@code i}, published at offset {@code off} of its segment, once checked:
+   * its staging buffer of this parity, exactly; or a buffer inside a block its arena allocated ({@link
+   * ShmArena#checkBlock}), for the window's {@code bytes}. Anything else is a stray write into the publication (or
+   * into the block's record) and fails every rank alike — they all check every publication — before any of them reads
+   * a byte there.
+   */
+  private long address(int q, long p, int i, long off, int parity, long use, TransferTag mine, long bytes,
+      boolean staged) {
+    ShmSegment s = segs[q];
+    long block = ShmPublication.block(p, i);
+    String wrong;
+    if (staged) {
+      long expected = ShmSegment.staging(ws[q], parity) - s.base;
+      wrong = off == expected ? null : "is not its staging buffer of this window (at " + expected + ")";
+    } else {
+      wrong = ShmArena.checkBlock(s.base, s.size, block, off, bytes);
+    }
+    if (wrong != null) {
+      throw new BackendException("shared memory segment " + s.path + " is corrupt (rank " + members[q]
+          + " published buffer " + i + " of window #" + use + " at offset " + off + (staged ? "" : " (block " + block
+          + ")") + ", which " + wrong + "), seen by rank " + rank + " running " + mine + "; nothing was read there");
+    }
+    return s.base + off;
+  }
+
+  /**
+   * Throws, naming it, when the window would touch memory a segment of its ranks no longer has: one probe of the
+   * highest byte it touches in each ({@link ShmProbe}, a single system call — a truncation removes the end of a file,
+   * so the bytes below are there when that one is), their window words and staging, and their buffers' last byte.
+   * Where the probe cannot run, one fstat per segment ({@link ShmSegment#shrunk}); without the native library no
+   * native code touches the segments, and a fault of Java code is named when it surfaces ({@link #damage}). The
+   * damage is remembered, so that whatever else fails afterwards is reported as it.
+   */
+  private void checkIntact(long use, TransferTag tag, long[][] all, long bytes) {
+    if (probes == null) {
+      return;
+    }
+    long table = DirectBuffers.address(probes);
+    for (int q = 0; q < n; q++) {
+      long top = ws[q] + ShmSegment.ARENA - 1;
+      for (int i = 0; all != null && i < all[q].length; i++) {
+        top = Math.max(top, all[q][i] + Math.max(bytes, 1) - 1);
+      }
+      NativeMemory.putLong(table + 8L * q, top);
+    }
+    int r = ShmProbe.readable(table, n);
+    if (r == n) {
+      return;
+    }
+    if (r >= 0) {
+      String shrunk = segs[r].shrunk(); // how the page went: the file's size says, unless it was extended again
+      throw damaged(r, use, tag, shrunk != null ? shrunk : "shared memory segment " + segs[r].path + " cannot be read"
+          + " at offset " + (NativeMemory.getLong(table + 8L * r) - segs[r].base) + ", which it held when this process"
+          + " mapped it");
+    }
+    for (int q = 0; q < n; q++) { // the probe could not run: one fstat per segment
+      String shrunk = segs[q].shrunk();
+      if (shrunk != null) {
+        throw damaged(q, use, tag, shrunk);
+      }
+    }
+  }
+
+  private BackendException damaged(int q, long use, TransferTag tag, String what) {
+    return damaged("Rank " + rank + ": " + what + "; rank " + rank + " stops before it reads rank " + members[q]
+        + "'s buffers or window words in window #" + use + " (" + tag + ")", null);
+  }
+
+  private synchronized BackendException damaged(String what, Throwable cause) {
+    if (damage == null) {
+      damage = new BackendException(what, cause);
+    }
+    return damage;
+  }
+
+  /**
+   * When a segment this process maps shrank, the error that names it ({@code failure}, what the operation failed
+   * with, attached); else null. A read of a page that is gone ends in the JVM's {@code InternalError}, which names no
+   * segment, or in what a read the JVM skipped then made the algorithm do; this says what happened instead. Asked when
+   * an operation fails, so the fstat of each mapped segment costs nothing on success.
+   */
+  @Override
+  public BackendException damage(Throwable failure) {
+    BackendException d = damage;
+    if (d != null) {
+      return d;
+    }
+    for (ShmSegment s : host.mapped()) {
+      String shrunk = s.shrunk();
+      if (shrunk != null) {
+        return damaged("Rank " + rank + ": " + shrunk + "; this rank's operation failed on it (" + failure.getClass()
+            .getSimpleName() + ", attached)", failure);
+      }
+    }
+    return null;
   }
 
   // ------------------------------------------------------------------ failures between processes
@@ -495,9 +616,14 @@ final class ProcessWindows implements HostWindows {
     if (!usable()) {
       return; // no window yet: TCP and the store carry it
     }
-    ShmFailureArea.write(ws[me] + ShmSegment.FAILURE, f);
+    // A write into a segment that shrank would fault here, on the failure's own path: TCP carries it instead.
+    if (segs[me].intact()) {
+      ShmFailureArea.write(ws[me] + ShmSegment.FAILURE, f);
+    }
     // Within this host; TCP carries it to the other hosts' ranks.
-    NativeMemory.compareAndSetLong(ws[0] + ShmSegment.FAILURE_WORD, 0, 1 + me);
+    if (segs[0].intact()) {
+      NativeMemory.compareAndSetLong(ws[0] + ShmSegment.FAILURE_WORD, 0, 1 + me);
+    }
   }
 
   /** Throws the group's failure when a process of the group left one. */
@@ -533,7 +659,7 @@ final class ProcessWindows implements HostWindows {
   @Override
   public void close() {
     closed = true;
-    if (words[rank] != 0) {
+    if (words[rank] != 0 && segments[rank].intact()) { // else the write would fault; peers failed on it already
       ShmSegment.markLeft(words[rank]);
     }
     if (usable() && !world) {
@@ -553,7 +679,7 @@ final class ProcessWindows implements HostWindows {
       }
     }
     if (world) {
-      segments[rank].closeChannel();
+      host.closeFiles();
     }
   }
 

@@ -244,6 +244,14 @@ final class ShmAgreement {
       } catch (java.io.IOException | RuntimeException x) {
         return "rank " + rank + " cannot map rank " + q + "'s segment " + e.path() + ": " + x;
       }
+      if (!world) {
+        // A subgroup's words are a block of the rank's arena, which its record says; anything else aliases memory
+        // the rank gave to something else.
+        String wrong = ShmArena.checkBlock(segments[q].base, segments[q].size, e.words(), e.words(), ShmSegment.ARENA);
+        if (wrong != null) {
+          return "rank " + q + " published window words at " + e.words() + " of " + e.path() + ", which " + wrong;
+        }
+      }
       words[q] = segments[q].base + e.words();
     }
     return null;

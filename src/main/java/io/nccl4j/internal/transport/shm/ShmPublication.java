@@ -12,8 +12,9 @@ import java.util.Arrays;
  * One rank's publication in a shared-memory window between processes ({@link ProcessWindows}), as it
  * lies in the rank's segment: the window's use number (written last, with a volatile store), the
  * collective's tag and fingerprint, the algorithm, the size, and the published buffers as offsets in
- * the rank's segment (-1: outside it). Read by peers, so every field is checked as a peer's bytes
- * must be.
+ * the rank's segment (-1: outside it), each with the offset of the arena block it lies in ({@link ShmArena}: where
+ * the block's data start; -1 for a staging buffer, which is in no block). Read by peers, so every field is checked
+ * as a peer's bytes must be.
  */
 final class ShmPublication {
   static final int MAX_ADDRESSES = 8;
@@ -25,8 +26,9 @@ final class ShmPublication {
   private static final int P_SEQ = 16;
   private static final int P_BYTES = 24;
   private static final int P_ALGORITHM = 32;
-  private static final int P_ADDRESSES = 64;
-  private static final int P_FINGERPRINT = 200;
+  private static final int P_ADDRESSES = 64; // the count, then MAX_ADDRESSES offsets
+  private static final int P_BLOCKS = P_ADDRESSES + 8 + 8 * MAX_ADDRESSES; // MAX_ADDRESSES blocks' offsets
+  private static final int P_FINGERPRINT = P_BLOCKS + 8 * MAX_ADDRESSES; // 200
 
   private ShmPublication() {}
 
@@ -34,7 +36,7 @@ final class ShmPublication {
    * Writes a publication at {@code p}; its use number last, so that a reader who sees it sees the rest. The
    * algorithm and the fingerprint come encoded ({@link Encoder}).
    */
-  static void write(long p, long use, TransferTag tag, byte[] algorithm, long bytes, long[] offsets,
+  static void write(long p, long use, TransferTag tag, byte[] algorithm, long bytes, long[] offsets, long[] blocks,
       byte[] fingerprint) {
     if (offsets.length > MAX_ADDRESSES) {
       throw new IllegalArgumentException("a window publishes at most " + MAX_ADDRESSES + " buffers");
@@ -48,7 +50,8 @@ final class ShmPublication {
     NativeMemory.copyFromArray(algorithm, 0, p + P_ALGORITHM + 4, n);
     NativeMemory.putInt(p + P_ADDRESSES, offsets.length);
     for (int i = 0; i < offsets.length; i++) {
-      NativeMemory.putLong(p + P_ADDRESSES + 8 + 8L * i, offsets[i]);
+      NativeMemory.putLong(offsetField(p, i), offsets[i]);
+      NativeMemory.putLong(p + P_BLOCKS + 8L * i, blocks[i]);
     }
     byte[] fp = fingerprint != null && fingerprint.length > MAX_FINGERPRINT_BYTES ? null : fingerprint;
     NativeMemory.putInt(p + P_FINGERPRINT, fp == null ? -1 : fp.length);
@@ -129,7 +132,17 @@ final class ShmPublication {
 
   /** The {@code i}-th buffer's offset in the publisher's segment, -1 when outside it. */
   static long offset(long p, int i) {
-    return NativeMemory.getLong(p + P_ADDRESSES + 8 + 8L * i);
+    return NativeMemory.getLong(offsetField(p, i));
+  }
+
+  /** Where the {@code i}-th buffer's offset lies in the publication at {@code p}. */
+  static long offsetField(long p, int i) {
+    return p + P_ADDRESSES + 8 + 8L * i;
+  }
+
+  /** The offset where the data of the arena block holding the {@code i}-th buffer start; -1 for a staging buffer. */
+  static long block(long p, int i) {
+    return NativeMemory.getLong(p + P_BLOCKS + 8L * i);
   }
 
   /** Decodes published tags, the last fingerprint's bytes kept: one collective's ranks publish the same. */

@@ -31,6 +31,11 @@ import java.nio.file.attribute.PosixFilePermissions;
  * SIGBUS. A mapping is never unmapped explicitly (tensors may outlive the group); the collector
  * unmaps it once nothing refers to it. Mappings larger than 2 GiB would need several buffers, so a
  * segment is at most {@link #MAX_BYTES}.
+ *
+ * <p>Every process keeps a descriptor of each segment it maps, its own and its peers', so that it can tell whether
+ * the file still holds what it mapped ({@link #shrunk}): any process of the user can truncate it, even once its
+ * name is gone from {@code /dev/shm} (through the owner's descriptor in {@code /proc}), and a page past the new end
+ * faults on the next access — an {@code InternalError} in Java code, SIGBUS in the native kernels.
  */
 final class ShmSegment {
   static final long MAGIC = 0x4E344A53484D3031L; // "N4JSHM01"
@@ -63,20 +68,20 @@ final class ShmSegment {
   final long size;
   /** The pid its header named when this process created or mapped it: a later read that differs is a stray write. */
   private final long creatorPid;
-  /** Null for a peer's segment: only the owner commits pages. */
+  /** The file, open while the segment is used: its owner commits pages through it, every process checks its size. */
   private final FileChannel channel;
   /** Kept so that the mapping lives as long as this segment is reachable. */
   private final MappedByteBuffer mapping;
   final long base;
   private long committed;
 
-  private ShmSegment(Path path, long size, FileChannel channel, MappedByteBuffer mapping) {
+  private ShmSegment(Path path, long size, FileChannel channel, boolean own, MappedByteBuffer mapping) {
     this.path = path;
     this.size = size;
     this.channel = channel;
     this.mapping = mapping;
     this.base = DirectBuffers.address(mapping);
-    this.creatorPid = channel != null ? ProcessHandle.current().pid() : NativeMemory.getLong(base + PID);
+    this.creatorPid = own ? ProcessHandle.current().pid() : NativeMemory.getLong(base + PID);
   }
 
   /** This process's pid namespace, as the inode /proc/self/ns/pid names; 0 when unknown. */
@@ -206,7 +211,7 @@ final class ShmSegment {
       // Sparse until committed: the header and staging now, the arena as tensors need it.
       writeZeros(ch, 0, ARENA);
       MappedByteBuffer m = ch.map(FileChannel.MapMode.READ_WRITE, 0, size);
-      ShmSegment s = new ShmSegment(path, size, ch, m);
+      ShmSegment s = new ShmSegment(path, size, ch, true, m);
       OWNED.add(path);
       s.committed = ARENA;
       NativeMemory.putLong(s.base + PID, ProcessHandle.current().pid());
@@ -220,20 +225,70 @@ final class ShmSegment {
     }
   }
 
-  /** Maps a peer's segment, checking that it is one. */
+  /** Maps a peer's segment, checking that it is one; its descriptor stays open for {@link #shrunk}. */
   static ShmSegment open(Path path, long size) throws IOException {
-    try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ, StandardOpenOption.WRITE,
-        java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+    FileChannel ch = FileChannel.open(path, StandardOpenOption.READ, StandardOpenOption.WRITE,
+        java.nio.file.LinkOption.NOFOLLOW_LINKS);
+    try {
       if (ch.size() != size) {
         throw new IOException(path + " holds " + ch.size() + " bytes, expected " + size);
       }
       MappedByteBuffer m = ch.map(FileChannel.MapMode.READ_WRITE, 0, size);
-      ShmSegment s = new ShmSegment(path, size, null, m);
+      ShmSegment s = new ShmSegment(path, size, ch, false, m);
       if (NativeMemory.getLongVolatile(s.base) != MAGIC) {
         throw new IOException(path + " is not an nccl4j segment");
       }
       return s;
+    } catch (IOException | RuntimeException e) {
+      ch.close();
+      throw e;
     }
+  }
+
+  /**
+   * Null while the file holds every byte this process mapped; else what happened to it, naming it. One fstat: the
+   * size is the file's, whatever process changed it. A shrink within the last page this process reads is not seen
+   * by the accesses either (the page stays, past the end it reads zeros), so the check and the faults agree on
+   * everything but a shrink of less than a page, which only zeroes bytes. Null too once the descriptor is closed (the
+   * world group closed: nothing reads the segment through windows any more).
+   */
+  String shrunk() {
+    String seen = shrinkSeen;
+    if (seen != null) {
+      return seen;
+    }
+    long now;
+    // A FileChannel closes itself when its caller is interrupted (as an execution thread is when its group is
+    // aborted): the flag waits until the size is read, so that asking never costs the owner the file it commits with.
+    boolean interrupted = Thread.interrupted();
+    try {
+      now = channel.size();
+    } catch (IOException e) {
+      return null;
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
+    }
+    if (now >= size) {
+      return null;
+    }
+    shrinkSeen = "shared memory segment " + path + " was truncated to " + now + " bytes while mapped with " + size
+        + ": a process of this user shrank it (ftruncate, or a shell's '>' on the file)";
+    return shrinkSeen;
+  }
+
+  /** What {@link #shrunk} said first, once it said something: the segment is never read or written again here. */
+  private volatile String shrinkSeen;
+
+  /** Whether the file still holds every byte this process mapped ({@link #shrunk}: one fstat until it shrank). */
+  boolean intact() {
+    return shrunk() == null;
+  }
+
+  /** Whether {@link #shrunk} saw the file shrink: a volatile read, no system call. */
+  boolean seenShrunk() {
+    return shrinkSeen != null;
   }
 
   /**
@@ -278,14 +333,12 @@ final class ShmSegment {
     }
   }
 
-  /** Releases the owner's file handle (the mapping stays until collected). */
+  /** Releases the file's descriptor (the mapping stays until collected); {@link #shrunk} says nothing afterwards. */
   void closeChannel() {
-    if (channel != null) {
-      try {
-        channel.close();
-      } catch (IOException e) {
-        // nothing to do
-      }
+    try {
+      channel.close();
+    } catch (IOException e) {
+      // nothing to do
     }
   }
 

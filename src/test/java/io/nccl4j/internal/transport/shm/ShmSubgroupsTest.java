@@ -193,9 +193,10 @@ class ShmSubgroupsTest {
 
   @Test
   void aSegmentWithNoRoomForTheSubgroupsWindowWordsLeavesItOnTcpOnEveryMember() {
-    // 1 MiB of arena, which a world tensor fills on rank 1 at the subgroup's first window: no room for its words.
+    // 1 MiB of arena, which a world tensor (with its block's record) fills on rank 1 at the subgroup's first window:
+    // no room for its words.
     List<String> seen = oneHost(2, ShmSegment.ARENA + (1 << 20)).call(pg -> {
-      Tensor full = pg.rank() == 1 ? pg.empty((1 << 20) / 4, DType.FLOAT32) : null;
+      Tensor full = pg.rank() == 1 ? pg.empty(((1 << 20) - ShmArena.HEADER) / 4, DType.FLOAT32) : null;
       try (ProcessGroup sub = pg.newGroup(0, 1).orElseThrow();
           io.nccl4j.memory.Allocator plain = io.nccl4j.memory.Allocator.host().child("plain-" + pg.rank())) {
         try (Tensor first = Tensor.zeros(10, DType.FLOAT32, plain)) {
