@@ -58,6 +58,13 @@ eval "$test_cmd"
 echo "==> $main_cmd"
 eval "$main_cmd"
 
+# nccl4j beside Open MPI at smoke size (ci/bench-mpi.sh; docs/PERFORMANCE.md, "Beside Open MPI"): the instrument checks
+# every result and proves that a spoiled element fails it. CI does not install Open MPI (apt-get install openmpi-bin
+# libopenmpi-dev took 36 s on a build machine, 46 packages, more than this step may cost); without it nccl4j runs
+# alone, and where it is installed the MPI side runs and is checked too.
+echo "==> bash ci/bench-mpi.sh --smoke"
+bash ci/bench-mpi.sh --smoke
+
 # The benchmarks compile (they implement the native seams, which grow with the binding).
 jmh=(mvn -B -q -Pjmh -DskipNativeTests test-compile)
 echo "==> ${jmh[*]}"
@@ -101,6 +108,18 @@ cli="$PWD/target/nccl4j-cli.jar"
 away="$(mktemp -d)"
 echo "==> (cd $away && java -jar $cli demo)"
 (cd "$away" && java -jar "$cli" demo)
+# The jar alone gives run --class's ranks the library and its dependencies only (unpacked from the jar, here into a
+# cache of the check's own): an application with an SLF4J binding of its own (the tests' LoggingAppMain with
+# slf4j-nop) hears no SLF4J warning, and each rank's all-reduce is right.
+app_cp="$PWD/target/test-classes:$PWD/target/test-app/slf4j-nop.jar"
+echo "==> (cd $away && java -jar $cli run --nproc-per-node 2 --class io.nccl4j.cli.LoggingAppMain --classpath $app_cp -- 60)"
+run_out="$(cd "$away" && XDG_CACHE_HOME="$away/cache" java -jar "$cli" run --nproc-per-node 2 \
+  --class io.nccl4j.cli.LoggingAppMain --classpath "$app_cp" -- 60 2>&1)" || { echo "$run_out" >&2; exit 1; }
+echo "$run_out"
+if grep -q SLF4J <<<"$run_out" || [ "$(grep -c ' right$' <<<"$run_out")" != 2 ]; then
+  echo "ci/run.sh: expected no SLF4J line and two ranks' 'right' from run --class, got the output above" >&2
+  exit 1
+fi
 rm -rf "$away"
 
 # nccl4j without sun.misc.Unsafe: the conformance suites and the off-heap and shared-memory tests on that JDK with

@@ -38,21 +38,21 @@ final class FlightRecorderDumps {
 
   /** As the environment says: {@code NCCL4J_FLIGHT_RECORDER_SIZE} (0: none) and {@code NCCL4J_FLIGHT_RECORDER_DIR}. */
   static FlightRecorderDumps fromEnvironment(int rank, int size, String backendName) {
-    int capacity = envInt("NCCL4J_FLIGHT_RECORDER_SIZE", FlightRecorder.DEFAULT_CAPACITY);
-    String dir = System.getenv("NCCL4J_FLIGHT_RECORDER_DIR");
+    int capacity = envInt(Settings.NCCL4J_FLIGHT_RECORDER_SIZE, FlightRecorder.DEFAULT_CAPACITY);
+    String dir = Settings.NCCL4J_FLIGHT_RECORDER_DIR.get();
     return new FlightRecorderDumps(capacity > 0 ? new FlightRecorder(capacity) : null, rank, size, backendName,
         dir == null || dir.isBlank() ? null : Paths.get(dir));
   }
 
-  private static int envInt(String name, int fallback) {
-    String v = System.getenv(name);
+  private static int envInt(Settings setting, int fallback) {
+    String v = setting.get();
     if (v == null || v.isBlank()) {
       return fallback;
     }
     try {
       return Integer.parseInt(v.trim());
     } catch (NumberFormatException e) {
-      throw new IllegalArgumentException(name + " must be an integer, got '" + v + "'");
+      throw new IllegalArgumentException(setting.key() + " must be an integer, got '" + v + "'");
     }
   }
 

@@ -60,7 +60,7 @@ public enum Validation {
    * @throws IllegalArgumentException for a value that names no mode, naming the variable
    */
   public static Validation fromEnvironment() {
-    return fromSetting(System.getenv("NCCL4J_DEBUG"));
+    return fromSetting(Settings.NCCL4J_DEBUG.get());
   }
 
   /** {@link #fromEnvironment} for a given value of {@code NCCL4J_DEBUG} (null: unset). */

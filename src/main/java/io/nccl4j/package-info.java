@@ -13,7 +13,7 @@
  * <p><b>The API, every exported package</b> (the jar's module name is {@code io.nccl4j}):
  * <ul>
  *   <li>{@code io.nccl4j} — the process group, tensors, Work, the vocabulary (types, operators, devices, failure
- *       kinds) and the exceptions;
+ *       kinds, the settings nccl4j reads: {@link io.nccl4j.Settings}) and the exceptions;
  *   <li>{@code io.nccl4j.launch} — one rank per process: the environment of torchrun, Open MPI, Slurm, Kubeflow,
  *       the launcher, groups over a store an engine rendezvoused through, NCCL groups shared with PyTorch;
  *   <li>{@code io.nccl4j.store} — the rendezvous store: in one JVM, prefixed, and PyTorch's TCPStore wire;

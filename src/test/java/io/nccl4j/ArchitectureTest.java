@@ -33,7 +33,7 @@ class ArchitectureTest {
    * on nothing else of nccl4j but each other and Float8/Float16's arithmetic.
    */
   static final Set<String> VOCABULARY = Set.of("Device", "DeviceStream", "DType", "OpType", "ReduceOp", "Scalar",
-      "CollectiveStats", "Validation", "Float16", "Float8", "BackendException", "CollectiveMismatchException",
+      "CollectiveStats", "Validation", "Settings", "Float16", "Float8", "BackendException", "CollectiveMismatchException",
       "CollectiveTimeoutException", "PeerFailureException", "RankFailedException", "UsageException", "FailureKind",
       "TransportTimeoutException");
 

@@ -13,9 +13,12 @@ import picocli.CommandLine;
     description = {"NCCL collectives for Java with PyTorch ProcessGroup semantics, and the chapter experiments on "
             + "the best backend available (NCCL with GPUs, else the CPU reference)."},
     subcommands = {DemoCommand.class, ContractsCommand.class, EquivalenceCommand.class, InfoCommand.class,
-        BenchCommand.class, MemoryCommand.class, ProbeCommand.class, SweepCommand.class, TraceCommand.class,
+        BenchCommand.class, MemoryCommand.class, PatternsCommand.class, ProbeCommand.class, SweepCommand.class, TraceCommand.class,
         RunCommand.class, ShrinkCommand.class, StoreCommand.class, WeightsCommand.class,
-        CommandLine.HelpCommand.class})
+        CommandLine.HelpCommand.class},
+    footerHeading = "%nJava:%n",
+    footer = {"./nccl4j runs on $JAVA_HOME/bin/java when JAVA_HOME is set, else on java on PATH, and builds with"
+        + " Maven under the same JAVA_HOME. The ranks of run start on the Java the command line runs on."})
 public final class Cli implements Runnable {
   @Override
   public void run() {

@@ -1,5 +1,6 @@
 package io.nccl4j.cli;
 
+import io.nccl4j.Settings;
 import io.nccl4j.cli.bench.SampleException;
 import io.nccl4j.launch.Launcher;
 import java.io.File;
@@ -15,7 +16,8 @@ import picocli.CommandLine.Parameters;
 @Command(name = "run", mixinStandardHelpOptions = true,
     description = {"Starts N ranks of this node as processes (like torchrun) and runs a command in each.",
         "The command is an nccl4j subcommand (run -- contracts --backend cpu) or, with --class, a Java main"
-            + " class on --classpath.",
+            + " class on --classpath, which gets the library and its runtime dependencies after it and nothing of the"
+            + " command line's (see --classpath).",
         "Each output line is prefixed with its rank. The launcher (of node 0) hosts the job's store, which every rank"
             + " joins, so that no rank's death takes it with it.",
         "If a rank fails, the others are stopped (or, with --on-failure=continue, left running) and the exit"
@@ -28,6 +30,7 @@ import picocli.CommandLine.Parameters;
     footer = {"  NCCL4J_SHM=0          processes of one host talk TCP only (default: /dev/shm)",
         "  NCCL4J_SHM_BYTES=N    bytes of a rank's segment there (1 GiB, sparse)",
         "  NCCL4J_JAVA_OPTS=...  options for every rank's JVM",
+        "  XDG_CACHE_HOME=DIR    --class: the library's jars are unpacked under DIR/nccl4j",
         "  NCCL4J_JOB_ID, NCCL4J_JOB_TOKEN  the job's identity (the same on every node)"})
 final class RunCommand implements Callable<Integer> {
   @Option(names = "--nproc-per-node", required = true, paramLabel = "N", description = "Ranks on this node.")
@@ -56,7 +59,12 @@ final class RunCommand implements Callable<Integer> {
   @Option(names = "--class", paramLabel = "MAIN", description = "Run this Java main class instead of an nccl4j subcommand.")
   String mainClass;
 
-  @Option(names = "--classpath", paramLabel = "CP", description = "Extra classpath for --class (nccl4j's is appended).")
+  @Option(names = "--classpath", paramLabel = "CP", description = {"The application's class path for --class. The"
+      + " ranks get CP followed by the library and its runtime dependencies only (SLF4J's API without a binding,"
+      + " Jackson, bytedeco's CUDA presets, JavaCPP): none of the command line's own libraries, so an application's"
+      + " logging binding is the only one. nccl4j-cli.jar carries them as jars and unpacks them on first use into"
+      + " $XDG_CACHE_HOME/nccl4j (default ~/.cache/nccl4j; ./nccl4j: target/nccl4j-cache). Subcommands run on the"
+      + " command line's own class path."})
   String classpath;
 
   @Parameters(paramLabel = "COMMAND", arity = "0..*", description = "After --: the subcommand (or main's arguments) and its arguments.")
@@ -71,7 +79,7 @@ final class RunCommand implements Callable<Integer> {
       // without it every rank printed four warning lines on Java 24+ for JavaCPP's System.load.
       cmd.add("--enable-native-access=ALL-UNNAMED");
     }
-    String opts = System.getenv("NCCL4J_JAVA_OPTS");
+    String opts = Settings.NCCL4J_JAVA_OPTS.get();
     if (opts != null && !opts.isBlank()) {
       cmd.addAll(List.of(opts.trim().split("\\s+")));
     }
@@ -79,13 +87,22 @@ final class RunCommand implements Callable<Integer> {
       throw new SampleException(2, "run: give the nccl4j command to run after --, e.g. run --nproc-per-node 2 -- demo"
           + " (or --class MAIN for a Java main class, whose arguments are optional)");
     }
-    String ours = System.getProperty("java.class.path");
     cmd.add("-cp");
     if (mainClass != null) {
-      cmd.add(classpath == null || classpath.isBlank() ? ours : classpath + File.pathSeparator + ours);
+      // The application's class path and the library's, nothing of the command line's (LibraryClassPath says why).
+      List<String> cp = new ArrayList<>();
+      if (classpath != null && !classpath.isBlank()) {
+        cp.add(classpath);
+      }
+      try {
+        LibraryClassPath.forRanks().forEach(p -> cp.add(p.toString()));
+      } catch (IllegalStateException e) {
+        throw new SampleException(2, e.getMessage());
+      }
+      cmd.add(String.join(File.pathSeparator, cp));
       cmd.add(mainClass);
     } else {
-      cmd.add(ours);
+      cmd.add(System.getProperty("java.class.path"));
       cmd.add(Cli.class.getName());
     }
     cmd.addAll(args);

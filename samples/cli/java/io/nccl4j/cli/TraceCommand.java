@@ -22,6 +22,8 @@ final class TraceCommand implements Runnable {
       description = {"Reads rank*.json flight-recorder dumps in DIR and reports the first collective where the ranks "
               + "diverge (missing on some rank, or different arguments), else the first one not completed.",
           "A rank without a dump is named where every rank with one waits in a collective it never issued.",
+          "A file that holds no whole dump (empty, cut short, not JSON) is its rank's incomplete dump, its rank "
+              + "taken from the file's name.",
           "Exit 0 when consistent, 1 when a divergence or an unfinished collective is found, or no rank "
               + "dumped (a run where nothing failed), 2 when the dumps cannot be read."})
   static final class Analyze implements Callable<Integer> {

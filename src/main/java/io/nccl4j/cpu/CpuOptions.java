@@ -1,5 +1,6 @@
 package io.nccl4j.cpu;
 
+import io.nccl4j.Settings;
 import java.util.Locale;
 import java.util.Objects;
 
@@ -85,8 +86,8 @@ public final class CpuOptions {
    * @throws IllegalArgumentException naming the setting and the accepted values when one is not
    */
   public static CpuOptions fromEnvironment() {
-    AlgoSetting a = Knobs.choice("nccl4j.cpu.algo", "NCCL4J_CPU_ALGO", AlgoSetting.AUTO);
-    KernelSetting k = Knobs.choice("nccl4j.cpu.kernels", "NCCL4J_CPU_KERNELS", KernelSetting.NATIVE);
+    AlgoSetting a = Knobs.choice(Settings.CPU_ALGO_PROPERTY, Settings.NCCL4J_CPU_ALGO, AlgoSetting.AUTO);
+    KernelSetting k = Knobs.choice(Settings.CPU_KERNELS_PROPERTY, Settings.NCCL4J_CPU_KERNELS, KernelSetting.NATIVE);
     return new CpuOptions(a == AlgoSetting.RING ? Algorithms.RING : Algorithms.AUTO,
         k == KernelSetting.JAVA ? Kernels.JAVA : Kernels.NATIVE, a == AlgoSetting.PHASED, k == KernelSetting.CACHED);
   }

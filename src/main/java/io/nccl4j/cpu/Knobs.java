@@ -1,5 +1,6 @@
 package io.nccl4j.cpu;
 
+import io.nccl4j.Settings;
 import java.util.Arrays;
 import java.util.Locale;
 import java.util.stream.Collectors;
@@ -14,8 +15,8 @@ final class Knobs {
    *
    * @throws IllegalArgumentException naming both settings and the accepted values
    */
-  static <E extends Enum<E>> E choice(String property, String env, E fallback) {
-    String v = System.getProperty(property, System.getenv(env));
+  static <E extends Enum<E>> E choice(Settings property, Settings env, E fallback) {
+    String v = property.get(env.get());
     if (v == null || v.isBlank()) {
       return fallback;
     }
@@ -25,7 +26,8 @@ final class Knobs {
     } catch (IllegalArgumentException e) {
       String accepted = Arrays.stream(type.getEnumConstants()).map(c -> c.name().toLowerCase(Locale.ROOT))
           .collect(Collectors.joining(" or "));
-      throw new IllegalArgumentException(env + " / " + property + " must be " + accepted + ", got '" + v + "'");
+      throw new IllegalArgumentException(env.key() + " / " + property.key() + " must be " + accepted + ", got '" + v
+          + "'");
     }
   }
 }

@@ -47,6 +47,21 @@ public record DistEnv(String masterAddr, int masterPort, int rank, int worldSize
   }
 
   /**
+   * The variable the world size was read from, by {@link #source}: {@code WORLD_SIZE} (torchrun, and any source
+   * not read from the environment), {@code OMPI_COMM_WORLD_SIZE}, {@code PMI_SIZE}, {@code SLURM_NTASKS} or
+   * {@code PET_NNODES}: what an error about the size names, so that the user finds what to change. Local.
+   */
+  public String worldSizeVariable() {
+    return switch (source) {
+      case "openmpi" -> "OMPI_COMM_WORLD_SIZE";
+      case "pmi" -> "PMI_SIZE";
+      case "slurm" -> "SLURM_NTASKS";
+      case "kubeflow" -> "PET_NNODES";
+      default -> "WORLD_SIZE";
+    };
+  }
+
+  /**
    * The variables that say "this process is one rank of a job". A launcher sets RANK and WORLD_SIZE together;
    * either one alone is a half-set environment, which {@link #from} reports rather than a local job running.
    */

@@ -2,6 +2,7 @@ package io.nccl4j.launch;
 
 import io.nccl4j.internal.concurrent.Durations;
 import io.nccl4j.store.JobIdentity;
+import io.nccl4j.store.ListenerLimits;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStream;
@@ -148,6 +149,14 @@ public final class Launcher {
     if (worldSize > DistEnv.MAX_WORLD_SIZE) {
       throw new IllegalArgumentException("--nnodes " + nnodes + " × --nproc-per-node " + nprocPerNode + " = "
           + worldSize + " ranks, more than the " + DistEnv.MAX_WORLD_SIZE + " a job may have");
+    }
+    int maxKeys = ListenerLimits.fromEnvironment().maxKeyBytes();
+    if (worldSize > maxKeys) {
+      // Each rank would refuse it (ProcessGroups.checkWorldSize): say so once, before any rank starts.
+      throw new IllegalArgumentException("--nnodes " + nnodes + " × --nproc-per-node " + nprocPerNode + " = "
+          + worldSize + " ranks, above " + maxKeys + ", the most ranks a job's store serves: each rank waits for"
+          + " every rank's key in one store request, and a request names at most " + maxKeys + " keys"
+          + " (NCCL4J_STORE_MAX_KEY_BYTES); set it to at least " + worldSize + " for the launcher and its ranks");
     }
     int world = (int) worldSize;
     // The job's identity: fresh for a job on one node; every node of a larger one must be given the same

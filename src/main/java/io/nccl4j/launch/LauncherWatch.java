@@ -1,5 +1,6 @@
 package io.nccl4j.launch;
 
+import io.nccl4j.Settings;
 import java.util.Optional;
 import java.util.concurrent.atomic.AtomicBoolean;
 
@@ -32,7 +33,7 @@ final class LauncherWatch {
 
   /** Starts watching, once per process, if this process was started by {@link Launcher}. */
   static void startIfLaunched(int rank) {
-    String pid = System.getenv(LAUNCHER_PID);
+    String pid = Settings.NCCL4J_LAUNCHER_PID.get();
     if (pid == null || pid.isBlank() || !STARTED.compareAndSet(false, true)) {
       return;
     }

@@ -1,6 +1,7 @@
 package io.nccl4j.launch;
 
 import io.nccl4j.ProcessGroup;
+import io.nccl4j.Settings;
 import io.nccl4j.cpu.CpuBackend;
 import io.nccl4j.internal.transport.shm.HostSharedMemory;
 import io.nccl4j.internal.transport.tcp.TcpTransport;
@@ -15,6 +16,7 @@ import io.nccl4j.nccl.NcclPlacement;
 import io.nccl4j.nccl.NcclRendezvous;
 import io.nccl4j.spi.Backend;
 import io.nccl4j.store.JobIdentity;
+import io.nccl4j.store.ListenerLimits;
 import io.nccl4j.store.PrefixStore;
 import io.nccl4j.store.Store;
 import io.nccl4j.store.TcpStore;
@@ -82,6 +84,24 @@ public final class ProcessGroups {
         STORES.put(key, r);
       }
       return r;
+    }
+  }
+
+  /**
+   * Refuses a world larger than the job's store serves, before anything listens or connects. Each rank waits for
+   * every rank's key in one store request (the segment entries, the NCCL backend's arrivals, DETAIL's
+   * fingerprints), and a request may name at most {@code maxKeys} keys ({@link ListenerLimits#maxKeyBytes}): a
+   * larger world got as far as its first collective, whose wait the store refused with a broken pipe.
+   *
+   * @throws IllegalArgumentException naming the variable that gave the size, the size and the limit
+   */
+  static void checkWorldSize(DistEnv env, int maxKeys) {
+    if (env.worldSize() > maxKeys) {
+      throw new IllegalArgumentException(env.worldSizeVariable() + "=" + env.worldSize() + " is above " + maxKeys
+          + ", the most ranks a job's store serves: each rank waits for every rank's key in one store request, and"
+          + " a request names at most " + maxKeys + " keys (NCCL4J_STORE_MAX_KEY_BYTES, or the system property"
+          + " nccl4j.store.maxKeyBytes); set it to at least " + env.worldSize() + " for every process of the job,"
+          + " the store's host included");
     }
   }
 
@@ -213,6 +233,7 @@ public final class ProcessGroups {
 
   /** With cross-rank validation {@code mode} (DETAIL exchanges fingerprints through the job's store). */
   public static Joined init(DistEnv env, String backend, Duration timeout, io.nccl4j.Validation mode) {
+    checkWorldSize(env, ListenerLimits.fromEnvironment().maxKeyBytes());
     LauncherWatch.startIfLaunched(env.rank());
     java.util.Map<String, String> vars = System.getenv();
     return init(env, identity(env, vars), BindAddress.choose(env, vars), AgentStore.from(vars).orElse(null),
@@ -231,6 +252,7 @@ public final class ProcessGroups {
    */
   static Joined init(DistEnv env, JobIdentity job, InetAddress bind, AgentStore agent, boolean launcherStore,
       String backend, Duration timeout, io.nccl4j.Validation mode) {
+    checkWorldSize(env, ListenerLimits.fromEnvironment().maxKeyBytes());
     return join(env, groupStore(env, job, bind, agent, launcherStore, timeout), job, bind, backend, timeout, mode);
   }
 
@@ -369,15 +391,15 @@ public final class ProcessGroups {
    * the local address of the interface that routes to MASTER_ADDR.
    */
   static String advertisedHost(DistEnv env, InetAddress bind) {
-    if (bind != null && !bind.isAnyLocalAddress() && (System.getenv("NCCL4J_ADVERTISE_ADDR") == null
-        || System.getenv("NCCL4J_ADVERTISE_ADDR").isBlank())) {
+    if (bind != null && !bind.isAnyLocalAddress() && (Settings.NCCL4J_ADVERTISE_ADDR.get() == null
+        || Settings.NCCL4J_ADVERTISE_ADDR.get().isBlank())) {
       return bind.getHostAddress();
     }
     return advertisedHost(env);
   }
 
   static String advertisedHost(DistEnv env) {
-    String explicit = System.getenv("NCCL4J_ADVERTISE_ADDR");
+    String explicit = Settings.NCCL4J_ADVERTISE_ADDR.get();
     if (explicit != null && !explicit.isBlank()) {
       return explicit.trim();
     }

@@ -1,6 +1,7 @@
 package io.nccl4j.memory;
 
 import io.nccl4j.Device;
+import io.nccl4j.Settings;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.util.ArrayList;
@@ -25,7 +26,7 @@ import java.util.concurrent.atomic.AtomicLong;
  */
 public final class Allocator implements AutoCloseable {
   /** The older switch for allocation stacks, kept: {@code NCCL4J_LEAKS=trace} is the one for every leak report. */
-  private static final boolean DEBUG = Boolean.getBoolean("nccl4j.memory.debug");
+  private static final boolean DEBUG = Settings.MEMORY_DEBUG_PROPERTY.booleanValue();
   /** What a report without allocation stacks says to get them. */
   public static final String TRACE_HINT = "(run with NCCL4J_LEAKS=trace or -Dnccl4j.leaks=trace to see where each"
       + " was allocated)";

@@ -1,5 +1,6 @@
 package io.nccl4j.memory;
 
+import io.nccl4j.Settings;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.atomic.AtomicLong;
@@ -39,9 +40,9 @@ public final class LeakReport {
   private LeakReport() {}
 
   private static String setting() {
-    String v = System.getProperty("nccl4j.leaks");
+    String v = Settings.LEAKS_PROPERTY.get();
     if (v == null) {
-      v = System.getenv("NCCL4J_LEAKS");
+      v = Settings.NCCL4J_LEAKS.get();
     }
     return v == null ? "" : v.replace(" ", "").toLowerCase(Locale.ROOT);
   }

@@ -1,5 +1,6 @@
 package io.nccl4j.nccl;
 
+import io.nccl4j.Settings;
 import io.nccl4j.internal.bind.nccl.NcclConfig;
 import java.time.Duration;
 
@@ -40,7 +41,7 @@ public record CommOptions(boolean nonBlocking, int maxCTAs, boolean sharedDevice
    * {@code NCCL4J_NCCL_ALLOCATOR} (plain by default).
    */
   public static CommOptions fromEnvironment() {
-    return new CommOptions("1".equals(System.getenv("NCCL4J_NCCL_NONBLOCKING")), NcclConfig.UNDEF, false,
+    return new CommOptions("1".equals(Settings.NCCL4J_NCCL_NONBLOCKING.get()), NcclConfig.UNDEF, false,
         DEFAULT_ABORT_GRACE, NcclAllocation.fromEnvironment());
   }
 

@@ -3,6 +3,7 @@ package io.nccl4j.nccl;
 import io.nccl4j.BackendException;
 import io.nccl4j.CollectiveTimeoutException;
 import io.nccl4j.Device;
+import io.nccl4j.Settings;
 import io.nccl4j.internal.bind.nccl.NativeSlot;
 import io.nccl4j.internal.bind.nccl.NcclApi;
 import io.nccl4j.internal.concurrent.Backoff;
@@ -168,7 +169,7 @@ public final class Communicator implements AutoCloseable {
       throw new IllegalArgumentException("NCCL unique id must be 128 bytes, got "
           + (uniqueId == null ? "null" : uniqueId.length));
     }
-    if (options.sharedDevice() && "1".equals(System.getenv("NCCL_COMM_BLOCKING"))) {
+    if (options.sharedDevice() && "1".equals(Settings.NCCL_COMM_BLOCKING.get())) {
       throw new IllegalStateException("rank " + rank + ": communicators of this process share cuda:" + device + ", which"
           + " needs nonblocking communicators, but NCCL_COMM_BLOCKING=1 forces blocking ones; unset it");
     }

@@ -1,5 +1,6 @@
 package io.nccl4j.nccl;
 
+import io.nccl4j.Settings;
 import java.util.Locale;
 
 /**
@@ -27,7 +28,7 @@ public enum NcclAllocation {
 
   /** {@code NCCL4J_NCCL_ALLOCATOR}: plain (the default), registered or symmetric. */
   public static NcclAllocation fromEnvironment() {
-    String v = System.getenv("NCCL4J_NCCL_ALLOCATOR");
+    String v = Settings.NCCL4J_NCCL_ALLOCATOR.get();
     return v == null || v.isBlank() ? PLAIN : parse(v);
   }
 

@@ -1,5 +1,6 @@
 package io.nccl4j.store;
 
+import io.nccl4j.Settings;
 import java.time.Duration;
 import java.util.Map;
 
@@ -55,17 +56,20 @@ public record ListenerLimits(int maxKeyBytes, int maxValueBytes, int maxQueueIte
 
   static ListenerLimits from(Map<String, String> env) {
     return new ListenerLimits(
-        (int) setting(env, "nccl4j.store.maxKeyBytes", "NCCL4J_STORE_MAX_KEY_BYTES", DEFAULT.maxKeyBytes),
-        (int) setting(env, "nccl4j.store.maxValueBytes", "NCCL4J_STORE_MAX_VALUE_BYTES", DEFAULT.maxValueBytes),
-        (int) setting(env, "nccl4j.store.maxQueueItems", "NCCL4J_STORE_MAX_QUEUE_ITEMS", DEFAULT.maxQueueItems),
-        Duration.ofMillis(setting(env, "nccl4j.handshakeTimeoutMs", "NCCL4J_HANDSHAKE_TIMEOUT_MS",
+        (int) setting(env, Settings.STORE_MAX_KEY_BYTES_PROPERTY, Settings.NCCL4J_STORE_MAX_KEY_BYTES,
+            DEFAULT.maxKeyBytes),
+        (int) setting(env, Settings.STORE_MAX_VALUE_BYTES_PROPERTY, Settings.NCCL4J_STORE_MAX_VALUE_BYTES,
+            DEFAULT.maxValueBytes),
+        (int) setting(env, Settings.STORE_MAX_QUEUE_ITEMS_PROPERTY, Settings.NCCL4J_STORE_MAX_QUEUE_ITEMS,
+            DEFAULT.maxQueueItems),
+        Duration.ofMillis(setting(env, Settings.HANDSHAKE_TIMEOUT_MS_PROPERTY, Settings.NCCL4J_HANDSHAKE_TIMEOUT_MS,
             DEFAULT.handshakeTimeout.toMillis())));
   }
 
-  private static long setting(Map<String, String> env, String property, String variable, long dflt) {
-    String p = System.getProperty(property);
-    String name = p != null ? property : variable;
-    String v = p != null ? p : env.get(variable);
+  private static long setting(Map<String, String> env, Settings property, Settings variable, long dflt) {
+    String p = property.get();
+    String name = p != null ? property.key() : variable.key();
+    String v = p != null ? p : variable.in(env);
     if (v == null || v.isBlank()) {
       return dflt;
     }

@@ -71,8 +71,29 @@ final class StoreHandshake {
 
   private StoreHandshake() {}
 
+  /** The opener's connect timed out (nothing answered the connection request): no listener was heard at all. */
+  static final class ConnectTimedOut extends java.net.SocketTimeoutException {
+    private static final long serialVersionUID = 1L;
+
+    ConnectTimedOut(String message) {
+      super(message);
+    }
+  }
+
+  /**
+   * A listener that said nothing within the read timeout: not a store, unless the timeout was cut short by the
+   * connect's deadline — then it says less than an error an earlier attempt saw.
+   */
+  static final class Silent extends NotAStore {
+    private static final long serialVersionUID = 1L;
+
+    Silent(String message) {
+      super(message);
+    }
+  }
+
   /** The listener answered, but not as a store. */
-  static final class NotAStore extends IOException {
+  static class NotAStore extends IOException {
     private static final long serialVersionUID = 1L;
 
     NotAStore(String message) {
@@ -87,6 +108,20 @@ final class StoreHandshake {
    * it. A refusal is final (a {@link BackendException}); an answer that is not a store's is a {@link NotAStore}.
    */
   static Link join(Opener opener, String host, int port, JobIdentity job) throws IOException {
+    String peer = host + ":" + port;
+    try {
+      return handshake(opener, host, port, job);
+    } catch (ConnectTimedOut e) {
+      throw e;
+    } catch (java.net.SocketTimeoutException silent) {
+      // A read timed out: the listener accepted the connection and then said nothing within the read timeout the
+      // opener set — not a store, which answers at once.
+      throw new Silent(peer + " accepted the connection and answered nothing to the store's handshake (a store"
+          + " answers at once)");
+    }
+  }
+
+  private static Link handshake(Opener opener, String host, int port, JobIdentity job) throws IOException {
     String peer = host + ":" + port;
     Link link = opener.open();
     try {

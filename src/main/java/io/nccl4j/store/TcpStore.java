@@ -100,6 +100,14 @@ public final class TcpStore implements Store {
    */
   static final Duration NOT_A_STORE_GRACE = Duration.ofSeconds(2);
 
+  /**
+   * How long the handshake waits for each answer of a listener: a store answers its probe at once (a busy machine
+   * delays it by milliseconds), so a listener silent this long is not one — something accepted the connection and
+   * says nothing (another program on MASTER_PORT, a proxy with nothing behind it). Twice in a row ends the connect
+   * ({@link #NOT_A_STORE_GRACE}), within a few seconds rather than at the group's timeout.
+   */
+  static final Duration ANSWER_TIMEOUT = Duration.ofSeconds(2);
+
   private static TcpStore connect(String host, int port, Duration timeout, JobIdentity job, TcpStoreServer server) {
     Objects.requireNonNull(host, "host");
     InetSocketAddress address = new InetSocketAddress(host, port);
@@ -123,7 +131,7 @@ public final class TcpStore implements Store {
       } catch (IOException e) {
         // Keep the most informative error: a timeout of the last, shortest attempt says less than
         // what an earlier attempt learned (refused, not a store, ...).
-        if (last == null || !(e instanceof SocketTimeoutException) || last instanceof SocketTimeoutException) {
+        if (last == null || !timedOut(e) || timedOut(last)) {
           last = e;
         }
         if (e instanceof StoreHandshake.NotAStore) {
@@ -147,12 +155,23 @@ public final class TcpStore implements Store {
     }
   }
 
+  /** An attempt that ran out of time (a read, or a silent listener): what it says is less than another error. */
+  private static boolean timedOut(IOException e) {
+    return e instanceof SocketTimeoutException || e instanceof StoreHandshake.Silent;
+  }
+
   /** One connection of the handshake, which reads until the connect deadline. */
   private static StoreHandshake.Link open(InetSocketAddress address, int port, long deadline) throws IOException {
     Socket s = new Socket();
     try {
       long left = Math.max(1, (deadline - System.nanoTime()) / 1_000_000);
-      s.connect(address, (int) Math.min(left, 10_000));
+      try {
+        s.connect(address, (int) Math.min(left, 10_000));
+      } catch (SocketTimeoutException e) {
+        // Told apart from a read's timeout, which means a silent listener (the handshake).
+        throw new StoreHandshake.ConnectTimedOut("no answer to the connection request within "
+            + Math.min(left, 10_000) + " ms");
+      }
       if (s.getLocalSocketAddress().equals(s.getRemoteSocketAddress())) {
         // A port of this machine that nothing listens on may be picked as the source port too: the socket is
         // then connected to itself (TCP's simultaneous open) and would hear its own handshake as a store's.
@@ -162,7 +181,8 @@ public final class TcpStore implements Store {
       s.setTcpNoDelay(true);
       s.setKeepAlive(true);
       tuneKeepAlive(s);
-      s.setSoTimeout(Durations.clampIntMillis(Math.max(1, (deadline - System.nanoTime()) / 1_000_000)));
+      s.setSoTimeout(Durations.clampIntMillis(Math.max(1, Math.min(ANSWER_TIMEOUT.toMillis(),
+          (deadline - System.nanoTime()) / 1_000_000))));
       return new StoreHandshake.Link(s, new DataInputStream(new BufferedInputStream(s.getInputStream())),
           new DataOutputStream(new BufferedOutputStream(s.getOutputStream())));
     } catch (IOException | RuntimeException e) {

@@ -7,8 +7,10 @@ import io.nccl4j.internal.concurrent.PaddedCounter;
 import io.nccl4j.internal.concurrent.PaddedLock;
 import io.nccl4j.spi.Collective;
 import java.io.IOException;
+import java.nio.file.AtomicMoveNotSupportedException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -283,6 +285,14 @@ public final class FlightRecorder implements CollectiveObserver {
     if (parent != null) {
       Files.createDirectories(parent);
     }
-    new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValue(file.toFile(), doc);
+    // Written beside its name and renamed onto it, so that a reader never takes a rank stopped mid-write for a dump
+    // (an empty file read as one was rank 0's phantom); the unfinished file says whose it was.
+    Path partial = file.resolveSibling(file.getFileName() + TraceAnalysis.PARTIAL);
+    new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValue(partial.toFile(), doc);
+    try {
+      Files.move(partial, file, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+    } catch (AtomicMoveNotSupportedException e) {
+      Files.move(partial, file, StandardCopyOption.REPLACE_EXISTING);
+    }
   }
 }

@@ -151,8 +151,9 @@ class CliExitCodesTest {
   @Test
   @Tag("multiprocess")
   void runMapsARankKilledBySignalToThreeAndPassesTheCliCodesThrough() {
+    // The ranks get the library's class path and --classpath only: the test classes come through the latter.
     CapturedRun killed = execute(null, "run", "--nproc-per-node", "2", "--class",
-        "io.nccl4j.launch.RankMains$Rank1KillsItself");
+        "io.nccl4j.launch.RankMains$Rank1KillsItself", "--classpath", System.getProperty("nccl4j.test.classes"));
     assertThat(killed.code()).as(killed.err()).isEqualTo(3);
     assertThat(errLines(killed)).as(killed.err()).anyMatch(s -> s.startsWith("nccl4j run: ") && s.contains("rank 1")
         && s.contains("signal 9") && s.contains("SIGKILL"));

@@ -395,6 +395,35 @@ class CliTest {
     assertThat(e.out()).contains("  ranks [3] never issued collective #2 as far as the dumps show");
   }
 
+  /**
+   * As above with three ranks, and rank 1 stopped while it wrote its dump (its file left empty): the empty file is
+   * rank 1's incomplete dump — once it was read as a phantom rank 0 with no collectives, blamed for never issuing
+   * them, and rank 2 went unnamed.
+   */
+  @Test
+  void traceAnalyzeReadsAnEmptyDumpAsItsRanksIncompleteOneAndStillNamesTheRankThatNeverIssued(@TempDir Path dir)
+      throws java.io.IOException {
+    org.assertj.core.api.Assertions.catchThrowable(() -> io.nccl4j.LocalCluster.of(3)
+        .timeout(TestTime.seconds(60)).run(pg -> {
+          pg.dumpFlightRecorderOnFailure(dir);
+          try (io.nccl4j.Tensor t = pg.zeros(4, io.nccl4j.DType.INT32)) {
+            pg.allReduce(t, io.nccl4j.ReduceOp.SUM);
+            if (pg.rank() != 2) {
+              pg.allReduce(t, io.nccl4j.ReduceOp.SUM);
+            }
+          }
+        }));
+    Files.write(dir.resolve("rank1.json"), new byte[0]);
+    CapturedRun e = execute("trace", "analyze", dir.toString());
+    assertThat(e.code()).as(e.err()).isEqualTo(1);
+    assertThat(e.out().lines().toList()).as(e.out()).contains("ranks with a complete dump: 1 of 3 (no dump from ranks"
+        + " [2]; an incomplete one from ranks [1])", "rank 1's dump is incomplete (0 bytes: empty): its rank stopped"
+        + " while writing it, or writes it still; whether rank 1 issued a collective is not known",
+        "first divergence at collective #2:");
+    assertThat(e.out()).contains("  ranks [2] never issued collective #2 as far as the dumps show")
+        .doesNotContain("ranks [0] never issued").doesNotContain("ranks [1] never issued");
+  }
+
   @Test
   void validationOptionRunsTheContractsAndRejectsUnknownModes() {
     CapturedRun ok = execute("contracts", "--validation", "detail", "--world-size", "2", "--timeout", GUARD_S);
@@ -425,7 +454,8 @@ class CliTest {
   @Test
   @Tag("multiprocess")
   void runStartsAMainClassWithoutArguments() {
-    CapturedRun e = execute("run", "--nproc-per-node", "2", "--class", RankEchoMain.class.getName());
+    CapturedRun e = execute("run", "--nproc-per-node", "2", "--class", RankEchoMain.class.getName(),
+        "--classpath", System.getProperty("nccl4j.test.classes"));
     assertThat(e.code()).as(e.out() + e.err()).isZero();
   }
 }

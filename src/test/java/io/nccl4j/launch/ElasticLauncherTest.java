@@ -56,7 +56,8 @@ class ElasticLauncherTest {
     TestJob job = TestJob.create("elastic");
     List<String> cmd = ChildJvms.jvm(System.getProperty("java.class.path"));
     cmd.addAll(List.of(io.nccl4j.cli.Cli.class.getName(), "run", "--nproc-per-node", "4", "--on-failure=continue",
-        "--class", ElasticMains.ShrinkAfterRankZeroDies.class.getName(), "--",
+        "--class", ElasticMains.ShrinkAfterRankZeroDies.class.getName(),
+        "--classpath", System.getProperty("nccl4j.test.classes"), "--",
         Long.toString(GROUP_TIMEOUT.toMillis()), "1003", "8"));
     Map<String, String> vars = new HashMap<>(job.environment());
     vars.put("NCCL4J_JAVA_OPTS", "-Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1");

@@ -188,7 +188,7 @@ class MultiProcessTest {
   void runCommandExitsWithTheFailingRanksStatus() throws Exception {
     List<String> cmd = jvm(System.getProperty("java.class.path"));
     cmd.addAll(List.of(io.nccl4j.cli.Cli.class.getName(), "run", "--nproc-per-node", "4", "--class",
-        RankMains.Rank2ExitsWith3.class.getName(), "--", "x"));
+        RankMains.Rank2ExitsWith3.class.getName(), "--classpath", testClassesDir(), "--", "x"));
     Path log = tmp.resolve("run.txt");
     Process p = start(new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile()));
     assertThat(p.waitFor(GUARD.toSeconds(), TimeUnit.SECONDS)).isTrue();
@@ -238,7 +238,7 @@ class MultiProcessTest {
     for (int attempt = 0; attempt < 2; attempt++) {
       List<String> cmd = jvm(System.getProperty("java.class.path"));
       cmd.addAll(List.of(io.nccl4j.cli.Cli.class.getName(), "run", "--nproc-per-node", "2", "--master-port", "0",
-          "--class", RankMains.AllReduce.class.getName(), "--"));
+          "--class", RankMains.AllReduce.class.getName(), "--classpath", testClassesDir(), "--"));
       cmd.add("unused");
       Process p = start(new ProcessBuilder(cmd).redirectErrorStream(true)
           .redirectOutput(tmp.resolve("launch" + attempt + ".txt").toFile()));

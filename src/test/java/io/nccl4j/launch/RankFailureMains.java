@@ -53,8 +53,12 @@ public final class RankFailureMains {
   }
 
   private static Tensor input(ProcessGroup pg, int round) {
-    long[] v = new long[COUNT];
-    for (int i = 0; i < COUNT; i++) {
+    return input(pg, round, COUNT);
+  }
+
+  private static Tensor input(ProcessGroup pg, int round, int count) {
+    long[] v = new long[count];
+    for (int i = 0; i < count; i++) {
       v[i] = value(round, pg.rank(), i);
     }
     return Tensor.fromArray(v, DType.INT64, pg.allocator());
@@ -262,7 +266,8 @@ public final class RankFailureMains {
         case "kill-before-connecting": {
           // Warm-up through a window (no TCP connection is made between processes sharing memory), then the victim
           // waits to be killed; the survivors broadcast from the victim along the chain (which needs TCP): the next
-          // rank waits for the victim to connect, and nobody dials the victim.
+          // rank waits for the victim to connect, and nobody dials the victim. 128 KiB: above the staging, whose
+          // one window would see the victim gone without any TCP.
           warmUp(pg);
           if (isVictim) {
             say("rank " + rank + " ready");
@@ -273,7 +278,7 @@ public final class RankFailureMains {
           while (!java.nio.file.Files.exists(killed)) {
             Thread.sleep(10);
           }
-          try (Tensor t = input(pg, 5)) {
+          try (Tensor t = input(pg, 5, 16_384)) {
             report(rank, "A", System.nanoTime(), () -> pg.broadcast(t, victim), t);
           }
           // Not through the store: when the victim is rank 0, the store went with it.

@@ -458,6 +458,47 @@ class TcpStoreTest {
     }
   }
 
+  /**
+   * A listener on the store's port that accepts and never answers (another program on MASTER_PORT) ends the connect
+   * within a few seconds, naming the port and what it did, however long the group's timeout: a store answers its
+   * handshake at once, and waiting out a 60 s timeout tells nothing more.
+   */
+  @Test
+  void silentListenerFailsWithinSecondsWhateverTheTimeoutNamingThePort() throws Exception {
+    try (ServerSocket silent = new ServerSocket(0)) {
+      List<Socket> accepted = new ArrayList<>();
+      Thread t = new Thread(() -> {
+        while (!silent.isClosed()) {
+          try {
+            Socket s = silent.accept();
+            synchronized (accepted) {
+              accepted.add(s); // never answers
+            }
+          } catch (IOException e) {
+            return;
+          }
+        }
+      }, "silent-listener");
+      t.setDaemon(true);
+      t.start();
+      int port = silent.getLocalPort();
+      long start = System.nanoTime();
+      Throwable e = catchThrowable(() -> TcpStore.connect("127.0.0.1", port, Duration.ofSeconds(60)));
+      Duration took = Duration.ofNanos(System.nanoTime() - start);
+      // Two silent handshakes of 2 s each, with the load's slack: far below the 60 s timeout.
+      assertThat(took).as("%s", e).isLessThan(TestTime.seconds(15));
+      assertThat(e).isInstanceOf(BackendException.class).isNotInstanceOf(StoreTimeoutException.class);
+      assertThat(e.getMessage()).startsWith("TCP store: gave up on 127.0.0.1:" + port + " after ")
+          .contains("127.0.0.1:" + port + " accepted the connection and answered nothing to the store's handshake")
+          .endsWith("is MASTER_PORT another program's port?");
+      synchronized (accepted) {
+        for (Socket s : accepted) {
+          s.close();
+        }
+      }
+    }
+  }
+
   @Test
   void serverSideErrorNamesTheRequestAndKeepsTheConnection() {
     TcpStore c = client();

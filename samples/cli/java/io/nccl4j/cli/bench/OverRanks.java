@@ -22,6 +22,16 @@ public final class OverRanks {
     }
   }
 
+  /** Element-wise maximum over ranks of one series of times. Collective. */
+  public static double[] maxOverRanks(ProcessGroup pg, double[] times) {
+    try (Tensor host = Tensor.ofDoubles(times); Tensor t = host.copy(pg.allocator())) {
+      pg.allReduce(t, ReduceOp.MAX);
+      try (Tensor back = t.copy()) {
+        return back.toDoubleArray();
+      }
+    }
+  }
+
   /** The sum of {@code v} over ranks. Collective. */
   public static long sumOverRanks(ProcessGroup pg, long v) {
     try (Tensor host = Tensor.ofLongs(v); Tensor t = host.copy(pg.allocator())) {

@@ -71,6 +71,32 @@ public final class SampleData {
     return wrong;
   }
 
+  /**
+   * Number of elements of {@code t} that differ from rank {@code rank}'s values (an input a collective must leave
+   * unchanged).
+   */
+  public static long wrongInput(Tensor t, int rank) {
+    long wrong = 0;
+    try (Tensor host = t.device().isCpu() ? null : t.copy()) {
+      long a = host == null ? t.address() : host.address();
+      for (long i = 0; i < t.count(); i++) {
+        if (NativeMemory.getFloat(a + 4 * i) != value(rank, i)) {
+          wrong++;
+        }
+      }
+    }
+    return wrong;
+  }
+
+  /** Fills {@code t} with NaN (every byte 0xFF), which no check accepts: an output a call must overwrite. */
+  public static void poison(Tensor t) {
+    if (t.device().isCpu()) {
+      NativeMemory.fill(t.address(), t.nbytes(), (byte) 0xFF);
+    } else {
+      t.fill(Double.NaN);
+    }
+  }
+
   private static long wrongHost(long a, long n, int p, long first) {
     long wrong = 0;
     for (long i = 0; i < n; i++) {

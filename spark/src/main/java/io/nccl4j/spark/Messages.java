@@ -6,7 +6,9 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
+import java.util.TreeSet;
 import java.util.stream.Collectors;
 
 /**
@@ -21,20 +23,25 @@ final class Messages {
   static final int MAX_ERROR_CHARS = 2000;
 
   /**
-   * The first round: every task's backend; partition 0's store (where, and the job it belongs to), or why it
-   * could not start one.
+   * The first round: every task's backend, and on NCCL the addresses of the GPU Spark gave it; partition 0's store
+   * (where, and the job it belongs to), or why it could not start one.
    */
-  record Arrival(String backend, String storeHost, int storePort, String jobId, String token, String error) {
+  record Arrival(String backend, List<String> gpus, String storeHost, int storePort, String jobId, String token,
+      String error) {
     static Arrival of(String backend) {
-      return new Arrival(backend, null, 0, null, null, null);
+      return new Arrival(backend, null, null, 0, null, null, null);
+    }
+
+    Arrival withGpus(List<String> addresses) {
+      return new Arrival(backend, List.copyOf(addresses), storeHost, storePort, jobId, token, error);
     }
 
     Arrival withStore(String host, int port, String jobId, String token) {
-      return new Arrival(backend, host, port, jobId, token, null);
+      return new Arrival(backend, gpus, host, port, jobId, token, null);
     }
 
     Arrival withError(Throwable e) {
-      return new Arrival(backend, null, 0, null, null, describe(e));
+      return new Arrival(backend, gpus, null, 0, null, null, describe(e));
     }
   }
 
@@ -108,6 +115,44 @@ final class Messages {
           + which + "; every task of the stage must pass the same backend", List.of());
     }
     return null;
+  }
+
+  /**
+   * Null when no two tasks of one executor were given the same GPU; else what every task throws, before NCCL starts
+   * (which would refuse two ranks on one GPU, later and in its own words): a fractional
+   * {@code spark.task.resource.gpu.amount} lets Spark give one GPU to several tasks of an executor. Tasks of
+   * different executors are not compared: an address is an ordinal of its executor's CUDA devices, which may be
+   * another GPU's in another executor (its own CUDA_VISIBLE_DEVICES, its own container).
+   *
+   * @param resource the GPU resource's name ({@code gpu})
+   * @param executors every task's executor, by partition
+   */
+  static SparkRendezvousException sharedGpuVerdict(String stage, String resource, List<String> executors,
+      List<Arrival> arrivals) {
+    Map<List<String>, List<Integer>> byGpu = new LinkedHashMap<>();
+    for (int p = 0; p < arrivals.size(); p++) {
+      List<String> gpus = arrivals.get(p).gpus();
+      for (String gpu : gpus == null ? List.<String>of() : gpus) {
+        byGpu.computeIfAbsent(List.of(executors.get(p), gpu), k -> new ArrayList<>()).add(p);
+      }
+    }
+    List<String> shared = new ArrayList<>();
+    Set<Integer> sharing = new TreeSet<>();
+    for (Map.Entry<List<String>, List<Integer>> e : byGpu.entrySet()) {
+      if (e.getValue().size() > 1) {
+        shared.add(partitions(e.getValue()) + " share GPU " + e.getKey().get(1) + " (their '" + resource
+            + "' resource's address on the executor at " + e.getKey().get(0) + ")");
+        sharing.addAll(e.getValue());
+      }
+    }
+    if (shared.isEmpty()) {
+      return null;
+    }
+    String amount = "spark.task.resource." + resource + ".amount";
+    return new SparkRendezvousException(stage + ": nccl4j's group of " + arrivals.size() + " tasks did not form: "
+        + String.join("; ", shared) + ", and NCCL needs a GPU of its own for each rank: a fractional " + amount
+        + " (or a stage's task resource profile asking for less than one " + resource + ") lets tasks share one;"
+        + " set " + amount + "=1", new ArrayList<>(sharing));
   }
 
   /**

@@ -31,7 +31,8 @@ import org.apache.spark.SparkEnv;
  * <p>The rendezvous goes through Spark alone: partition 0 starts the group's store (bound as nccl4j's launchers
  * bind it: {@code NCCL4J_BIND_ADDR}, else the interface toward its own executor's address) for a job of its own —
  * an id naming the application, the stage and its attempt, and a fresh random token — and every task learns where
- * it is through {@code allGather}; each task joins; a second {@code allGather} carries each task's success or error,
+ * it is through {@code allGather} (and, on NCCL, the GPU each task was given: tasks of one executor given the same GPU
+ * fail there, before NCCL starts); each task joins; a second {@code allGather} carries each task's success or error,
  * so that all fail alike, naming the partitions that could not join. A retried stage attempt forms a new group with
  * a new store, id and token, which the old attempt's stragglers cannot enter.
  */
@@ -77,8 +78,11 @@ public final class SparkProcessGroups {
     String stage = "stage " + ctx.stageId() + "." + ctx.stageAttemptNumber();
     TaskGroup life = TaskGroup.attach(ctx, rank, place.size(), stage, options.timeout());
 
-    // Round 1: partition 0's store, and every task's backend.
+    // Round 1: partition 0's store, every task's backend, and on NCCL the GPU Spark gave it.
     Messages.Arrival mine = Messages.Arrival.of(b);
+    if (b.equals("nccl")) {
+      mine = mine.withGpus(TaskGpu.addresses(ctx.resourcesJMap(), options.gpuResource()));
+    }
     if (rank == 0) {
       try {
         byte[] token = token();
@@ -102,6 +106,10 @@ public final class SparkProcessGroups {
       throw e;
     }
     SparkRendezvousException refused = Messages.arrivalVerdict(stage, arrivals);
+    if (refused == null) {
+      // Before NCCL is loaded: tasks given one GPU between them.
+      refused = Messages.sharedGpuVerdict(stage, options.gpuResource(), place.executors(), arrivals);
+    }
     if (refused != null) {
       life.abandon(refused.getMessage());
       throw refused;

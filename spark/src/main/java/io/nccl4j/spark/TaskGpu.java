@@ -1,5 +1,7 @@
 package io.nccl4j.spark;
 
+import java.util.Arrays;
+import java.util.List;
 import java.util.Map;
 import org.apache.spark.resource.ResourceInformation;
 
@@ -9,6 +11,17 @@ import org.apache.spark.resource.ResourceInformation;
  */
 final class TaskGpu {
   private TaskGpu() {}
+
+  /**
+   * The addresses of the task's GPU resource, as Spark gave them (none when it gave the task none).
+   *
+   * @param resources the task's resources
+   * @param name the GPU resource's name ({@code gpu})
+   */
+  static List<String> addresses(Map<String, ResourceInformation> resources, String name) {
+    ResourceInformation gpu = resources.get(name);
+    return gpu == null ? List.of() : Arrays.stream(gpu.addresses()).map(String::trim).toList();
+  }
 
   /**
    * The device ordinal of the task's GPU.

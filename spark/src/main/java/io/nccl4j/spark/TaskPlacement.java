@@ -7,24 +7,33 @@ import org.apache.spark.BarrierTaskInfo;
 
 /**
  * Where a barrier stage's tasks run, as Spark tells each of them ({@code getTaskInfos}: every task's executor
- * address, ordered by partition): the task's rank is its partition id, the world is the stage's tasks, and the
- * tasks on one host are its local ranks.
+ * address, {@code host:port}, ordered by partition): the task's rank is its partition id, the world is the stage's
+ * tasks, and the tasks on one host are its local ranks.
  *
  * @param rank this task's partition id
- * @param hosts the host of every task's executor, by partition
+ * @param executors the address of every task's executor, by partition (one executor, one address)
  */
-record TaskPlacement(int rank, List<String> hosts) {
+record TaskPlacement(int rank, List<String> executors) {
+  TaskPlacement {
+    executors = List.copyOf(executors);
+  }
+
   static TaskPlacement of(BarrierTaskContext ctx) {
     BarrierTaskInfo[] infos = ctx.getTaskInfos();
-    String[] hosts = new String[infos.length];
+    String[] executors = new String[infos.length];
     for (int p = 0; p < infos.length; p++) {
-      hosts[p] = host(infos[p].address());
+      executors[p] = infos[p].address().trim();
     }
     if (ctx.partitionId() >= infos.length) {
       throw new IllegalStateException("partition " + ctx.partitionId() + ": Spark names " + infos.length
           + " tasks in this barrier stage, fewer than this task's partition id + 1");
     }
-    return new TaskPlacement(ctx.partitionId(), List.of(hosts));
+    return new TaskPlacement(ctx.partitionId(), List.of(executors));
+  }
+
+  /** The host of every task's executor, by partition. */
+  List<String> hosts() {
+    return executors.stream().map(TaskPlacement::host).toList();
   }
 
   /** The host of Spark's {@code host:port} ({@code [v6]:port} too); the whole text when it has no port. */
@@ -39,11 +48,12 @@ record TaskPlacement(int rank, List<String> hosts) {
   }
 
   int size() {
-    return hosts.size();
+    return executors.size();
   }
 
   /** The tasks on this task's host before it. */
   int localRank() {
+    List<String> hosts = hosts();
     int n = 0;
     for (int p = 0; p < rank; p++) {
       n += hosts.get(p).equals(hosts.get(rank)) ? 1 : 0;
@@ -53,6 +63,7 @@ record TaskPlacement(int rank, List<String> hosts) {
 
   /** The tasks on this task's host. */
   int localSize() {
+    List<String> hosts = hosts();
     return (int) hosts.stream().filter(h -> h.equals(hosts.get(rank))).count();
   }
 

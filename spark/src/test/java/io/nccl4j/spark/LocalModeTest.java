@@ -135,6 +135,31 @@ class LocalModeTest {
   }
 
   @Test
+  void aRetriableStageWhoseTaskThrowsOnceCompletesOnRetryWithEveryPartitionsResultsInOrder() {
+    FlatMapFunction<Iterator<Integer>, String> f = rows -> {
+      BarrierTaskContext ctx = BarrierTaskContext.get();
+      ProcessGroup pg = SparkProcessGroups.init(ctx, "cpu", SparkGroupOptions.defaults().withTimeout(GROUP_TIMEOUT));
+      int p = ctx.partitionId();
+      if (p == 1 && ctx.stageAttemptNumber() == 0) {
+        throw new IllegalStateException("partition 1 fails in attempt 0");
+      }
+      try (Tensor t = pg.empty(1, DType.FLOAT64)) {
+        t.setDouble(0, p + 1);
+        pg.allReduce(t, ReduceOp.SUM);
+        String tail = " " + (long) t.getDouble(0) + " attempt " + ctx.stageAttemptNumber();
+        return List.of(p + "a" + tail, p + "b" + tail).iterator();
+      }
+    };
+    // Straight to collect(), the barrier stage is a result stage: Spark does not retry it.
+    assertThat(catchThrowable(() -> JavaBarrier.mapPartitions(partitions(), f).collect()))
+        .hasMessageContaining("Could not recover from a failed barrier ResultStage");
+    // Ended by a shuffle, it is a map stage: Spark runs it again, and each partition's results keep their place.
+    List<String> lines = JavaBarrier.mapPartitionsRetriable(partitions(), f).collect();
+    assertThat(lines).containsExactly("0a 6 attempt 1", "0b 6 attempt 1", "1a 6 attempt 1", "1b 6 attempt 1",
+        "2a 6 attempt 1", "2b 6 attempt 1");
+  }
+
+  @Test
   void aCancelledJobEndsTasksBlockedInACollective(@TempDir Path dir) throws Exception {
     TaskRecords records = new TaskRecords(dir);
     // Every task waits to receive from its neighbour, which waits too: nothing fails, nothing completes. Spark kills

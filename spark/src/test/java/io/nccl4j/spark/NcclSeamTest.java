@@ -18,11 +18,15 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.stream.Collectors;
 import java.util.stream.Stream;
 import org.apache.spark.BarrierTaskContext;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.api.java.function.FlatMapFunction;
+import org.apache.spark.resource.ResourceProfile;
+import org.apache.spark.resource.ResourceProfileBuilder;
+import org.apache.spark.resource.TaskResourceRequests;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
@@ -107,6 +111,57 @@ class NcclSeamTest {
         .endsWith(": nccl4j's group of 2 tasks did not form: partition " + failing + " could not join:"
             + " java.lang.IllegalStateException: Spark gave this task GPU 1, but its executor sees 1 GPU: the"
             + " discovery script names GPUs the executor's CUDA does not (CUDA_VISIBLE_DEVICES?)");
+  }
+
+  @Test
+  void tasksGivenOneGpuBetweenThemFailAlikeNamingItBeforeNcclStarts(@TempDir Path dir) throws Exception {
+    TaskRecords records = new TaskRecords(dir);
+    // Half a GPU per task, for this stage (spark.task.resource.gpu.amount=0.5 would do it for every stage): Spark
+    // gives both tasks of the executor its GPU 0.
+    ResourceProfile half = new ResourceProfileBuilder()
+        .require(new TaskResourceRequests().cpus(1).resource("gpu", 0.5)).build();
+    Throwable e = catchThrowable(() -> JavaBarrier.mapPartitions(sc.parallelize(List.of(0, 1), TASKS)
+        .withResources(half), sharedGpuTask(records)).collect());
+    assertThat(e).hasMessageContaining("share GPU 0");
+    Map<Integer, String> seen = records.await(0, TASKS, TestTime.seconds(30));
+    assertThat(seen).hasSize(TASKS);
+    assertThat(seen.get(1)).isEqualTo(seen.get(0));
+    assertThat(seen.get(0)).startsWith("gpu 0, nccl loaded false: " + SparkRendezvousException.class.getName()
+            + ": stage ")
+        .contains(": nccl4j's group of 2 tasks did not form: partitions 0, 1 share GPU 0 (their 'gpu' resource's"
+            + " address on the executor at ")
+        .endsWith("), and NCCL needs a GPU of its own for each rank: a fractional spark.task.resource.gpu.amount (or"
+            + " a stage's task resource profile asking for less than one gpu) lets tasks share one; set"
+            + " spark.task.resource.gpu.amount=1");
+  }
+
+  /**
+   * Every task joins an NCCL group over the fakes (whose CUDA sees 2 GPUs) and records {@code "gpu ADDRESSES, nccl
+   * loaded BOOLEAN: OUTCOME"}: whether its NCCL was asked for before the group formed or failed.
+   */
+  private static FlatMapFunction<Iterator<Integer>, String> sharedGpuTask(TaskRecords records) {
+    return rows -> {
+      BarrierTaskContext ctx = BarrierTaskContext.get();
+      String address = String.join(",", ctx.resourcesJMap().get("gpu").addresses());
+      CallLog log = new CallLog();
+      Nccl nccl = Nccl.of(new FakeNccl(log), new FakeCuda(log).autoComplete(true).devices(2, 0), null);
+      AtomicBoolean loaded = new AtomicBoolean();
+      String outcome;
+      try {
+        SparkProcessGroups.init(ctx, "nccl", SparkGroupOptions.defaults().withNccl(() -> {
+          loaded.set(true);
+          return nccl;
+        }));
+        outcome = "joined";
+      } catch (RuntimeException e) {
+        records.write(ctx.stageAttemptNumber(), ctx.partitionId(), "gpu " + address + ", nccl loaded "
+            + loaded.get() + ": " + e);
+        throw e;
+      }
+      records.write(ctx.stageAttemptNumber(), ctx.partitionId(), "gpu " + address + ", nccl loaded " + loaded.get()
+          + ": " + outcome);
+      return List.<String>of().iterator();
+    };
   }
 
   /**

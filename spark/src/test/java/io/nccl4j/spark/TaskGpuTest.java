@@ -22,6 +22,12 @@ class TaskGpuTest {
   }
 
   @Test
+  void theAddressesAreSentAsSparkGaveThem() {
+    assertThat(TaskGpu.addresses(Map.of("gpu", gpu(" 0", "3")), "gpu")).containsExactly("0", "3");
+    assertThat(TaskGpu.addresses(Map.of("fpga", gpu("0")), "gpu")).isEmpty();
+  }
+
+  @Test
   void noGpuNamesSparksSettings() {
     Throwable e = catchThrowable(() -> TaskGpu.device(Map.of("fpga", gpu("0")), "gpu"));
     assertThat(e).isInstanceOf(IllegalStateException.class).hasMessage("the nccl backend runs on the task's GPU, but"

@@ -140,7 +140,7 @@ public final class TrainingBenchmark {
    * Spark's workers build an executor's command from SPARK_HOME's {@code jars/} and the Scala version (its launcher's
    * WorkerCommandBuilder); without a distribution the executors take this JVM's class path instead.
    */
-  private static void localClusterFromThisClassPath(SparkConf conf, String executorMemory) throws Exception {
+  static void localClusterFromThisClassPath(SparkConf conf, String executorMemory) throws Exception {
     String home = System.getenv("SPARK_HOME");
     if (home == null || home.isBlank()) {
       throw new IllegalArgumentException("local-cluster mode needs SPARK_HOME: a Spark distribution, or any folder"

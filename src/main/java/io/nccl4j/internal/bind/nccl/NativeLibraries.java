@@ -1,5 +1,6 @@
 package io.nccl4j.internal.bind.nccl;
 
+import io.nccl4j.Settings;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
@@ -47,26 +48,27 @@ public final class NativeLibraries {
 
   /** A library nccl4j looks for. */
   public enum Library {
-    CUDA_DRIVER("libcuda.so.1", "nccl4j.cuda.driver.path", "NCCL4J_CUDA_DRIVER_PATH"),
+    CUDA_DRIVER("libcuda.so.1", Settings.CUDA_DRIVER_PATH_PROPERTY, Settings.NCCL4J_CUDA_DRIVER_PATH),
     /**
      * The CUDA runtime of this build's binding line (libcudart.so.13 by default, .12 with -Pcuda12);
      * pip's nvidia-cuda-runtime puts CUDA 13's in nvidia/cu13/lib and CUDA 12's in
      * nvidia/cuda_runtime/lib.
      */
-    CUDA_RUNTIME(BindingLine.CUDA_RUNTIME, "nccl4j.cudart.path", "NCCL4J_CUDART_PATH", "nvidia/cu13/lib",
-        "nvidia/cuda_runtime/lib"),
-    NCCL("libnccl.so.2", "nccl4j.nccl.path", "NCCL4J_NCCL_PATH", "nvidia/nccl/lib", "nvidia/cu13/lib"),
+    CUDA_RUNTIME(BindingLine.CUDA_RUNTIME, Settings.CUDART_PATH_PROPERTY, Settings.NCCL4J_CUDART_PATH,
+        "nvidia/cu13/lib", "nvidia/cuda_runtime/lib"),
+    NCCL("libnccl.so.2", Settings.NCCL_PATH_PROPERTY, Settings.NCCL4J_NCCL_PATH, "nvidia/nccl/lib", "nvidia/cu13/lib"),
     /** NVTX of CUDA >= 12.9 and the pip package nvidia-nvtx, through nccl4j's own preset. */
-    NVTX3("libnvtx3interop.so.1", "nccl4j.nvtx3.path", "NCCL4J_NVTX3_PATH", "nvidia/cu13/lib", "nvidia/nvtx/lib"),
+    NVTX3("libnvtx3interop.so.1", Settings.NVTX3_PATH_PROPERTY, Settings.NCCL4J_NVTX3_PATH, "nvidia/cu13/lib",
+        "nvidia/nvtx/lib"),
     /** NVTX of CUDA <= 12.8 (the same C functions), through nccl4j's own preset when NVTX3 is absent. */
-    NVTX("libnvToolsExt.so.1", "nccl4j.nvtx.path", "NCCL4J_NVTX_PATH", "nvidia/nvtx/lib");
+    NVTX("libnvToolsExt.so.1", Settings.NVTX_PATH_PROPERTY, Settings.NCCL4J_NVTX_PATH, "nvidia/nvtx/lib");
 
     private final String fileName;
-    private final String property;
-    private final String env;
+    private final Settings property;
+    private final Settings env;
     private final String[] pipDirs;
 
-    Library(String fileName, String property, String env, String... pipDirs) {
+    Library(String fileName, Settings property, Settings env, String... pipDirs) {
       this.fileName = fileName;
       this.property = property;
       this.env = env;
@@ -79,12 +81,12 @@ public final class NativeLibraries {
 
     /** System property that names the file (or its directory) explicitly. */
     public String property() {
-      return property;
+      return property.key();
     }
 
     /** Environment variable that names the file (or its directory) explicitly. */
     public String env() {
-      return env;
+      return env.key();
     }
 
     String bundledResource() {
@@ -102,10 +104,10 @@ public final class NativeLibraries {
 
   /** Finds {@code lib}; empty when no source has it. */
   public static Optional<Found> find(Library lib) {
-    String explicit = System.getProperty(lib.property());
+    String explicit = lib.property.get();
     String origin = "-D" + lib.property();
     if (explicit == null || explicit.isBlank()) {
-      explicit = System.getenv(lib.env());
+      explicit = lib.env.get();
       origin = lib.env();
     }
     if (explicit != null && !explicit.isBlank()) {
@@ -146,7 +148,7 @@ public final class NativeLibraries {
   /** LD_LIBRARY_PATH, then the usual library and CUDA directories of Linux distributions. */
   static List<Path> systemDirectories() {
     Set<Path> dirs = new LinkedHashSet<>();
-    String ld = System.getenv("LD_LIBRARY_PATH");
+    String ld = Settings.LD_LIBRARY_PATH.get();
     if (ld != null) {
       for (String d : ld.split(":")) {
         if (!d.isBlank()) {
@@ -219,8 +221,8 @@ public final class NativeLibraries {
       }
     }
     List<Path> prefixes = new ArrayList<>();
-    for (String env : new String[] {"VIRTUAL_ENV", "CONDA_PREFIX"}) {
-      String v = System.getenv(env);
+    for (Settings env : new Settings[] {Settings.VIRTUAL_ENV, Settings.CONDA_PREFIX}) {
+      String v = env.get();
       if (v != null && !v.isBlank()) {
         prefixes.add(Paths.get(v));
       }

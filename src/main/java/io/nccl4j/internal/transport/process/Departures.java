@@ -69,8 +69,7 @@ public final class Departures {
     List<byte[]> values = new ArrayList<>();
     add(keys, values, ADDRESS_KEY + rank, "transport address");
     keys.add(GONE_KEY + rank);
-    values.add((PREFIX + "rank " + rank + "'s connection to the job's store ended: its process exited, was killed or"
-        + " lost the store").getBytes(StandardCharsets.UTF_8));
+    values.add((PREFIX + goneWords(rank)).getBytes(StandardCharsets.UTF_8));
     if (rank == 0) {
       add(keys, values, GROUP_ID_KEY, "group id");
     }
@@ -87,6 +86,11 @@ public final class Departures {
       k = false;
     }
     this.kept = k;
+  }
+
+  /** What rank {@code q}'s gone notice says. */
+  private static String goneWords(int q) {
+    return "rank " + q + "'s connection to the job's store ended: its process exited, was killed or lost the store";
   }
 
   private void add(List<String> keys, List<byte[]> values, String key, String what) {
@@ -162,8 +166,9 @@ public final class Departures {
    * failure to report when a rank left the store before publishing its address — the peer itself (its notice stands
    * where its address would), or another rank, which a third found and left as the group's failure in the store
    * ({@link StoredFailure}): a group with such a rank cannot form, and the peer this rank waits for may have failed
-   * of it without connecting. Else null: also where the store keeps no notices, and when it cannot answer (the wait
-   * goes on as it would without notices). A stored failure whose rank did publish its address (a rank that joined
+   * of it without connecting; or the peer published its address and then went (its {@link #GONE_KEY} notice). Else
+   * null: also where the store keeps no notices, and when it cannot answer (the wait goes on as it would without
+   * notices). A stored failure whose rank did publish its address (a rank that joined
    * and then failed) is not taken here: its peers learn of it as before, over their connections.
    */
   public PeerFailureException departed(int peer, String waiting) {
@@ -175,7 +180,19 @@ public final class Departures {
       if (notice != null) {
         return failure(rank, peer, waiting, notice);
       }
-      Failure f = StoredFailure.find(store);
+      // The peer published its address and then went (killed before its first connection): its connection to the
+      // store ended, which the store's server noted under its gone key. It will never connect now.
+      Failure f = null;
+      if (store.check(List.of(GONE_KEY + peer))) {
+        // A peer that failed leaves its failure in the store before its connection ends (StoredFailure), and the
+        // store's server handles one connection's requests in order: its cause, when it told one, is there now.
+        f = StoredFailure.find(store);
+        if (f != null && f.rank == peer) {
+          return new PeerFailureException(peer, f.message);
+        }
+        return new PeerFailureException(peer, "rank " + rank + " was " + waiting + ", but " + goneWords(peer));
+      }
+      f = StoredFailure.find(store);
       if (f != null && f.blames() && f.rank >= 0 && f.rank < size && f.rank != rank
           && addressNotice(f.rank, waiting) != null) {
         return new PeerFailureException(f.rank, f.message);

@@ -1,5 +1,6 @@
 package io.nccl4j.internal.transport.process;
 
+import io.nccl4j.Settings;
 import java.util.Locale;
 
 /** {@code NCCL4J_SHM}: whether the processes of one host share memory (the default) or talk over TCP only. */
@@ -8,7 +9,7 @@ public final class SharedMemorySwitch {
 
   /** Whether {@code NCCL4J_SHM} leaves shared memory on. */
   public static boolean enabled() {
-    return enabled(System.getenv("NCCL4J_SHM"));
+    return enabled(Settings.NCCL4J_SHM.get());
   }
 
   /**

@@ -1,4 +1,5 @@
 package io.nccl4j.internal.transport.shm;
+import io.nccl4j.Settings;
 import io.nccl4j.internal.bind.cpu.CpuKernels;
 import io.nccl4j.memory.NativeMemory;
 
@@ -14,7 +15,7 @@ final class Futex {
   private Futex() {}
 
   private static boolean load() {
-    if ("0".equals(System.getProperty("nccl4j.shm.futex"))) {
+    if ("0".equals(Settings.SHM_FUTEX_PROPERTY.get())) {
       return false;
     }
     try {

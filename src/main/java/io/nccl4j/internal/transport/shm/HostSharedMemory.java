@@ -1,5 +1,6 @@
 package io.nccl4j.internal.transport.shm;
 
+import io.nccl4j.Settings;
 import io.nccl4j.internal.transport.process.ProcessLink;
 import io.nccl4j.internal.transport.process.SharedMemorySwitch;
 import io.nccl4j.memory.MemoryResource;
@@ -78,7 +79,7 @@ public final class HostSharedMemory {
   static final long MIN_BYTES = ShmSegment.ARENA + (1 << 20);
 
   private static long sizeFromEnvironment() {
-    return size(System.getenv("NCCL4J_SHM_BYTES"));
+    return size(Settings.NCCL4J_SHM_BYTES.get());
   }
 
   /** {@code NCCL4J_SHM_BYTES}: the default when unset; a number of bytes in range, else refused. */

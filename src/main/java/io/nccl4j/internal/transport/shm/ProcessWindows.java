@@ -2,6 +2,7 @@ package io.nccl4j.internal.transport.shm;
 
 import io.nccl4j.CollectiveMismatchException;
 import io.nccl4j.PeerFailureException;
+import io.nccl4j.Settings;
 import io.nccl4j.internal.concurrent.Backoff;
 import io.nccl4j.internal.transport.Failure;
 import io.nccl4j.internal.transport.HostLayout;
@@ -101,9 +102,9 @@ final class ProcessWindows implements HostWindows {
     boolean oversubscribed = size > Runtime.getRuntime().availableProcessors();
     // No other process can be unparked: yielding lets the peer a rank waits for have its core, and the
     // parks that follow stay short. Measured in docs/PERFORMANCE.md; -Dnccl4j.shm.* override.
-    this.backoff = new Backoff(Integer.getInteger("nccl4j.shm.spin", oversubscribed ? 10 : 200),
-        Integer.getInteger("nccl4j.shm.yield", Futex.available() ? 100 : 2000), Long.getLong("nccl4j.shm.park", 20_000),
-        Long.getLong("nccl4j.shm.maxpark", 100_000));
+    this.backoff = new Backoff(Settings.SHM_SPIN_PROPERTY.intValue(oversubscribed ? 10 : 200),
+        Settings.SHM_YIELD_PROPERTY.intValue(Futex.available() ? 100 : 2000),
+        Settings.SHM_PARK_PROPERTY.longValue(20_000), Settings.SHM_MAXPARK_PROPERTY.longValue(100_000));
   }
 
   /** The segments this process maps for the world group, which a subgroup's windows share. */

@@ -1,5 +1,6 @@
 package io.nccl4j.internal.transport.shm;
 
+import io.nccl4j.Settings;
 import java.io.IOException;
 
 /**
@@ -10,7 +11,7 @@ import java.io.IOException;
  * The process goes on where it stopped when it gets SIGCONT.
  */
 final class WindowFaults {
-  private static final long STOP_IN_WINDOW = Long.getLong("nccl4j.fault.stopInWindow", -1);
+  private static final long STOP_IN_WINDOW = Settings.FAULT_STOP_IN_WINDOW_PROPERTY.longValue(-1);
 
   private WindowFaults() {}
 

@@ -1,5 +1,6 @@
 package io.nccl4j.internal.transport.tcp;
 
+import io.nccl4j.Settings;
 import io.nccl4j.internal.bind.cpu.CpuKernels;
 import io.nccl4j.memory.NativeMemory;
 import java.io.IOException;
@@ -40,8 +41,8 @@ final class NativeSocket {
   }
 
   private static boolean load() {
-    String env = System.getenv("NCCL4J_TCP_NATIVE");
-    if ("0".equals(env) || "0".equals(System.getProperty("nccl4j.tcp.native"))) {
+    String env = Settings.NCCL4J_TCP_NATIVE.get();
+    if ("0".equals(env) || "0".equals(Settings.TCP_NATIVE_PROPERTY.get())) {
       return false;
     }
     try {

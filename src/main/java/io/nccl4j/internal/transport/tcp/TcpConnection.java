@@ -1,5 +1,6 @@
 package io.nccl4j.internal.transport.tcp;
 
+import io.nccl4j.BackendException;
 import io.nccl4j.PeerFailureException;
 import io.nccl4j.TransportTimeoutException;
 import io.nccl4j.internal.transport.Failure;
@@ -13,6 +14,7 @@ import io.nccl4j.internal.transport.process.FingerprintBytes;
 import io.nccl4j.internal.transport.process.StoredFailure;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.spi.Fingerprint;
+import io.nccl4j.store.StoreTimeoutException;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
 import java.io.IOException;
@@ -114,6 +116,7 @@ final class TcpConnection {
    * ({@code StoredFailure}).
    */
   void awaitAttached(long deadline, TransferTag tag, String what) {
+    long storeLostAt = 0; // when this wait found the store gone; 0 before
     while (true) {
       synchronized (lock) {
         if (socket != null) {
@@ -153,8 +156,32 @@ final class TcpConnection {
       // never connect now; the failure it left in the store is the news. The next look throws it.
       try {
         stored.adopt();
-      } catch (RuntimeException storeUnavailable) {
+      } catch (StoreTimeoutException slow) {
         // nothing to learn from it now; the wait goes on
+      } catch (BackendException storeLost) {
+        // The connection to the store broke (its host exited: rank 0, by hand): for good, and with it the way the
+        // peer finds this rank's address and every notice that would tell this wait it is in vain. Waiting on would
+        // only end at the timeout. But the store's end is often a consequence: its host failed of a host-mate's
+        // death and exited, or died itself. Shared memory still tells both (a host-mate's failure in the failure
+        // area, a dead pid), so they get a short grace to be the answer before the lost store is.
+        long now = System.nanoTime();
+        if (storeLostAt == 0) {
+          storeLostAt = now;
+        }
+        if (now - storeLostAt < StoredFailure.GRACE_NANOS && deadline - now > 0) {
+          continue;
+        }
+        int dead = transport.deadHostMate();
+        if (dead >= 0) {
+          PeerFailureException e = new PeerFailureException(dead, "rank " + rank + " was " + what + ", but rank "
+              + dead + " died (its process is gone), and the job's store with it or after it: "
+              + storeLost.getMessage());
+          failures.record(dead, e);
+          throw failures.failureOr(e);
+        }
+        throw failures.failureOr(new BackendException("rank " + rank + " was " + what + ", but lost the job's"
+            + " store, through which rank " + peer + " finds this rank and its departure would be told: "
+            + storeLost.getMessage(), storeLost));
       }
     }
   }

@@ -158,6 +158,19 @@ public final class TcpTransport implements Transport, ProcessLink {
     }
   }
 
+  /** The lowest group rank whose process shares this host's memory and has died, or -1 (none, or none known). */
+  int deadHostMate() {
+    HostWindows w = shared;
+    if (w != null) {
+      for (int q = 0; q < size; q++) {
+        if (q != rank && w.died(q)) {
+          return q;
+        }
+      }
+    }
+    return -1;
+  }
+
   @Override
   public HostLayout hosts(TransferTag tag, long deadline) {
     return shared == null ? null : shared.layout(tag, deadline);

@@ -2,6 +2,7 @@ package io.nccl4j.internal.transport.threads;
 
 import io.nccl4j.CollectiveMismatchException;
 import io.nccl4j.PeerFailureException;
+import io.nccl4j.Settings;
 import io.nccl4j.internal.concurrent.Backoff;
 import io.nccl4j.internal.transport.Combiner;
 import io.nccl4j.internal.transport.Failure;
@@ -67,8 +68,8 @@ public final class LocalFabric {
     this.failures = new GroupFailureState(-1, size, f -> { });
     this.departed = new AtomicReferenceArray<>(size);
     boolean oversubscribed = size > Runtime.getRuntime().availableProcessors();
-    this.backoff = new Backoff(Integer.getInteger("nccl4j.cpu.spin", oversubscribed ? 10 : 200),
-        Integer.getInteger("nccl4j.cpu.yield", 500), MAX_PARK_NANOS, MAX_PARK_NANOS);
+    this.backoff = new Backoff(Settings.CPU_SPIN_PROPERTY.intValue(oversubscribed ? 10 : 200),
+        Settings.CPU_YIELD_PROPERTY.intValue(500), MAX_PARK_NANOS, MAX_PARK_NANOS);
     this.inWindow = new AtomicReferenceArray<>(size);
     this.inMessage = new AtomicReferenceArray<>(size);
     this.scratch = Allocator.host().child("local-fabric");

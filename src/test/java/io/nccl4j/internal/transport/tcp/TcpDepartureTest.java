@@ -152,6 +152,62 @@ class TcpDepartureTest {
         + " address (transport/addr/0); rank 0 has exited, been killed or lost the store while joining the group");
   }
 
+  /**
+   * Rank 0 published its address, then its process went (its store connection ended) before it made its first
+   * connection: rank 1, which waits for rank 0 to connect, sees the store's notice that rank 0's connection ended
+   * and fails naming it, rather than waiting for its timeout.
+   */
+  @Test
+  void aRankGoneAfterPublishingItsAddressFailsThePeerWaitingForItToConnect() throws Exception {
+    TcpStoreServer server = keep(TcpStoreServer.start(0));
+    TcpStore zero = keep(TcpStore.connect("127.0.0.1", server.port(), TIMEOUT));
+    TcpStore one = keep(TcpStore.connect("127.0.0.1", server.port(), TIMEOUT));
+    CompletableFuture<TcpTransport> victim = CompletableFuture.supplyAsync(
+        () -> keep(new TcpTransport(0, 2, zero, "127.0.0.1", TIMEOUT)));
+    TcpTransport survivor = keep(new TcpTransport(1, 2, one, "127.0.0.1", TIMEOUT));
+    victim.get(AT_ONCE.toSeconds(), TimeUnit.SECONDS);
+    zero.close(); // rank 0's process is gone: its store connection ends, its address stays published
+    Allocator a = keep(Allocator.host().child("tcp-departure-test-" + RUNS.incrementAndGet() + "/rank1"));
+    ProcessGroup pg = keep(ProcessGroup.create(new CpuBackend(survivor, a, TIMEOUT)));
+    long start = System.nanoTime();
+    Throwable e;
+    try (Tensor t = Tensor.fromArray(new long[] {101, 102, 103}, DType.INT64, a)) {
+      e = catchThrowable(() -> pg.allReduce(t, ReduceOp.SUM));
+    }
+    assertThat(Duration.ofNanos(System.nanoTime() - start)).as("%s", e).isLessThan(AT_ONCE);
+    blames(e, 1, 0, "rank 1 was waiting for rank 0 to connect (ALLREDUCE #1), but rank 0's connection to the job's"
+        + " store ended: its process exited, was killed or lost the store");
+  }
+
+  /**
+   * By hand rank 0 hosts the store: when its process dies after publishing its address, before its first
+   * connection, rank 1 loses the store with it — nothing can tell it of rank 0 any more, and nobody can find its
+   * address: it fails at once saying so, rather than waiting for its timeout.
+   */
+  @Test
+  void theStoresHostGoneWhileAPeerWaitsForItToConnectFailsThePeerAtOnce() throws Exception {
+    TcpStoreServer server = TcpStoreServer.start(0);
+    TcpStore zero = keep(TcpStore.connect("127.0.0.1", server.port(), TIMEOUT));
+    TcpStore one = keep(TcpStore.connect("127.0.0.1", server.port(), TIMEOUT));
+    CompletableFuture<TcpTransport> victim = CompletableFuture.supplyAsync(
+        () -> keep(new TcpTransport(0, 2, zero, "127.0.0.1", TIMEOUT)));
+    TcpTransport survivor = keep(new TcpTransport(1, 2, one, "127.0.0.1", TIMEOUT));
+    victim.get(AT_ONCE.toSeconds(), TimeUnit.SECONDS);
+    zero.close();
+    server.close(); // rank 0's process, which hosted the store, is gone
+    Allocator a = keep(Allocator.host().child("tcp-departure-test-" + RUNS.incrementAndGet() + "/rank1"));
+    ProcessGroup pg = keep(ProcessGroup.create(new CpuBackend(survivor, a, TIMEOUT)));
+    long start = System.nanoTime();
+    Throwable e;
+    try (Tensor t = Tensor.fromArray(new long[] {101, 102, 103}, DType.INT64, a)) {
+      e = catchThrowable(() -> pg.allReduce(t, ReduceOp.SUM));
+    }
+    assertThat(Duration.ofNanos(System.nanoTime() - start)).as("%s", e).isLessThan(AT_ONCE);
+    assertThat(e).hasMessageContaining("rank 1 was waiting for rank 0 to connect (ALLREDUCE #1), but lost the job's"
+        + " store, through which rank 0 finds this rank and its departure would be told: TCP store 127.0.0.1:"
+        + server.port()).hasMessageContaining("the process hosting the store (rank 0) may have exited");
+  }
+
   @Test
   void aRankLeavingBeforeItPublishesItsSegmentFailsThePeersFirstWindowNamingIt() throws Exception {
     List<Rank> ranks = group(3, 2, "transport/addr/2", true);
