@@ -13,6 +13,7 @@
 # that apt offers is installed). Where there is none the script prints a line that says it SKIPPED, and why, and exits
 # 0: Debian 12's packages have no JDK after 17, so only a machine that came with one (CI's has Temurin 25) runs this
 # tier. A JDK that apt offers and fails to install is an error.
+# MVN_ARGS adds arguments to Maven's (MVN_ARGS=-o offline).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tier="${1:-conformance}"
@@ -32,11 +33,11 @@ deny=(--sun-misc-unsafe-memory-access=deny)
 echo "ci/jdk25-deny.sh: $("$jdk/bin/java" -version 2>&1 | head -1) at $jdk"
 
 case "$tier" in
-  conformance) tests=(mvn -B -DskipNativeTests -Pquick,jdk25-deny -Dsurefire.failIfNoSpecifiedTests=false
+  conformance) tests=(mvn -B ${MVN_ARGS:-} -DskipNativeTests -Pquick,jdk25-deny -Dsurefire.failIfNoSpecifiedTests=false
                  "-Dtest=io.nccl4j.conformance.*Test,io.nccl4j.memory.*Test,io.nccl4j.internal.transport.shm.*Test"
                  test) ;;
-  quick) tests=(mvn -B -DskipNativeTests -Pquick,jdk25-deny test) ;;
-  ci) tests=(mvn -B -DskipNativeTests -Pjdk25-deny test) ;;
+  quick) tests=(mvn -B ${MVN_ARGS:-} -DskipNativeTests -Pquick,jdk25-deny test) ;;
+  ci) tests=(mvn -B ${MVN_ARGS:-} -DskipNativeTests -Pjdk25-deny test) ;;
   *) echo "ci/jdk25-deny.sh: unknown tier '$tier' (conformance, quick or ci)" >&2; exit 2 ;;
 esac
 echo "==> NCCL4J_JDK25_HOME=$jdk ${tests[*]}"
@@ -49,7 +50,10 @@ if [ ! -f "$cli" ]; then
   echo "ci/jdk25-deny.sh: no $cli (mvn package builds it): the CLI jar's checks skipped; $((SECONDS - begin)) s in all"
   exit 0
 fi
-for jar in target/nccl4j.jar "$cli"; do
+# The CLI jar, the library's jar, and the library's jar inside the CLI jar (META-INF/nccl4j-lib: run --class's ranks).
+away="$(mktemp -d)"
+(cd "$away" && unzip -q "$cli" META-INF/nccl4j-lib/nccl4j.jar)
+for jar in "$cli" target/nccl4j.jar "$away/META-INF/nccl4j-lib/nccl4j.jar"; do
   if ! unzip -p "$jar" META-INF/MANIFEST.MF | tr -d '\r' | grep -qx 'Multi-Release: true'; then
     echo "ci/jdk25-deny.sh: $jar's manifest lacks Multi-Release: true" >&2
     exit 1
@@ -61,7 +65,6 @@ for jar in target/nccl4j.jar "$cli"; do
     fi
   done
 done
-away="$(mktemp -d)"
 echo "==> (cd $away && $jdk/bin/java ${deny[*]} -jar $cli demo)"
 (cd "$away" && "$jdk/bin/java" "${deny[@]}" -jar "$cli" demo) 2>&1 | tee "$away/demo.log"
 # No warning either: the jar's manifest grants JavaCPP and nccl4j native access, and nothing touches Unsafe.
