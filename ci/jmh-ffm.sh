@@ -13,15 +13,19 @@
 # The library comes from a multi-release jar of target/classes made here (as the build's nccl4j.jar is; a class
 # directory has no versions), the benchmarks from target/test-classes, both copied first, so that a build in the
 # checkout meanwhile changes nothing. Each round runs one fork of each configuration in turn (a machine whose speed
-# drifts moves all three alike); the table gives, per benchmark, the mean of the rounds' scores with the spread
-# (min-max) and the ratios ffm/unsafe on 25 (same JVM) and 25 ffm / 17 unsafe.
-# Usage: ci/jmh-ffm.sh [ROUNDS [WARMUP_S MEASURE_S]] (default 2 rounds, 3 warm-up and 5 measured iterations of 1 s);
+# drifts moves all three alike); the results stay in target/jmh-ffm/CONFIG-ROUND.json, and ci/jmh-ffm-table.py
+# prints, per benchmark, the median of every measured iteration of every round with the range of the rounds'
+# medians (a shared machine's stalls hit single iterations: medians, not means), and the ratios 25 ffm / 25 unsafe
+# (same JVM) and 25 ffm / 17 unsafe.
+# Usage: ci/jmh-ffm.sh [ROUNDS [WARMUP_S MEASURE_S [REGEX]]] (default 2 rounds, 3 warm-up and 5 measured iterations
+# of 1 s, every benchmark of NativeMemoryAccess; REGEX picks some, e.g. 'NativeMemoryAccess.(copy|window)');
 # MVN_ARGS adds arguments to the build (MVN_ARGS=-o offline). About 2 min a round on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-2}"
 wi="${2:-3}"
 mi="${3:-5}"
+benchmarks="${4:-NativeMemoryAccess}"
 
 jdk="$(bash ci/jdk25-home.sh)"
 export NCCL4J_JDK25_HOME="$jdk"
@@ -64,43 +68,20 @@ expect "25 unsafe" sun.misc "$jdk/bin/java" "$flags_unsafe25"
 expect "25 ffm" java.lang.foreign "$jdk/bin/java" "$flags_ffm"
 
 echo "# $("$jdk/bin/java" -version 2>&1 | head -1); ${java17:+$("$java17" -version 2>&1 | head -1); }$rounds rounds of one fork each, ${wi}x1 s warm-up, ${mi}x1 s measured; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+out="$PWD/target/jmh-ffm"
+rm -rf "$out"
+mkdir -p "$out"
 for ((r = 1; r <= rounds; r++)); do
   if [ -n "$java17" ]; then
-    "$java17" -cp "$cp" org.openjdk.jmh.Main NativeMemoryAccess "${common[@]}" -rf json -rff "$work/17unsafe-$r.json" \
+    "$java17" -cp "$cp" org.openjdk.jmh.Main "$benchmarks" "${common[@]}" -rf json -rff "$out/17unsafe-$r.json" \
       >"$work/17unsafe-$r.log" 2>&1 || { cat "$work/17unsafe-$r.log" >&2; exit 1; }
   fi
-  "$jdk/bin/java" -cp "$cp" org.openjdk.jmh.Main NativeMemoryAccess "${common[@]}" -jvmArgsAppend "$flags_unsafe25" \
-    -rf json -rff "$work/25unsafe-$r.json" >"$work/25unsafe-$r.log" 2>&1 || { cat "$work/25unsafe-$r.log" >&2; exit 1; }
-  "$jdk/bin/java" -cp "$cp" org.openjdk.jmh.Main NativeMemoryAccess "${common[@]}" -jvmArgsAppend "$flags_ffm" \
-    -rf json -rff "$work/25ffm-$r.json" >"$work/25ffm-$r.log" 2>&1 || { cat "$work/25ffm-$r.log" >&2; exit 1; }
+  "$jdk/bin/java" -cp "$cp" org.openjdk.jmh.Main "$benchmarks" "${common[@]}" -jvmArgsAppend "$flags_unsafe25" \
+    -rf json -rff "$out/25unsafe-$r.json" >"$work/25unsafe-$r.log" 2>&1 || { cat "$work/25unsafe-$r.log" >&2; exit 1; }
+  "$jdk/bin/java" -cp "$cp" org.openjdk.jmh.Main "$benchmarks" "${common[@]}" -jvmArgsAppend "$flags_ffm" \
+    -rf json -rff "$out/25ffm-$r.json" >"$work/25ffm-$r.log" 2>&1 || { cat "$work/25ffm-$r.log" >&2; exit 1; }
   echo "# round $r done; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 done
 
-python3 - "$work" "$rounds" <<'EOF'
-import json, sys, os
-work, rounds = sys.argv[1], int(sys.argv[2])
-configs = [c for c in ("17unsafe", "25unsafe", "25ffm") if os.path.exists(f"{work}/{c}-1.json")]
-scores, units = {}, {}
-for c in configs:
-    for r in range(1, rounds + 1):
-        for b in json.load(open(f"{work}/{c}-{r}.json")):
-            name = b["benchmark"].rsplit(".", 1)[1]
-            scores.setdefault(name, {}).setdefault(c, []).append(b["primaryMetric"]["score"])
-            units[name] = b["primaryMetric"]["scoreUnit"]
-def cell(v):
-    m = sum(v) / len(v)
-    return m, f"{m:10.2f} ({min(v):.2f}-{max(v):.2f})"
-head = f"| {'benchmark':<24} | {'unit':<5} |" + "".join(f" {c:>28} |" for c in configs) + " 25 ffm / 25 unsafe | 25 ffm / 17 unsafe |"
-print(head)
-print("|" + "---|" * (2 + len(configs) + 2))
-for name in scores:
-    means, row = {}, f"| {name:<24} | {units[name]:<5} |"
-    for c in configs:
-        means[c], text = cell(scores[name][c])
-        row += f" {text:>28} |"
-    r1 = means["25ffm"] / means["25unsafe"]
-    r2 = means["25ffm"] / means["17unsafe"] if "17unsafe" in means else float("nan")
-    row += f" {r1:18.3f} | {r2:18.3f} |"
-    print(row)
-EOF
+python3 ci/jmh-ffm-table.py "$out"
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
