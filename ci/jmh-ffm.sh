@@ -12,11 +12,12 @@
 #               ci/jdk25-deny.sh, is what shows that nccl4j needs no Unsafe).
 # The library comes from a multi-release jar of target/classes made here (as the build's nccl4j.jar is; a class
 # directory has no versions), the benchmarks from target/test-classes, both copied first, so that a build in the
-# checkout meanwhile changes nothing. Each round runs one fork of each configuration in turn (a machine whose speed
-# drifts moves all three alike); the results stay in target/jmh-ffm/CONFIG-ROUND.json, and ci/jmh-ffm-table.py
-# prints, per benchmark, the median of every measured iteration of every round with the range of the rounds'
-# medians (a shared machine's stalls hit single iterations: medians, not means), and the ratios 25 ffm / 25 unsafe
-# (same JVM) and 25 ffm / 17 unsafe.
+# checkout meanwhile changes nothing. Each round runs one fork of each configuration in turn, each round starting
+# with the next configuration (a machine whose speed drifts moves all three alike, none always first or last). The
+# results stay in target/jmh-ffm/CONFIG-ROUND.json, and ci/jmh-ffm-table.py prints, per benchmark, the median of
+# every measured iteration of every round with the range of the rounds' medians (a shared machine's stalls hit
+# single iterations: medians, not means), and the ratios 25 ffm / 25 unsafe (same JVM) and 25 ffm / 17 unsafe, each
+# the median of the rounds' own ratios.
 # Usage: ci/jmh-ffm.sh [ROUNDS [WARMUP_S MEASURE_S [REGEX]]] (default 2 rounds, 3 warm-up and 5 measured iterations
 # of 1 s, every benchmark of NativeMemoryAccess; REGEX picks some, e.g. 'NativeMemoryAccess.(copy|window)');
 # MVN_ARGS adds arguments to the build (MVN_ARGS=-o offline). About 2 min a round on 2 cores.
@@ -71,15 +72,25 @@ echo "# $("$jdk/bin/java" -version 2>&1 | head -1); ${java17:+$("$java17" -versi
 out="$PWD/target/jmh-ffm"
 rm -rf "$out"
 mkdir -p "$out"
+# one CONFIG ROUND: one fork of that configuration, its results in $out/CONFIG-ROUND.json.
+one() {
+  local c="$1" r="$2" j flags=()
+  case "$c" in
+    17unsafe) j="$java17" ;;
+    25unsafe) j="$jdk/bin/java"; flags=(-jvmArgsAppend "$flags_unsafe25") ;;
+    25ffm) j="$jdk/bin/java"; flags=(-jvmArgsAppend "$flags_ffm") ;;
+  esac
+  "$j" -cp "$cp" org.openjdk.jmh.Main "$benchmarks" "${common[@]}" "${flags[@]}" -rf json -rff "$out/$c-$r.json" \
+    >"$work/$c-$r.log" 2>&1 || { cat "$work/$c-$r.log" >&2; exit 1; }
+}
+configs=(25unsafe 25ffm)
+[ -z "$java17" ] || configs=(17unsafe "${configs[@]}")
 for ((r = 1; r <= rounds; r++)); do
-  if [ -n "$java17" ]; then
-    "$java17" -cp "$cp" org.openjdk.jmh.Main "$benchmarks" "${common[@]}" -rf json -rff "$out/17unsafe-$r.json" \
-      >"$work/17unsafe-$r.log" 2>&1 || { cat "$work/17unsafe-$r.log" >&2; exit 1; }
-  fi
-  "$jdk/bin/java" -cp "$cp" org.openjdk.jmh.Main "$benchmarks" "${common[@]}" -jvmArgsAppend "$flags_unsafe25" \
-    -rf json -rff "$out/25unsafe-$r.json" >"$work/25unsafe-$r.log" 2>&1 || { cat "$work/25unsafe-$r.log" >&2; exit 1; }
-  "$jdk/bin/java" -cp "$cp" org.openjdk.jmh.Main "$benchmarks" "${common[@]}" -jvmArgsAppend "$flags_ffm" \
-    -rf json -rff "$out/25ffm-$r.json" >"$work/25ffm-$r.log" 2>&1 || { cat "$work/25ffm-$r.log" >&2; exit 1; }
+  # Each round starts one configuration later than the one before, so that none always runs first or last.
+  n=${#configs[@]}
+  for ((k = 0; k < n; k++)); do
+    one "${configs[$(((r - 1 + k) % n))]}" "$r"
+  done
   echo "# round $r done; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 done
 
