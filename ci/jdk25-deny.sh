@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# nccl4j on a JDK 25 that refuses sun.misc.Unsafe's memory access (README, "Java 22 and later"):
+# nccl4j on a JDK 25 that refuses sun.misc.Unsafe's memory access (docs/API.md, "Java 22 and later"):
 #   1. the tier named as $1 with -Pjdk25-deny: the test JVMs are that JDK's, started with
 #      --sun-misc-unsafe-memory-access=deny and --enable-native-access=ALL-UNNAMED, and load nccl4j from a
 #      multi-release jar of target/classes, so they run the java.lang.foreign classes of META-INF/versions/22.

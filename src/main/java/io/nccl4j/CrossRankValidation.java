@@ -30,6 +30,12 @@ final class CrossRankValidation {
   private Tensor cheapBuffer;
   /** IN_BAND for a backend that cannot check in band, once there is a store; else null. */
   private FingerprintDigests digests;
+  /** Whether this group's validation wrote keys in {@link #store}, which the last rank to close deletes. */
+  private boolean wroteKeys;
+  /** The last collective whose fingerprint DETAIL exchanged through the store; -1: none. */
+  private long detailSeq = -1;
+  /** Under the group's store: how many ranks have closed their validation; the last deletes its keys. */
+  static final String LEFT_KEY = "nccl4j/validation/left";
 
   CrossRankValidation(Backend backend, FlightRecorderDumps dumps) {
     this.backend = backend;
@@ -51,7 +57,7 @@ final class CrossRankValidation {
     mode = Objects.requireNonNull(newMode, "mode");
     backend.validation(newMode);
     if (digests != null && (newStore != null || !newMode.inBand())) {
-      digests.close(); // a new store, or none needed: every rank switches at this same point
+      digests.stop(); // a new store, or none needed: every rank switches at this same point
       digests = null;
     }
     if (newMode.inBand() && !backend.checksInBand() && store != null && backend.size() > 1) {
@@ -59,6 +65,7 @@ final class CrossRankValidation {
         backend.abort(e);
         dumps.onFailure(e);
       });
+      wroteKeys = true;
     }
   }
 
@@ -129,6 +136,8 @@ final class CrossRankValidation {
     int size = backend.size();
     String prefix = "nccl4j/fingerprint/" + mine.seq() + "/";
     s.set(prefix + rank, mine.encode());
+    wroteKeys = true;
+    detailSeq = mine.seq();
     List<String> keys = new ArrayList<>();
     for (int r = 0; r < size; r++) {
       keys.add(prefix + r);
@@ -173,13 +182,42 @@ final class CrossRankValidation {
     return e;
   }
 
-  /** Stops the digest checker and frees the CHEAP check's device buffer. */
+  /**
+   * Stops the digest checker, frees the CHEAP check's device buffer, and counts this rank out of the keys its
+   * validation wrote in the group's store (digests, DETAIL's last two fingerprints of each rank): the last rank to
+   * close deletes them — each peer has read what it needed by then — so that a closed group leaves nothing there.
+   */
   void close() {
-    if (digests != null) {
-      digests.close();
-    }
+    boolean stopped = digests == null || digests.stop();
     if (cheapBuffer != null) {
       cheapBuffer.close();
+    }
+    Store s = store;
+    if (s != null && wroteKeys && stopped) {
+      leave(s);
+    }
+  }
+
+  private void leave(Store s) {
+    int size = backend.size();
+    try {
+      if (s.add(LEFT_KEY, 1) != size) {
+        return;
+      }
+      List<String> keys = new ArrayList<>(FingerprintDigests.keys(size));
+      // DETAIL deletes each rank's fingerprint two collectives back as it goes; the last two are left. The ranks
+      // validated the same collectives (else the group failed), so this rank's last names every rank's.
+      for (long q = Math.max(0, detailSeq - 1); q <= detailSeq; q++) {
+        for (int r = 0; r < size; r++) {
+          keys.add("nccl4j/fingerprint/" + q + "/" + r);
+        }
+      }
+      keys.add(LEFT_KEY);
+      for (String k : keys) {
+        s.deleteKey(k);
+      }
+    } catch (RuntimeException storeUnavailable) {
+      // the keys stay with the job's store
     }
   }
 }

@@ -286,4 +286,28 @@ final class FingerprintDigests implements AutoCloseable {
     closed = true;
     checker.interrupt();
   }
+
+  /**
+   * Stops the checker and waits for it, up to a few periods: true once it is over, so that nothing of this rank
+   * writes the digests' keys any more ({@link #keys}); false when it is still inside a store call.
+   */
+  boolean stop() {
+    close();
+    try {
+      checker.join(4 * PERIOD.toMillis());
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    return !checker.isAlive();
+  }
+
+  /** Every key the digests of a group of {@code size} ranks may write in its store. */
+  static List<String> keys(int size) {
+    List<String> keys = new ArrayList<>(List.of(MISMATCH, PREFIX + "finders"));
+    for (int r = 0; r < size; r++) {
+      keys.add(PREFIX + r);
+      keys.add(PREFIX + "fields/" + r);
+    }
+    return keys;
+  }
 }

@@ -27,7 +27,7 @@
  * </ul>
  * Everything under {@code io.nccl4j.internal} — the transports, the NCCL/CUDA/NVTX and CPU-kernel bindings, the
  * concurrency tools — is the library's own: public only so that its packages reach each other, left out of the
- * published javadoc, and off-limits to the command line (ArchitectureTest) and to spark/ (its own ArchUnit test).
+ * published javadoc, and off-limits to the command line, spark/ and samples/app (ArchitectureTest).
  * The command line is {@code io.nccl4j.cli}, in its own jar.
  *
  * <p>Package-private classes here ({@code Operation}, {@code InFlightOperation},

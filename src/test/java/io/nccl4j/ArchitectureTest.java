@@ -12,10 +12,13 @@ import com.tngtech.archunit.core.importer.ClassFileImporter;
 import com.tngtech.archunit.core.importer.ImportOption;
 import com.tngtech.archunit.library.dependencies.SliceAssignment;
 import com.tngtech.archunit.library.dependencies.SliceIdentifier;
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Set;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -126,14 +129,38 @@ class ArchitectureTest {
   /**
    * Internal is a fact of the build: the packages under {@code io.nccl4j.internal} (the transports, the bindings,
    * the concurrency tools) are the library's own. The command line, which is built beside the library and is its
-   * first user, goes through the exported packages only, as an application must (spark/ holds itself to the same
-   * rule in its own build); the published javadoc leaves them out.
+   * first user, goes through the exported packages only, as an application must (spark/ and samples/app are held to
+   * the same rule by {@link #theProjectsOnThePublishedArtifactNameNoInternalPackage}); the published javadoc leaves
+   * them out.
    */
   @Test
   void theCommandLineUsesOnlyExportedPackages() {
     noClasses().that().resideInAPackage("io.nccl4j.cli..").should().dependOnClassesThat()
         .resideInAPackage("io.nccl4j.internal..")
         .because("io.nccl4j.internal is not part of the API (the root package-info lists what is)").check(classes);
+  }
+
+  /**
+   * spark/ and samples/app are projects of their own, built on the installed artifact, which this build's classes do
+   * not include: their sources are read instead. Neither names a package under {@code io.nccl4j.internal}, in an
+   * import or a qualified name.
+   */
+  @Test
+  void theProjectsOnThePublishedArtifactNameNoInternalPackage() throws IOException {
+    for (String root : List.of("spark/src/main/java", "samples/app/src/main/java")) {
+      Path dir = Path.of(root);
+      assertThat(dir).as("%s exists (run from the repository root)", root).isDirectory();
+      try (Stream<Path> files = Files.walk(dir)) {
+        List<String> naming = files.filter(f -> f.toString().endsWith(".java")).filter(f -> {
+          try {
+            return Files.readString(f).contains("io.nccl4j.internal");
+          } catch (IOException e) {
+            throw new UncheckedIOException(e);
+          }
+        }).map(Path::toString).toList();
+        assertThat(naming).as("sources of %s that name io.nccl4j.internal", root).isEmpty();
+      }
+    }
   }
 
   /**

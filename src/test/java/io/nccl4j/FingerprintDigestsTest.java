@@ -9,6 +9,7 @@ import io.nccl4j.memory.Allocator;
 import io.nccl4j.spi.Backend;
 import io.nccl4j.spi.ClusterBackend;
 import io.nccl4j.spi.Collective;
+import io.nccl4j.spi.Subgroup;
 import io.nccl4j.store.HashStore;
 import io.nccl4j.testing.TestTime;
 import java.time.Duration;
@@ -46,6 +47,12 @@ class FingerprintDigestsTest {
     @Override public boolean checksInBand() { return false; }
     @Override public void abort(BackendException cause) { b.abort(cause); }
     @Override public void close() { b.close(); }
+
+    @Override
+    public Backend subgroup(Subgroup group) {
+      Backend child = b.subgroup(group);
+      return child == null ? null : new Blind(child);
+    }
   }
 
   private static ClusterBackend blind() {
@@ -150,6 +157,36 @@ class FingerprintDigestsTest {
     });
     assertThat(seqs).allSatisfy(s -> assertThat(s).isPositive());
     assertThat(store.check(List.of("nccl4j/digest/mismatch"))).isFalse();
+  }
+
+  /**
+   * What the validation of a group leaves in its store — each rank's digest, and with DETAIL its last fingerprints —
+   * goes when the group closes: the last rank to close deletes it, so that subgroups made and closed in a loop, and
+   * the world after them, leave the store empty.
+   */
+  @Test
+  void closedGroupsLeaveNeitherDigestsNorFingerprintsInTheStore() {
+    HashStore store = new HashStore(TIMEOUT);
+    LocalCluster.of(2).backend(blind()).timeout(TIMEOUT).run(pg -> {
+      pg.setValidation(Validation.IN_BAND, store);
+      try (Tensor x = rankData(pg, 8, DType.FLOAT32, 100)) {
+        for (int g = 0; g < 3; g++) {
+          try (ProcessGroup sub = pg.newGroup(0, 1).orElseThrow()) {
+            sub.allReduce(x, ReduceOp.SUM);
+            // Published within a few checker periods: there is something to delete.
+            store.wait(List.of("group/" + sub.groupName() + "/nccl4j/digest/" + pg.rank()), FOUND);
+            sub.setValidation(Validation.DETAIL, null);
+            for (int i = 0; i < 3; i++) {
+              sub.allReduce(x, ReduceOp.SUM);
+            }
+            assertThat(store.check(List.of("group/" + sub.groupName() + "/nccl4j/fingerprint/4/" + pg.rank())))
+                .as("DETAIL's fingerprint of the subgroup's fourth collective").isTrue();
+          }
+        }
+        store.wait(List.of("nccl4j/digest/" + pg.rank()), FOUND);
+      }
+    });
+    assertThat(store.numKeys()).as("keys once every group closed").isZero();
   }
 
   @Test

@@ -11,7 +11,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * strictMemory sees the tensors a rank leaves in the process-wide host allocator (Tensor.empty(n,
- * dtype) and the other host factories), which main never checked; and the README's NCCL example,
+ * dtype) and the other host factories), which main never checked; and docs/NCCL.md's example,
  * whose host temporary leaked 16 MiB per run, run as a user would three times (on the CPU backend,
  * where its pg.allocator() is host memory too) returns the host allocator to where it was.
  */
@@ -44,7 +44,7 @@ class HostLeakTest {
     });
   }
 
-  /** The README's example, as fixed: the host temporary is closed with the copy. */
+  /** docs/NCCL.md's example, as fixed: the host temporary is closed with the copy. */
   @Test
   void readmeExampleReturnsHostMemoryAfterThreeRuns() {
     long before = Allocator.host().allocatedBytes();

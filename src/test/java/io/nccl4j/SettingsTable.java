@@ -143,7 +143,7 @@ final class SettingsTable {
         .append(" and its commands), or the tests only (the library reads it, only tests set it). A default is")
         .append(" what applies when the setting is unset, as the code that reads it applies it.\n\n")
         .append("Not listed: the JVM's own properties, which nccl4j reads as facts (`java.home`, `user.home`,")
-        .append(" `os.name`, …); the tests' own settings (README, \"Tests\"); and what NCCL and CUDA read themselves")
+        .append(" `os.name`, …); the tests' own settings (docs/TESTING.md); and what NCCL and CUDA read themselves")
         .append(" (`NCCL_DEBUG`, `CUDA_VISIBLE_DEVICES`, …), which reach them through the environment.")
         .append(" `./nccl4j run` sets `MASTER_ADDR`, `MASTER_PORT`, `RANK`, `WORLD_SIZE`, `LOCAL_RANK`,")
         .append(" `LOCAL_WORLD_SIZE`, `NCCL4J_JOB_ID`, `NCCL4J_JOB_TOKEN`, `NCCL4J_LAUNCHER_STORE` and")

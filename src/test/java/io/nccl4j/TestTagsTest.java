@@ -14,7 +14,7 @@ import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
- * Every test class carries at least one tier tag, and only the tags docs/ARCHITECTURE.md defines,
+ * Every test class carries at least one tier tag, and only the tags docs/TESTING.md defines,
  * so that {@code -Pquick} and tag filters select what they say.
  */
 @Tag("meta")
@@ -42,6 +42,6 @@ class TestTagsTest {
     }
     assertThat(seen).as("test classes found").isGreaterThan(50);
     assertThat(untagged).as("test classes without a tier tag").isEmpty();
-    assertThat(unknown).as("tags not in docs/ARCHITECTURE.md").isEmpty();
+    assertThat(unknown).as("tags not in docs/TESTING.md").isEmpty();
   }
 }

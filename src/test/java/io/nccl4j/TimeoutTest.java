@@ -64,6 +64,42 @@ class TimeoutTest {
     assertThat(elapsedMs.get()).as("and not the group's five minutes").isLessThan(NO_HANG.toMillis());
   }
 
+  /**
+   * A call's timeout counts from when it was issued (as PyTorch's watchdog counts): one issued behind a slow call can
+   * spend its time in its own rank's queue and time out at its first wait. It says so — queued behind how many calls
+   * for how long — and blames its own rank, not the peer it was waiting for, which is as far along as it is.
+   */
+  @Test
+  void aCallThatTimesOutInItsOwnQueueSaysSoAndBlamesNoPeer() {
+    Duration late = TestTime.seconds(2); // how late rank 1 comes to the first call, which waits for it legitimately
+    Duration queuedCallTimeout = late.dividedBy(2); // the second call's: spent in rank 0's queue behind the first
+    AtomicReference<Throwable> error = new AtomicReference<>();
+    catchThrowable(() -> LocalCluster.of(2).timeout(TestTime.seconds(60)).run(pg -> {
+      try (Tensor a = rankData(pg, 6, 100); Tensor b = rankData(pg, 6, 200)) {
+        if (pg.rank() == 1) {
+          Thread.sleep(late.toMillis());
+        }
+        Work first = pg.allReduceAsync(a, ReduceOp.SUM);
+        Work second;
+        try (ProcessGroup.TimeoutScope scope = pg.withTimeout(queuedCallTimeout)) {
+          second = pg.allReduceAsync(b, ReduceOp.SUM);
+        }
+        first.waitFor();
+        Throwable e = catchThrowable(second::waitFor);
+        if (pg.rank() == 0) {
+          error.set(e);
+        }
+      }
+    }));
+    assertThat(error.get()).isInstanceOf(CollectiveTimeoutException.class);
+    assertThat(error.get().getMessage())
+        .startsWith("Watchdog caught collective operation timeout: WorkCPU(SeqNum=2, OpType=ALLREDUCE")
+        .contains("Rank 0: ALLREDUCE #2 timed out in this rank's own queue: queued behind 1 calls for ")
+        .contains(" before it started (each call's timeout counts from when it was issued); its deadline had passed,"
+            + " so it did not run.");
+    assertThat(((CollectiveTimeoutException) error.get()).timedOutRank()).as("blames its own rank").isZero();
+  }
+
   @Test
   void timeoutScopesNestAndRestoreThePreviousOne() {
     List<Duration> seen = Collections.synchronizedList(new ArrayList<>());

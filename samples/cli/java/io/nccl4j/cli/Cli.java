@@ -14,7 +14,7 @@ import picocli.CommandLine;
             + "the best backend available (NCCL with GPUs, else the CPU reference)."},
     subcommands = {DemoCommand.class, ContractsCommand.class, EquivalenceCommand.class, InfoCommand.class,
         BenchCommand.class, MemoryCommand.class, PatternsCommand.class, ProbeCommand.class, SweepCommand.class, TraceCommand.class,
-        RunCommand.class, ShrinkCommand.class, StoreCommand.class, WeightsCommand.class,
+        RunCommand.class, ShrinkCommand.class, StoreCommand.class, SubgroupsCommand.class, WeightsCommand.class,
         CommandLine.HelpCommand.class},
     footerHeading = "%nJava:%n",
     footer = {"./nccl4j runs on $JAVA_HOME/bin/java when JAVA_HOME is set, else on java on PATH, and builds with"

@@ -21,6 +21,7 @@ import java.time.Duration;
 import java.util.Objects;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -141,6 +142,12 @@ public final class CpuBackend implements Backend {
   }
 
 
+  /**
+   * Calls submitted and not yet finished: how many a call found ahead of it (running or queued), which its timeout
+   * reports when it spent its time in this rank's queue rather than waiting for a peer.
+   */
+  private final AtomicInteger unfinished = new AtomicInteger();
+
   /** With {@code callerWaits}, runs on the calling thread when nothing is ahead (no hand-off). */
   @Override
   public void submit(Collective c, boolean callerWaits, Completion completion) {
@@ -148,18 +155,29 @@ public final class CpuBackend implements Backend {
       throw new IllegalStateException("CPU backend of rank " + rank() + " is closed");
     }
     long enqueued = System.nanoTime();
+    int ahead = unfinished.getAndIncrement();
     Runnable task = () -> {
-      completion.started(System.nanoTime());
-      runGuarded(java.util.List.of(c), enqueued, completion, deadline -> execute(c, deadline));
+      long started = System.nanoTime();
+      try {
+        completion.started(started);
+        runGuarded(java.util.List.of(c), new Queued(enqueued, started, ahead), completion,
+            deadline -> execute(c, deadline));
+      } finally {
+        unfinished.decrementAndGet();
+      }
     };
     try {
       if (!callerWaits || !stream.tryRunInline(task)) {
         stream.execute(task);
       }
     } catch (RejectedExecutionException e) {
+      unfinished.decrementAndGet();
       throw new IllegalStateException("CPU backend of rank " + rank() + " is closed", e);
     }
   }
+
+  /** When a call was submitted, when it started, and how many calls were ahead of it then. */
+  private record Queued(long enqueued, long started, int ahead) {}
 
   /**
    * Runs a group as NCCL does: every send is posted first, then every receive is taken, then the
@@ -172,12 +190,19 @@ public final class CpuBackend implements Backend {
       throw new IllegalStateException("CPU backend of rank " + rank() + " is closed");
     }
     long enqueued = System.nanoTime();
+    int ahead = unfinished.getAndIncrement();
     try {
       stream.execute(() -> {
-        completion.started(System.nanoTime());
-        runGuarded(ops, enqueued, completion, deadline -> executeGroup(ops, deadline));
+        long started = System.nanoTime();
+        try {
+          completion.started(started);
+          runGuarded(ops, new Queued(enqueued, started, ahead), completion, deadline -> executeGroup(ops, deadline));
+        } finally {
+          unfinished.decrementAndGet();
+        }
       });
     } catch (RejectedExecutionException e) {
+      unfinished.decrementAndGet();
       throw new IllegalStateException("CPU backend of rank " + rank() + " is closed", e);
     }
   }
@@ -228,7 +253,8 @@ public final class CpuBackend implements Backend {
     CollectiveStats run(long deadline);
   }
 
-  private void runGuarded(java.util.List<Collective> ops, long enqueued, Completion f, Body body) {
+  private void runGuarded(java.util.List<Collective> ops, Queued q, Completion f, Body body) {
+    long enqueued = q.enqueued();
     Collective c = ops.get(0);
     BackendException b = broken;
     if (b != null) {
@@ -239,12 +265,28 @@ public final class CpuBackend implements Backend {
     Duration limit = c.timeoutOr(timeout);
     long deadline = Durations.deadline(enqueued, limit);
     CollectiveStats stats;
+    if (System.nanoTime() - deadline >= 0) {
+      // Its whole timeout passed in this rank's queue: PyTorch's watchdog, which counts from the same moment, would
+      // have timed it out already. Running it now could only blame a peer that is as far behind.
+      fail(f, queuedTimeout(c, limit, q, "its deadline had passed, so it did not run"));
+      current = null;
+      return;
+    }
     try {
       stats = body.run(deadline);
     } catch (TransportTimeoutException e) {
       long ranMs = (System.nanoTime() - enqueued) / 1_000_000;
-      CollectiveTimeoutException t = BackendFailures.watchdogTimeout("WorkCPU", c, limit, ranMs,
-          "Rank " + rank() + " was " + e.getMessage() + ".", e.timedOutRank() < 0 ? rank() : e.timedOutRank());
+      long queuedMs = (q.started() - enqueued) / 1_000_000;
+      CollectiveTimeoutException t;
+      if (queuedMs * 2 >= Durations.toMillis(limit)) {
+        // A call's timeout counts from when it was issued (PyTorch's watchdog counts so too): one issued behind many
+        // others can spend most of it in this rank's own queue, and then time out in its first wait for a peer that
+        // is merely as far behind. The queue is the cause; no peer is blamed.
+        t = queuedTimeout(c, limit, q, "it was then " + e.getMessage());
+      } else {
+        t = BackendFailures.watchdogTimeout("WorkCPU", c, limit, ranMs,
+            "Rank " + rank() + " was " + e.getMessage() + ".", e.timedOutRank() < 0 ? rank() : e.timedOutRank());
+      }
       fail(f, t);
       return;
     } catch (BackendException e) {
@@ -258,6 +300,16 @@ public final class CpuBackend implements Backend {
       current = null;
     }
     f.completed(stats, null);
+  }
+
+  /** The timeout of {@code c}, which spent most of {@code limit} in this rank's queue ({@code q}); {@code then}. */
+  private CollectiveTimeoutException queuedTimeout(Collective c, Duration limit, Queued q, String then) {
+    long ranMs = (System.nanoTime() - q.enqueued()) / 1_000_000;
+    long queuedMs = (q.started() - q.enqueued()) / 1_000_000;
+    return BackendFailures.watchdogTimeout("WorkCPU", c, limit, ranMs, "Rank " + rank() + ": " + c.label()
+        + " timed out in this rank's own queue: queued behind " + q.ahead() + " calls for " + queuedMs + " ms of its "
+        + Durations.describe(limit) + " before it started (each call's timeout counts from when it was issued); "
+        + then + ".", rank());
   }
 
   private void fail(Completion f, BackendException e) {

@@ -131,6 +131,10 @@ final class RingAlgorithms implements AutoCloseable {
     Step step = new Step(tag, deadline);
     int right = mod(rank + 1);
     int left = mod(rank - 1);
+    // Reduce-scatter phase. At step s this rank sends block sb = r-1-s to the right and receives block rb = r-2-s
+    // from the left, combining it with its own input's rb into out. Step 0 sends the raw input; later steps send the
+    // partial sum received (and combined) one step before, which is out's block sb by then. After p-1 steps block r
+    // holds x_{r+1} + ... + x_r, every rank's contribution, in the ring's order (NCCL's order, the same bits).
     for (int s = 0; s < p - 1; s++) {
       int sb = mod(rank - 1 - s);
       int rb = mod(rank - 2 - s);
@@ -140,6 +144,8 @@ final class RingAlgorithms implements AutoCloseable {
       step.exchange(right, src, len(sb, q0, rem) * es, left, dst, len(rb, q0, rem) * es,
           reducer(red, own, s == 0, s == p - 2, es));
     }
+    // All-gather phase. This rank owns the finished block r: at step s it forwards block sb = r-s (its own at step
+    // 0, then the one it received the step before) and receives the finished block rb = r-1-s, copied as it is.
     for (int s = 0; s < p - 1; s++) {
       int sb = mod(rank - s);
       int rb = mod(rank - 1 - s);
@@ -160,6 +166,9 @@ final class RingAlgorithms implements AutoCloseable {
     int left = mod(rank - 1);
     for (long c0 = 0; c0 < q; c0 += chunk) {
       long nb = Math.min(chunk, q - c0) * es;
+      // As the all-reduce's first phase, over one chunk of every block at a time: partial sums alternate between two
+      // scratch chunks (step s writes scratch s&1 while sending the one step s-1 wrote), so that no user buffer holds
+      // a partial result; the last step writes the finished chunk of block r into out.
       for (int s = 0; s < p - 1; s++) {
         int sb = mod(rank - 1 - s);
         int rb = mod(rank - 2 - s);
@@ -186,6 +195,7 @@ final class RingAlgorithms implements AutoCloseable {
     Step step = new Step(tag, deadline);
     int right = mod(rank + 1);
     int left = mod(rank - 1);
+    // Step s forwards block r-s (this rank's own at step 0) and receives block r-1-s into its place in out.
     for (int s = 0; s < p - 1; s++) {
       int sb = mod(rank - s);
       int rb = mod(rank - 1 - s);

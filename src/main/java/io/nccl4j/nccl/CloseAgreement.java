@@ -21,12 +21,18 @@ import java.util.List;
  *
  * <p>Nonblocking communicators need no agreement (their finalize is a job NCCL's abort ends safely);
  * a group without a store cannot have one and finalizes as before.
+ *
+ * <p>The agreement's keys go with it: a rank done with them counts itself out under {@link #LEFT_KEY}, and the rank
+ * whose count reaches the group's size — every rank has read what it needed — deletes them all, so that subgroups
+ * made and closed in a loop leave nothing in the store.
  */
 final class CloseAgreement {
   /** Where each rank's intention goes, under the group's store. */
   static final String PREFIX = "nccl/close/";
   private static final byte[] FINALIZE = "finalize".getBytes(StandardCharsets.UTF_8);
   private static final byte[] ABORT = "abort".getBytes(StandardCharsets.UTF_8);
+  /** How many ranks are done with the agreement's keys; the last deletes them. */
+  static final String LEFT_KEY = PREFIX + "left";
 
   private CloseAgreement() {}
 
@@ -42,6 +48,28 @@ final class CloseAgreement {
    * throws: a store that fails is a peer that cannot be trusted to take part.
    */
   static void agree(Communicator comm, Store store, Duration deadline) {
+    try {
+      decide(comm, store, deadline);
+    } finally {
+      leave(store, comm.size());
+    }
+  }
+
+  /** This rank is done with the agreement's keys: it counts itself out, and the last deletes them. Never throws. */
+  private static void leave(Store store, int size) {
+    try {
+      if (store.add(LEFT_KEY, 1) == size) {
+        for (String k : NcclRendezvous.keys(PREFIX, size)) {
+          store.deleteKey(k);
+        }
+        store.deleteKey(LEFT_KEY);
+      }
+    } catch (RuntimeException storeUnavailable) {
+      // the keys stay with the job's store
+    }
+  }
+
+  private static void decide(Communicator comm, Store store, Duration deadline) {
     boolean finalize = !comm.releasesByAbort();
     String why;
     try {

@@ -16,7 +16,8 @@ import java.util.Map;
  * most {@link ListenerLimits#maxKeyBytes} notices (the most keys one query may name), keys and values together at
  * most {@link ListenerLimits#maxValueBytes} (one value's worth). When a registration would pass either, the notices
  * whose keys are set already are dropped first — they could only fire after their key was deleted, and nccl4j
- * never deletes what a rank publishes — and a registration that still does not fit is refused whole.
+ * deletes a group's keys only once every member has withdrawn its notices ({@link #withdraw}) — and a registration
+ * that still does not fit is refused whole.
  */
 final class DepartureNotices {
   private final Map<String, byte[]> notices = new LinkedHashMap<>();
@@ -88,6 +89,16 @@ final class DepartureNotices {
       n += size(e.getKey(), e.getValue()) - (old == null ? 0 : size(e.getKey(), old));
     }
     return n;
+  }
+
+  /** Drops the notices of {@code keys} (those without one are ignored): their group is gone, and so are its keys. */
+  void withdraw(List<String> keys) {
+    for (String k : keys) {
+      byte[] old = notices.remove(k);
+      if (old != null) {
+        bytes -= size(k, old);
+      }
+    }
   }
 
   /**

@@ -76,6 +76,11 @@ public final class PrefixStore implements Store {
     return inner.setOnDeparture(ks(keys), values);
   }
 
+  @Override
+  public boolean withdrawOnDeparture(List<String> keys) {
+    return inner.withdrawOnDeparture(ks(keys));
+  }
+
   /** Number of keys in the whole underlying store (as PyTorch's PrefixStore reports). */
   @Override
   public long numKeys() {

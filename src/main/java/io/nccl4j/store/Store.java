@@ -94,6 +94,16 @@ public interface Store extends AutoCloseable {
     return false;
   }
 
+  /**
+   * Withdraws this client's departure notices of {@code keys} ({@link #setOnDeparture}), so that its connection's
+   * end sets none of them: for a rank leaving a group whose keys are about to be deleted, whose notices would
+   * otherwise set them again, into a namespace nobody reads, when its process exits. Keys without a notice are
+   * ignored. Returns whether the store holds notices at all (false where {@link #setOnDeparture} is).
+   */
+  default boolean withdrawOnDeparture(List<String> keys) {
+    return false;
+  }
+
   /** Default timeout of {@link #get(String)}. */
   Duration timeout();
 

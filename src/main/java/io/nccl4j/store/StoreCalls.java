@@ -19,8 +19,13 @@ import java.util.List;
  * the stream). Calls are sequential (synchronized); a connection that breaks fails every later call at once.
  */
 final class StoreCalls {
-  /** Added to a blocking request's own timeout before the client gives up on the server. */
+  /**
+   * The most a client waits for its server beyond a request's own wait: what a store of a long timeout allows a
+   * slow network. A client waits {@link #margin} instead: this, or its store's timeout where that is shorter.
+   */
   static final Duration NETWORK_MARGIN = Duration.ofSeconds(30);
+  /** The least margin, whatever the timeout: a loaded machine's scheduling, not a frozen server. */
+  static final Duration MIN_MARGIN = Duration.ofSeconds(2);
   /** PyTorch's client prefixes every user key with this, so that its internal keys ("init/") stay apart. */
   static final String KEY_PREFIX = "/";
   private static final SecureRandom RANDOM = new SecureRandom();
@@ -32,10 +37,27 @@ final class StoreCalls {
   /** Why the connection broke, once it has: later requests fail at once with it. */
   private String lost;
 
-  StoreCalls(StoreHandshake.Link link, String address, ListenerLimits limits) {
+  /** How long past a request's own wait this client waits for the answer ({@link #margin}). */
+  private final Duration margin;
+
+  StoreCalls(StoreHandshake.Link link, String address, ListenerLimits limits, Duration timeout) {
     this.link = link;
     this.address = address;
     this.limits = limits;
+    this.margin = margin(timeout);
+  }
+
+  /**
+   * How long past a request's own wait a client of a store of {@code timeout} waits for the answer: the timeout, the
+   * group's, between {@link #MIN_MARGIN} and {@link #NETWORK_MARGIN}. A frozen store host (stopped, or its JVM
+   * paused) then fails a call within the group's timeout, as every other wait of the group does, not after a fixed
+   * 30 s.
+   */
+  static Duration margin(Duration timeout) {
+    if (timeout == null || timeout.compareTo(NETWORK_MARGIN) >= 0) {
+      return NETWORK_MARGIN;
+    }
+    return timeout.compareTo(MIN_MARGIN) <= 0 ? MIN_MARGIN : timeout;
   }
 
   @FunctionalInterface
@@ -67,11 +89,11 @@ final class StoreCalls {
       link.out.writeByte(code);
       body.write(link.out);
       link.out.flush();
-      link.socket.setSoTimeout(Durations.toIntMillis(Durations.plus(wait, NETWORK_MARGIN)));
+      link.socket.setSoTimeout(Durations.toIntMillis(Durations.plus(wait, margin)));
       checkStatus(what);
       return answer == null ? null : answer.read(link.in);
     } catch (SocketTimeoutException e) {
-      lost = "no answer to " + what + " within " + Durations.describe(Durations.plus(wait, NETWORK_MARGIN));
+      lost = "no answer to " + what + " within " + Durations.describe(Durations.plus(wait, margin));
       throw new StoreTimeoutException("TCP store " + address + ": " + lost);
     } catch (IOException e) {
       throw broken(what, e);
@@ -201,6 +223,16 @@ final class StoreCalls {
     }, null);
   }
 
+  /** nccl4j's WITHDRAW_ON_DEPARTURE, to an nccl4j server only (the caller checks). */
+  void withdrawOnDeparture(List<String> keys) {
+    call(Wire.WITHDRAW_ON_DEPARTURE, "withdrawOnDeparture(" + keys + ")", Duration.ZERO, o -> {
+      Wire.writeU64(o, keys.size());
+      for (String k : keys) {
+        Wire.writeString(o, wireKey(k));
+      }
+    }, null);
+  }
+
   void queuePush(String key, byte[] item) {
     String what = "queuePush(" + key + ")";
     requireQueues(what);
@@ -263,14 +295,14 @@ final class StoreCalls {
       link.out.writeByte(Query.WAIT.code(link.dialect));
       writeKeys(link.out, keys);
       link.out.flush();
-      link.socket.setSoTimeout(Durations.toIntMillis(NETWORK_MARGIN));
+      link.socket.setSoTimeout(Durations.toIntMillis(margin));
       checkStatus(what);
       link.socket.setSoTimeout(Durations.toIntMillis(wait));
       byte answer;
       try {
         answer = link.in.readByte();
       } catch (SocketTimeoutException timedOut) {
-        link.socket.setSoTimeout(Durations.toIntMillis(NETWORK_MARGIN));
+        link.socket.setSoTimeout(Durations.toIntMillis(margin));
         link.out.writeByte(Query.CANCEL_WAIT.code(link.dialect));
         link.out.flush();
         answer = link.in.readByte();
@@ -289,7 +321,7 @@ final class StoreCalls {
         throw new IOException("answer " + answer + " to WAIT");
       }
     } catch (SocketTimeoutException e) {
-      lost = "no answer to CANCEL_WAIT within " + Durations.describe(NETWORK_MARGIN);
+      lost = "no answer to CANCEL_WAIT within " + Durations.describe(margin);
       throw new StoreTimeoutException("TCP store " + address + ": " + lost);
     } catch (IOException e) {
       throw broken(what, e);

@@ -141,6 +141,8 @@ final class StoreConnection {
         fields.start();
         if (code == Wire.SET_ON_DEPARTURE && link.nccl4j) {
           registerDepartures();
+        } else if (code == Wire.WITHDRAW_ON_DEPARTURE && link.nccl4j) {
+          withdrawDepartures();
         } else {
           Query q = Query.of(link.dialect, code);
           if (q == null || q == Query.VALIDATE) {
@@ -394,6 +396,15 @@ final class StoreConnection {
         error(why);
         return;
       }
+    }
+    ok();
+  }
+
+  /** WITHDRAW_ON_DEPARTURE: the keys are read whole, then their notices dropped. */
+  private void withdrawDepartures() throws IOException {
+    List<String> keys = fields.keys();
+    if (fields.refused() == null) {
+      notices.withdraw(keys);
     }
     ok();
   }

@@ -39,7 +39,7 @@ public final class TcpStore implements Store {
     this.timeout = timeout;
     this.link = link;
     this.server = server;
-    this.calls = new StoreCalls(link, host + ":" + port, limits);
+    this.calls = new StoreCalls(link, host + ":" + port, limits, timeout);
   }
 
   /**
@@ -321,6 +321,17 @@ public final class TcpStore implements Store {
       checkValue(keys.get(i), values.get(i));
     }
     calls.setOnDeparture(keys, values);
+    return true;
+  }
+
+  /** One WITHDRAW_ON_DEPARTURE when the server is nccl4j's; against PyTorch's, nothing is sent (it holds none). */
+  @Override
+  public boolean withdrawOnDeparture(List<String> keys) {
+    if (!link.nccl4j) {
+      return false;
+    }
+    keys.forEach(this::checkKey);
+    calls.withdrawOnDeparture(keys);
     return true;
   }
 

@@ -27,6 +27,12 @@ final class Wire {
    * ({@link DepartureNotices}). Outside both dialects too, so that a PyTorch client cannot send it.
    */
   static final byte SET_ON_DEPARTURE = 0x4F;
+  /**
+   * nccl4j's third, only after HELLO: count, then the keys → the status alone. Drops this connection's departure
+   * notices of those keys ({@link DepartureNotices#withdraw}): a rank leaving a group whose keys the group's last
+   * member deletes. Outside both dialects.
+   */
+  static final byte WITHDRAW_ON_DEPARTURE = 0x50;
 
   /** PyTorch's answers to CHECK and WAIT. */
   static final byte READY = 0;

@@ -140,7 +140,7 @@ class MemoryCommandTest {
   /**
    * The chapter's full size: 256 MiB per rank on 4 ranks (about 30 s on two cores, minutes under load): nightly,
    * since the figures are the same arithmetic as {@link #oneMebibyteOnFourRanksGivesTheChapterFigures}'s at 1 MiB
-   * (README, "Tests").
+   * (docs/TESTING.md).
    */
   @Test
   @Tag("nightly")

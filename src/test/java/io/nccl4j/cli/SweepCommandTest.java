@@ -108,7 +108,8 @@ class SweepCommandTest {
         "-n", "2", "-w", "1", "--bound");
     assertThat(o.ok()).as(o.text()).isTrue();
     String boundLine = o.lines().stream().filter(l -> l.startsWith("# bound: B = ")).findFirst().orElseThrow();
-    assertThat(boundLine).matches("# bound: B = \\d+\\.\\d{2} GB/s \\(.*read\\+write, measured now\\); AllReduce t >= 2pS / B");
+    assertThat(boundLine).matches("# bound: B = \\d+\\.\\d{2} GB/s \\(.*read\\+write, measured now\\); AllReduce t >= 2pS / B"
+        + " \\(tensors every rank reaches in place: each input read once, each output written once\\)");
     double gbps = Double.parseDouble(boundLine.substring("# bound: B = ".length(), boundLine.indexOf(" GB/s")));
     assertThat(gbps).isPositive();
     List<List<String>> rows = dataRows(o);

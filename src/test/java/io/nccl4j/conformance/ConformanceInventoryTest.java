@@ -23,7 +23,7 @@ import org.junit.jupiter.api.TestFactory;
  * factories are asked for their cases in each tier (the dynamic tests are listed, never executed),
  * and the tiers are compared case by case. The quick tier and CI leave out only cases at a million
  * elements, and the nightly tier holds every case the matrix defines — so moving work between tiers
- * never silently drops a fact. Prints the counts (README, "Tests").
+ * never silently drops a fact. Prints the counts (docs/TESTING.md).
  */
 @Tag("meta")
 class ConformanceInventoryTest {

@@ -383,6 +383,8 @@ public final class RankFailureMains {
           break;
         case "recover":
           warmUp(pg);
+          // Read while the group lives: once every rank has closed it, its last member deletes its keys.
+          String oldGid = new String(j.store().get("transport/gid", timeout));
           if (isVictim) {
             abortTwice(pg);
           } else {
@@ -393,7 +395,6 @@ public final class RankFailureMains {
           }
           ProcessGroups.Joined again = ProcessGroups.init(env, "cpu", timeout);
           ProcessGroup pg2 = again.group();
-          String oldGid = new String(j.store().get("transport/gid", timeout));
           String newGid = new String(again.store().get("transport/gid", timeout));
           say("rank " + rank + " new group: rank " + pg2.rank() + " of " + pg2.size() + ", open=" + !pg2.isClosed()
               + ", new transport id=" + !newGid.equals(oldGid));

@@ -168,6 +168,30 @@ class NcclReleaseAfterFailureTest extends NcclFixture {
   }
 
   /**
+   * The agreement's keys stay while a peer may still read them, and the last rank to be done with them deletes
+   * them: a subgroup closed leaves nothing in the store.
+   */
+  @Test
+  void theLastRankDoneWithTheAgreementDeletesItsKeys() throws Exception {
+    fake.peerDead(false);
+    try (HashStore store = new HashStore(LONG)) {
+      ProcessGroup pg = rankZeroOfTwoOn231(store);
+      store.set(CloseAgreement.PREFIX + 1, "finalize".getBytes(StandardCharsets.UTF_8));
+      pg.close();
+      assertThat(store.check(List.of(CloseAgreement.PREFIX + 0, CloseAgreement.PREFIX + 1))).as("rank 1 has not"
+          + " counted itself out: it may still read rank 0's").isTrue();
+    }
+    try (HashStore store = new HashStore(LONG)) {
+      ProcessGroup pg = rankZeroOfTwoOn231(store);
+      store.set(CloseAgreement.PREFIX + 1, "finalize".getBytes(StandardCharsets.UTF_8));
+      store.add(CloseAgreement.LEFT_KEY, 1); // rank 1 agreed and is done with the keys
+      pg.close();
+      assertThat(store.numKeys()).as("keys once rank 0, the last, is done").isZero();
+    }
+    assertThat(fake.liveComms()).isZero();
+  }
+
+  /**
    * A peer that agreed and died before NCCL's destroy barrier: the finalize stays inside NCCL past the
    * deadline, and it is left there rather than aborted under it (the close returns at the deadline).
    */

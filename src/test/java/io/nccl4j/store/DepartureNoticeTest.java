@@ -163,10 +163,31 @@ class DepartureNoticeTest {
   }
 
   @Test
+  void aWithdrawnNoticeSetsNothingWhenTheClientLeavesAndTheOthersStay() {
+    TcpStoreServer s = server(ListenerLimits.DEFAULT);
+    TcpStore other = client(s);
+    TcpStore leaving = client(s);
+    Store group = new PrefixStore("pg1/group/0.1", leaving);
+    assertThat(group.setOnDeparture(List.of("addr/0", "gone/0"), List.of(b("notice a"), b("notice g")))).isTrue();
+    assertThat(leaving.setOnDeparture(List.of("world/gone/0", "marker"), List.of(b("notice w"), b("notice m"))))
+        .isTrue();
+    // A group's member leaves it: its notices of that group go, the world's stay; a key without one is ignored.
+    assertThat(group.withdrawOnDeparture(List.of("addr/0", "gone/0", "never-registered"))).isTrue();
+    leaving.close();
+    // The notices are applied in the order registered: once the marker is there, the others were looked at.
+    assertThat(other.get("marker", LONG)).isEqualTo(b("notice m"));
+    assertThat(other.get("world/gone/0", LONG)).isEqualTo(b("notice w"));
+    assertThat(other.check(List.of("pg1/group/0.1/addr/0"))).isFalse();
+    assertThat(other.check(List.of("pg1/group/0.1/gone/0"))).isFalse();
+    assertThat(other.numKeys()).isEqualTo(2);
+  }
+
+  @Test
   void aStoreInThisJvmKeepsNoNotices() {
     try (HashStore local = new HashStore(LONG)) {
       assertThat(local.setOnDeparture(List.of("k"), List.of(b("v")))).isFalse();
       assertThat(new PrefixStore("p", local).setOnDeparture(List.of("k"), List.of(b("v")))).isFalse();
+      assertThat(new PrefixStore("p", local).withdrawOnDeparture(List.of("k"))).isFalse();
       assertThat(local.numKeys()).isZero();
       Throwable e = catchThrowable(() -> local.setOnDeparture(List.of("k"), List.of()));
       assertThat(e).isInstanceOf(IllegalArgumentException.class)

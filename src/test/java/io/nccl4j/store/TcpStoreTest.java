@@ -459,6 +459,96 @@ class TcpStoreTest {
   }
 
   /**
+   * A store host that stops answering after the handshake (its process stopped with SIGSTOP, its JVM paused, its
+   * machine frozen; here a proxy that stops forwarding) fails a call within the store's timeout, which is the
+   * group's, not after a fixed 30 s: a set waits for no key, so the margin alone bounds it.
+   */
+  @Test
+  void aFrozenStoreHostFailsACallWithinTheStoresTimeoutNotAFixedThirtySeconds() throws Exception {
+    Duration timeout = TestTime.seconds(3);
+    try (FreezingProxy proxy = new FreezingProxy(server.port());
+        TcpStore c = TcpStore.connect("127.0.0.1", proxy.port(), timeout)) {
+      c.set("before", new byte[] {1});
+      assertThat(c.get("before", timeout)).containsExactly(1);
+      proxy.freeze();
+      long start = System.nanoTime();
+      Throwable e = catchThrowable(() -> c.set("frozen", new byte[] {2}));
+      Duration took = Duration.ofNanos(System.nanoTime() - start);
+      assertThat(e).isInstanceOf(StoreTimeoutException.class)
+          .hasMessageContaining("127.0.0.1:" + proxy.port()).hasMessageContaining("set(frozen)");
+      assertThat(took).as("%s", e).isGreaterThanOrEqualTo(timeout.minusMillis(50))
+          .isLessThan(timeout.multipliedBy(2));
+      assertThat(StoreCalls.margin(Duration.ofSeconds(10))).isEqualTo(Duration.ofSeconds(10));
+      assertThat(StoreCalls.margin(Duration.ofMinutes(30))).isEqualTo(StoreCalls.NETWORK_MARGIN);
+      assertThat(StoreCalls.margin(Duration.ofMillis(100))).isEqualTo(StoreCalls.MIN_MARGIN);
+    }
+  }
+
+  /** Forwards one port to another until {@link #freeze}: then it reads on and forwards nothing, answering nothing. */
+  private static final class FreezingProxy implements AutoCloseable {
+    private final ServerSocket listener = new ServerSocket(0);
+    private final List<Socket> sockets = new ArrayList<>();
+    private volatile boolean frozen;
+
+    FreezingProxy(int target) throws IOException {
+      Thread acceptor = new Thread(() -> {
+        while (!listener.isClosed()) {
+          try {
+            Socket in = listener.accept();
+            Socket out = new Socket("127.0.0.1", target);
+            synchronized (sockets) {
+              sockets.add(in);
+              sockets.add(out);
+            }
+            pump(in, out);
+            pump(out, in);
+          } catch (IOException e) {
+            return;
+          }
+        }
+      }, "freezing-proxy");
+      acceptor.setDaemon(true);
+      acceptor.start();
+    }
+
+    private void pump(Socket from, Socket to) {
+      Thread t = new Thread(() -> {
+        byte[] buf = new byte[8192];
+        try (InputStream in = from.getInputStream(); OutputStream out = to.getOutputStream()) {
+          for (int n; (n = in.read(buf)) >= 0; ) {
+            if (!frozen) {
+              out.write(buf, 0, n);
+              out.flush();
+            }
+          }
+        } catch (IOException closed) {
+          // the test closed the proxy
+        }
+      }, "freezing-proxy-pump");
+      t.setDaemon(true);
+      t.start();
+    }
+
+    int port() {
+      return listener.getLocalPort();
+    }
+
+    void freeze() {
+      frozen = true;
+    }
+
+    @Override
+    public void close() throws IOException {
+      listener.close();
+      synchronized (sockets) {
+        for (Socket s : sockets) {
+          s.close();
+        }
+      }
+    }
+  }
+
+  /**
    * A listener on the store's port that accepts and never answers (another program on MASTER_PORT) ends the connect
    * within a few seconds, naming the port and what it did, however long the group's timeout: a store answers its
    * handshake at once, and waiting out a 60 s timeout tells nothing more.

@@ -81,6 +81,11 @@ public final class InterceptingStore implements Store {
   }
 
   @Override
+  public boolean withdrawOnDeparture(List<String> keys) {
+    return inner.withdrawOnDeparture(keys);
+  }
+
+  @Override
   public Duration timeout() {
     return inner.timeout();
   }

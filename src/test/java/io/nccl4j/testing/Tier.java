@@ -7,12 +7,12 @@ import java.util.Locale;
  * conformance case runs at: its cases are dynamic tests, and tags are per class or method). The
  * build sets it per profile ({@code nccl4j.test.tier}): {@code -Pquick} → {@link #QUICK}, a plain
  * {@code mvn verify} → {@link #CI}, {@code -Pnightly} → {@link #NIGHTLY}; a run outside Maven (an
- * IDE) gets CI's. README's "Tests" says what each tier proves.
+ * IDE) gets CI's. docs/TESTING.md says what each tier proves.
  */
 public enum Tier {
   /** The edit-compile-test loop: small counts, no multi-process, native or meta tests. */
   QUICK,
-  /** What CI runs: every distinct fact once (README, "Tests"). */
+  /** What CI runs: every distinct fact once (docs/TESTING.md). */
   CI,
   /** The exhaustive matrix, the 2^31-element and 256 MiB runs, namespaces, soaks. */
   NIGHTLY;

@@ -56,6 +56,11 @@ public record AllReduceBound(Bounds.Bandwidth limit, int hosts) {
       return String.format(Locale.ROOT, "2(H-1)S/H / B with H = %d hosts (what crosses each host's link in a"
           + " hierarchical AllReduce)", hosts);
     }
-    return limit.memory() ? "2pS / B" : "2(p-1)S / B";
+    // Named, because which bound applies is a choice: tensors every rank reaches in place (threads, or processes'
+    // tensors in the shared segments, as the sweep allocates them) need each input read and each output written once;
+    // a user's own buffers between processes are copied in and out of the segments besides (3pS); the staged route
+    // of small calls copies through the staging.
+    return limit.memory() ? "2pS / B (tensors every rank reaches in place: each input read once, each output written"
+        + " once)" : "2(p-1)S / B (a ring's bytes through the loopback)";
   }
 }

@@ -16,9 +16,10 @@ public class AllReduceBoundTest {
   @Test
   void oneHostIsUnchanged() {
     assertThat(AllReduceBound.oneHost(MEMORY).bytes(S, 4)).isEqualTo(2.0 * 4 * S);
-    assertThat(AllReduceBound.oneHost(MEMORY).formula()).isEqualTo("2pS / B");
+    assertThat(AllReduceBound.oneHost(MEMORY).formula())
+        .isEqualTo("2pS / B (tensors every rank reaches in place: each input read once, each output written once)");
     assertThat(AllReduceBound.oneHost(TCP).bytes(S, 4)).isEqualTo(2.0 * 3 * S);
-    assertThat(AllReduceBound.oneHost(TCP).formula()).isEqualTo("2(p-1)S / B");
+    assertThat(AllReduceBound.oneHost(TCP).formula()).isEqualTo("2(p-1)S / B (a ring's bytes through the loopback)");
   }
 
   @Test

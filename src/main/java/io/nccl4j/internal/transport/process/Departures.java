@@ -53,6 +53,8 @@ public final class Departures {
   private final int size;
   /** Whether the store keeps the notices: only then is there anything to look for. */
   private final boolean kept;
+  /** The keys of this rank's notices, which it withdraws when it leaves the group ({@link #withdraw}). */
+  private final List<String> registered;
   /** Peers whose address this rank has read: no notice can take its place any more. */
   private final Set<Integer> published = ConcurrentHashMap.newKeySet();
 
@@ -77,6 +79,7 @@ public final class Departures {
       add(keys, values, SEGMENT_KEY + rank, "shared-memory segment entry");
       add(keys, values, MAPPED_KEY + rank, "report on mapping its peers' segments");
     }
+    this.registered = List.copyOf(keys);
     boolean k;
     try {
       k = store.setOnDeparture(keys, values);
@@ -86,6 +89,22 @@ public final class Departures {
       k = false;
     }
     this.kept = k;
+  }
+
+  /**
+   * This rank leaves the group: its notices are withdrawn, so that its store connection's end — its process exiting,
+   * perhaps long after — sets none of them into a namespace nobody reads, after the group's last member deleted
+   * its keys ({@link GroupKeys}). A store that cannot answer leaves them where they are.
+   */
+  void withdraw() {
+    if (!kept) {
+      return;
+    }
+    try {
+      store.withdrawOnDeparture(registered);
+    } catch (RuntimeException storeUnavailable) {
+      LOG.debug("rank {}: could not withdraw this rank's departure notices: {}", rank, storeUnavailable.toString());
+    }
   }
 
   /** What rank {@code q}'s gone notice says. */

@@ -144,22 +144,85 @@ final class HostSegments {
   }
 
   /**
-   * Window words for a subgroup in this rank's segment, zeroed: their offset in the segment, or -1 when the
-   * arena has no room. Taken at the subgroup's first window; once its windows run, never given back: a peer may
-   * read them (has this rank left?) for as long as it lives.
+   * Window words for a subgroup in this rank's segment, zeroed and tagged with the subgroup's {@code tag}: their
+   * offset in the segment, or -1 when the arena has no room. Taken at the subgroup's first window; given back
+   * when the windows are agreed off ({@link #freeWindowWords}), or once every host-mate of the subgroup has left it
+   * too ({@link #retire}) — the words left behind first, so that the loop that makes and closes subgroups reuses
+   * one block rather than taking a new one each time.
    */
-  long newWindowWords() {
+  long newWindowWords(long tag) {
+    reclaim();
     long a = arena.allocate(ShmSegment.ARENA);
     if (!arena.contains(a)) {
       arena.free(a, ShmSegment.ARENA);
       return -1;
     }
     NativeMemory.fill(a, ShmSegment.ARENA, (byte) 0);
+    ShmSegment.groupTag(a, tag);
     return a - own().base;
   }
 
   /** Gives back window words no peer will use: their group's windows were agreed off. */
   void freeWindowWords(long offset) {
     arena.free(own().base + offset, ShmSegment.ARENA);
+  }
+
+  /**
+   * Window words of subgroups this rank has left, each held until the host-mates of its windows have left too: until
+   * then a peer still reads them (has this rank left? its publications, and in the first rank's block the counters).
+   */
+  private final java.util.List<Retired> retired = new java.util.ArrayList<>();
+
+  /**
+   * This rank's window words at {@code offset}, of the subgroup tagged {@code tag}, left; {@code peers} are the
+   * window words of the other ranks of its windows as this process maps them, and {@code segments} theirs. Given
+   * back now if every one has left, else when a later subgroup takes words or another is left.
+   */
+  void retire(long offset, long tag, long[] peers, ShmSegment[] segments) {
+    synchronized (retired) {
+      retired.add(new Retired(offset, tag, peers, segments));
+    }
+    reclaim();
+  }
+
+  /** Gives back the words of every left subgroup whose host-mates have all left it. */
+  private void reclaim() {
+    synchronized (retired) {
+      retired.removeIf(r -> {
+        if (!r.everyPeerLeft()) {
+          return false;
+        }
+        freeWindowWords(r.offset);
+        return true;
+      });
+    }
+  }
+
+  /** A left subgroup's window words, and where its host-mates' are. */
+  private record Retired(long offset, long tag, long[] peers, ShmSegment[] segments) {
+    /**
+     * Whether no host-mate of the subgroup will touch its words any more: each has marked its own left — or holds
+     * another group's tag there, having given them back itself, which it does only once every member left (the
+     * tag is the group's id, so a block taken again by a later group is never mistaken for this one's) — or its
+     * process died.
+     */
+    boolean everyPeerLeft() {
+      for (int q = 0; q < peers.length; q++) {
+        long w = peers[q];
+        if (ShmSegment.groupTag(w) == tag && !ShmSegment.left(w) && alive(segments[q])) {
+          return false;
+        }
+      }
+      return true;
+    }
+
+    /** A peer whose header no longer reads as its creator's is taken as alive: its words are then kept. */
+    private static boolean alive(ShmSegment s) {
+      try {
+        return ShmLiveness.alive(s.pid());
+      } catch (RuntimeException corrupt) {
+        return true;
+      }
+    }
   }
 }

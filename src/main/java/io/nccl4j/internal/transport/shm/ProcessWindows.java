@@ -79,6 +79,8 @@ final class ProcessWindows implements HostWindows {
   private int currentWay;
   /** By group rank: the version of its current area when it was last seen waiting the other way (0: not). */
   private final long[] otherWaySeen;
+  /** Set by {@link #close}: no window opens after it, since a subgroup's words may then be another group's. */
+  private volatile boolean closed;
 
   /**
    * The windows of rank {@code rank} of a group of {@code size}, over the segments of {@code host}: the world
@@ -223,7 +225,7 @@ final class ProcessWindows implements HostWindows {
       return;
     }
     entryPublished = true;
-    long off = leaving == null ? host.newWindowWords() : -1;
+    long off = leaving == null ? host.newWindowWords(tag(transport.groupId())) : -1;
     ShmEntry e;
     if (off >= 0) {
       words[rank] = host.own().base + off;
@@ -233,6 +235,18 @@ final class ProcessWindows implements HostWindows {
           + host.own().path.getFileName() + " has no room for the subgroup's window words (NCCL4J_SHM_BYTES)");
     }
     store.set(SEGMENT_KEY + rank, e.bytesToPublish());
+  }
+
+  /**
+   * What marks this group's window words as its own ({@link ShmSegment#GROUP_TAG}): its id, which rank 0 drew at
+   * random, folded to 64 bits (FNV-1a); never 0, what fresh words hold.
+   */
+  static long tag(String groupId) {
+    long h = 0xcbf29ce484222325L;
+    for (int i = 0; i < groupId.length(); i++) {
+      h = (h ^ groupId.charAt(i)) * 0x100000001b3L;
+    }
+    return h == 0 ? 1 : h;
   }
 
   private boolean usable() {
@@ -398,6 +412,9 @@ final class ProcessWindows implements HostWindows {
 
   private Window enter(TransferTag tag, String algorithm, long bytes, long deadline, boolean exitBarrier,
       long... addresses) {
+    if (closed) {
+      throw new IllegalStateException("the shared-memory windows of rank " + rank + " are closed");
+    }
     transport.failures().check();
     long use = entered++;
     int parity = (int) (use & 1);
@@ -509,11 +526,18 @@ final class ProcessWindows implements HostWindows {
     return new PeerFailureException(-1, fallback);
   }
 
-  /** This rank leaves: peers waiting for it fail instead of waiting for their deadline. */
+  /**
+   * This rank leaves: peers waiting for it fail instead of waiting for their deadline; a subgroup's window words go
+   * back to the arena once the group's host-mates have left too ({@link HostSegments#retire}).
+   */
   @Override
   public void close() {
+    closed = true;
     if (words[rank] != 0) {
       ShmSegment.markLeft(words[rank]);
+    }
+    if (usable() && !world) {
+      retireWords();
     }
     if (!usable()) {
       if (world) {
@@ -531,5 +555,25 @@ final class ProcessWindows implements HostWindows {
     if (world) {
       segments[rank].closeChannel();
     }
+  }
+
+  /**
+   * Hands this rank's words of a subgroup whose windows ran to {@link HostSegments#retire}, with its host-mates' —
+   * unless this rank's own record says it is still inside a window of the group while the group has not failed (an
+   * operation its backend gave up waiting for at close): the words then stay where the operation may still write.
+   */
+  private void retireWords() {
+    if (ShmSegment.leftUse(ws[me]) != entered && !transport.failures().failed()) {
+      return;
+    }
+    long[] peers = new long[n - 1];
+    ShmSegment[] peerSegments = new ShmSegment[n - 1];
+    for (int q = 0, i = 0; q < n; q++) {
+      if (q != me) {
+        peers[i] = ws[q];
+        peerSegments[i++] = segs[q];
+      }
+    }
+    host.retire(ws[me] - host.own().base, tag(transport.groupId()), peers, peerSegments);
   }
 }

@@ -22,7 +22,8 @@ import java.nio.file.attribute.PosixFilePermissions;
  * rank), its two window publications and its two staging buffers for one-shot windows. The world
  * group's block is the segment's start (around the header); a subgroup's is a block of the arena
  * ({@link HostSegments#newWindowWords}), so that every group of the processes has words of its own
- * while their tensors stay in one arena. The static accessors take a block's address.
+ * while their tensors stay in one arena; a subgroup's block is given back once every member of its host has left
+ * the subgroup ({@link HostSegments#retire}). The static accessors take a block's address.
  *
  * <p>The file is sparse. Pages are committed before first use by writing them through the file
  * ({@link #commit}), never by touching the mapping: on a full tmpfs the write fails with an
@@ -39,6 +40,7 @@ final class ShmSegment {
   // of the windows' first rank (the group's rank 0, or a host's lowest rank when the group spans hosts).
   static final int PID = 8;
   static final int PID_NAMESPACE = 16; // the creator's pid namespace: its pid means something only there
+  static final int GROUP_TAG = 32; // a subgroup's words: which group holds them now (HostSegments#retire)
   static final int STATE = 64; // 0 open, 1 left
   static final int FAILURE_WORD = 128; // first's: 0, or 1 + the index (among the windows' ranks) of the failed one
   static final int ARRIVED = 192; // first's: two counters, 64 bytes apart
@@ -300,6 +302,15 @@ final class ShmSegment {
           + pid + ", but read " + creatorPid + " when it was mapped)");
     }
     return pid;
+  }
+
+  /** The tag of the subgroup whose window words start at {@code words} ({@link #GROUP_TAG}). */
+  static long groupTag(long words) {
+    return NativeMemory.getLongVolatile(words + GROUP_TAG);
+  }
+
+  static void groupTag(long words, long tag) {
+    NativeMemory.putLongVolatile(words + GROUP_TAG, tag);
   }
 
   /** Whether the rank whose window words start at {@code words} left their group. */

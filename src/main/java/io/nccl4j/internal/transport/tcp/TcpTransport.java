@@ -10,6 +10,7 @@ import io.nccl4j.internal.transport.SharedMemory;
 import io.nccl4j.internal.transport.TransferTag;
 import io.nccl4j.internal.transport.Transport;
 import io.nccl4j.internal.transport.process.Departures;
+import io.nccl4j.internal.transport.process.GroupKeys;
 import io.nccl4j.internal.transport.process.HostWindows;
 import io.nccl4j.internal.transport.process.ProcessLink;
 import io.nccl4j.internal.transport.process.SharedMemorySwitch;
@@ -20,6 +21,7 @@ import io.nccl4j.store.Store;
 import java.net.InetAddress;
 import java.time.Duration;
 import java.util.SortedSet;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -59,6 +61,11 @@ public final class TcpTransport implements Transport, ProcessLink {
   /** Reads this rank's incoming frames. */
   private final TcpReceiver receiver;
   private volatile boolean closed;
+  /**
+   * Set by the one close that counts this rank out of the group's keys: two closes at once (an abort's and the
+   * application's) must not count it twice, which would delete the keys under a peer still in the group.
+   */
+  private final AtomicBoolean countedOut = new AtomicBoolean();
   /** The windows between this host's processes of the group (attached by the host's shared memory), or null. */
   private volatile HostWindows shared;
   /** How a subgroup made from this group gets windows of its own; null when this group's memory is not shared. */
@@ -346,5 +353,9 @@ public final class TcpTransport implements Transport, ProcessLink {
     UncaughtFailures.closed(this);
     connections.close();
     receiver.close();
+    // Last: nothing of this rank reads the group's keys any more, and the last member to get here deletes them.
+    if (countedOut.compareAndSet(false, true)) {
+      GroupKeys.leave(store, rank, size, connections.departures(), stored);
+    }
   }
 }
