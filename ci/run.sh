@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CI's script (its entry, .ci/run, execs it): runs the README's test command (the line ending in `# the tests`),
-# then the README's main job (the line ending in `# the main job`) as a smoke test, then the builds and checks below.
+# then the README's main job (the line ending in `# the main job`) as a smoke test, then the builds and checks below,
+# the deny-mode tier on Java 25 among them (ci/jdk25-deny.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +35,22 @@ fi
 wait
 cat "$logs"/* >&2 2>/dev/null || true
 rm -rf "$logs"
+
+# A JDK 23+ (ci/jdk25-home.sh: NCCL4J_JDK25_HOME, JAVA_HOME, PATH, /usr/lib/jvm and the other usual places; CI's
+# machines come with Temurin 25 under /usr/lib/jvm, and Debian 12 packages none after 17): exported, every build
+# below compiles nccl4j's Java 22+ classes (java.lang.foreign, META-INF/versions/22) with its javac, so the jars, the
+# installed artifact and the CLI jar are the multi-release ones; the deny-mode tier at the end runs on it. Where none
+# is found, one that apt offers is installed (an offered one that fails to install fails CI); where none can be had,
+# the builds say they have no Java 22 classes and the deny-mode tier prints that it skipped.
+jdk25_rc=0
+jdk25="$(bash ci/jdk25-home.sh --install)" || jdk25_rc=$?
+case "$jdk25_rc" in
+  0)
+    export NCCL4J_JDK25_HOME="$jdk25"
+    echo "==> NCCL4J_JDK25_HOME=$jdk25 (Java 22+ classes built with its javac)" ;;
+  1) echo "ci/run.sh: no JDK 23+ found or installable: the jars carry no Java 22+ classes, and the deny-mode tier will skip" ;;
+  *) echo "ci/run.sh: a JDK 23+ could be installed and was not (above)" >&2; exit "$jdk25_rc" ;;
+esac
 
 echo "==> $test_cmd"
 eval "$test_cmd"
@@ -104,6 +121,13 @@ if grep -q SLF4J <<<"$run_out" || [ "$(grep -c ' right$' <<<"$run_out")" != 2 ];
   exit 1
 fi
 rm -rf "$away"
+
+# nccl4j without sun.misc.Unsafe: the conformance suites and the off-heap and shared-memory tests on that JDK with
+# --sun-misc-unsafe-memory-access=deny, the jars' Multi-Release manifests and versions/22 classes, and the CLI jar's
+# demo under deny from outside the checkout (ci/jdk25-deny.sh; it prints its time). Skips, saying so, where there is
+# no JDK 23+.
+echo "==> bash ci/jdk25-deny.sh conformance"
+bash ci/jdk25-deny.sh conformance
 
 # The GPU check proves itself here, where there is no GPU: ci/gpu-check.sh selftest builds the bundle a GPU machine
 # gets (reusing the build above) and runs it as that machine would — its jlink'd runtime and jars, the launcher with

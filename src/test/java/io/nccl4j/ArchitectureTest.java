@@ -3,6 +3,7 @@ package io.nccl4j;
 import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.noClasses;
 import static com.tngtech.archunit.library.dependencies.SlicesRuleDefinition.slices;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import com.tngtech.archunit.base.DescribedPredicate;
 import com.tngtech.archunit.core.domain.JavaClass;
@@ -206,5 +207,43 @@ class ArchitectureTest {
         .should().dependOnClassesThat(DescribedPredicate.describe("are other nccl4j classes",
             c -> c.getBaseComponentType().getPackageName().startsWith("io.nccl4j") && !isVocabulary(c)))
         .check(classes);
+  }
+
+  /**
+   * sun.misc.Unsafe's memory access is deprecated for removal and refused under --sun-misc-unsafe-memory-access=deny:
+   * on Java 17 nccl4j names it in the two classes of io.nccl4j.memory whose Java 22+ twins (the multi-release jar's
+   * META-INF/versions/22) use java.lang.foreign instead, so that nothing else reaches it. JavaCPP's indexers read
+   * memory through Unsafe (its UnsafeRaw) on every JDK, so nccl4j uses none of them.
+   */
+  @Test
+  void onlyTheBaseClassesOfNativeMemoryAndDirectBuffersNameUnsafe() {
+    noClasses().that().doNotHaveFullyQualifiedName("io.nccl4j.memory.NativeMemory")
+        .and().doNotHaveFullyQualifiedName("io.nccl4j.memory.DirectBuffers")
+        .should().dependOnClassesThat().resideInAnyPackage("sun.misc..", "jdk.internal..")
+        .because("Java 22 and later load the FFM twins of these two classes, which must be all that needs Unsafe")
+        .check(classes);
+    noClasses().should().dependOnClassesThat().resideInAPackage("org.bytedeco.javacpp.indexer..")
+        .because("JavaCPP's indexers access memory through sun.misc.Unsafe, which a JDK may deny")
+        .check(classes);
+  }
+
+  /**
+   * The Java 22+ classes themselves, read from the class folder's META-INF/versions/22 (a build whose Maven had no
+   * JDK 22 or later has none, and says so when it builds): no Unsafe, no indexer, and the same two classes.
+   */
+  @Test
+  void theJava22ClassesUseTheForeignMemoryApiAlone() throws Exception {
+    Path base = Path.of(io.nccl4j.memory.NativeMemory.class.getProtectionDomain().getCodeSource().getLocation().toURI());
+    Path versions = base.resolve("META-INF/versions/22");
+    assumeTrue(Files.isDirectory(versions), "no " + versions + ": this build compiled no Java 22 classes");
+    JavaClasses java22 = new ClassFileImporter().importPath(versions);
+    assertThat(java22.stream().map(JavaClass::getName).filter(n -> !n.contains("$")).sorted())
+        .containsExactly("io.nccl4j.memory.DirectBuffers", "io.nccl4j.memory.NativeMemory");
+    noClasses().should().dependOnClassesThat().resideInAnyPackage("sun.misc..", "jdk.internal..",
+            "org.bytedeco.javacpp.indexer..")
+        .because("the classes Java 22 and later load instead of the Unsafe ones must not need it")
+        .check(java22);
+    assertThat(java22.get("io.nccl4j.memory.NativeMemory").getDirectDependenciesFromSelf().stream()
+        .map(d -> d.getTargetClass().getName())).contains("java.lang.foreign.MemorySegment");
   }
 }
