@@ -494,7 +494,13 @@ final class ProcessWindows implements HostWindows {
       WindowVerdict.check(new WindowVerdict.Entry(first, firstAlgorithm, firstBytes, firstN), members[0],
           new WindowVerdict.Entry(theirs, theirAlgorithm, ShmPublication.bytes(p), na), members[q]);
       all[q] = new long[na];
-      for (int i = 0; i < na; i++) {
+    }
+    // Only once every publication agrees are the buffers checked: a rank that found a mismatch leaves at once and
+    // frees its tensor, so its block's record may be gone by the time a slower peer looks at it — and the peer must
+    // report the mismatch it would have found further down the loop, not a corrupt segment.
+    for (int q = 0; q < n; q++) {
+      long p = ShmSegment.publication(ws[q], parity);
+      for (int i = 0; i < all[q].length; i++) {
         long off = ShmPublication.offset(p, i);
         if (off == -1) {
           resident = false; // a tensor outside the segments: every rank sees it, and the collective goes over TCP
