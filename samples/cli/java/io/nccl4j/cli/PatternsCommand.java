@@ -51,6 +51,8 @@ import picocli.CommandLine.Option;
         "Inputs: rank r's element i is (i mod 1024) + 1024 r, so sums are exact; the output is filled with NaN "
             + "before every call (or loop) and checked element by element after it, the input once per size; "
             + "exit 1 on any wrong element.",
+        "Every timed call is blocking on the CPU backend, as MPI_Allreduce and MPI_Barrier are (it runs on the "
+            + "calling thread); on NCCL it is asynchronous, timed by CUDA events.",
         "Ranks are threads of this JVM (--world-size), or processes under ./nccl4j run --nproc-per-node N -- "
             + "patterns."})
 final class PatternsCommand implements Callable<Integer> {
@@ -182,7 +184,7 @@ final class PatternsCommand implements Callable<Integer> {
         for (int c = -plan.warmupsFor(calls1k); c < calls1k; c++) {
           pg.barrier();
           timer.start();
-          double us = timer.stopMicros(pg.barrierAsync());
+          double us = timer.stopMicros(barrier(pg));
           if (c >= 0) {
             t[c] = us;
           }
@@ -211,7 +213,7 @@ final class PatternsCommand implements Callable<Integer> {
               if (last != null) {
                 last.waitFor();
               }
-              last = pg.allReduceAsync(out, in, ReduceOp.SUM);
+              last = allReduce(pg, out, in);
             }
             perCall = timer.stopMicros(last) / Math.max(1, k);
             wrong += k > 0 ? check(out, p, spoil) : 0;
@@ -257,13 +259,35 @@ final class PatternsCommand implements Callable<Integer> {
       SampleData.poison(out);
       pg.barrier();
       timer.start();
-      double us = timer.stopMicros(pg.allReduceAsync(out, in, ReduceOp.SUM));
+      double us = timer.stopMicros(allReduce(pg, out, in));
       if (c >= 0) {
         times[c] = us;
       }
       wrong += check(out, p, spoil);
     }
     return wrong;
+  }
+
+  /**
+   * One timed barrier as MPI_Barrier is one: on the CPU backend a blocking call, which runs on the calling thread
+   * (no hand-off to the rank's queue and back, which MPI does not pay either); on NCCL the asynchronous call, whose
+   * Work the timer's CUDA events bracket. Null when nothing is left pending.
+   */
+  private static Work barrier(ProcessGroup pg) {
+    if (pg.device().isCuda()) {
+      return pg.barrierAsync();
+    }
+    pg.barrier();
+    return null;
+  }
+
+  /** One timed all-reduce of {@code in} into {@code out}, as {@link #barrier} times a barrier. */
+  private static Work allReduce(ProcessGroup pg, Tensor out, Tensor in) {
+    if (pg.device().isCuda()) {
+      return pg.allReduceAsync(out, in, ReduceOp.SUM);
+    }
+    pg.allReduce(out, in, ReduceOp.SUM);
+    return null;
   }
 
   /** The wrong elements of {@code out}; with {@code spoil[0]} set, one is spoiled first (once). */

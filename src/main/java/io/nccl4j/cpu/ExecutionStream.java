@@ -75,7 +75,11 @@ final class ExecutionStream {
     lock.lock();
     try {
       busy = false;
-      changed.signalAll();
+      // The worker waits for a queued task or the shutdown; with neither, a signal would only wake it to sleep again
+      // — a futex wake and a thread competing for a core on every blocking call the caller ran inline.
+      if (!queue.isEmpty() || shutdown) {
+        changed.signalAll();
+      }
     } finally {
       lock.unlock();
     }

@@ -7,6 +7,7 @@ import io.nccl4j.internal.transport.WindowWords.Counter;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.BooleanSupplier;
+import java.util.function.Supplier;
 
 /**
  * The window protocol, once for threads and processes: members publish, count themselves in, wait for
@@ -45,9 +46,10 @@ public final class WindowProtocol {
 
     /**
      * Throws when member {@code q} has gone — closed its group, or its process died — and
-     * {@code stillAwaited} then holds ({@code what}: what this member was doing).
+     * {@code stillAwaited} then holds ({@code what}: what this member was doing, told only then: the check runs
+     * on every round of a wait, so it builds no string).
      */
-    void checkPresent(int q, String what, BooleanSupplier stillAwaited);
+    void checkPresent(int q, Supplier<String> what, BooleanSupplier stillAwaited);
 
     /**
      * Throws when member {@code q}, not yet at {@code tag}'s window, waits for the same collective in a
@@ -226,7 +228,6 @@ public final class WindowProtocol {
   /** Throws if the wait cannot end well: the group failed, a member is gone or elsewhere, or the deadline passed. */
   private void hopeless(Counter c, long use, TransferTag tag, long deadline, long now) {
     members.checkFailed();
-    List<Integer> late = new ArrayList<>();
     int me = members.me();
     for (int q = 0; q < members.size(); q++) {
       if (q == me || words.marked(c, q, use)) {
@@ -234,14 +235,19 @@ public final class WindowProtocol {
       }
       int member = q;
       // A member may do what is awaited and then leave between the look above and this check.
-      members.checkPresent(q, (c == Counter.ARRIVED ? "waiting in " : "leaving its window of ") + tag
-          + " for rank " + members.rank(q), () -> !words.marked(c, member, use));
+      members.checkPresent(q, () -> (c == Counter.ARRIVED ? "waiting in " : "leaving its window of ") + tag
+          + " for rank " + members.rank(member), () -> !words.marked(c, member, use));
       if (c == Counter.ARRIVED) {
         members.checkNotElsewhere(q, tag);
       }
-      late.add(q);
     }
     if (now - deadline > 0) {
+      List<Integer> late = new ArrayList<>();
+      for (int q = 0; q < members.size(); q++) {
+        if (q != me && !words.marked(c, q, use)) {
+          late.add(q);
+        }
+      }
       throw timeout(c, tag, late);
     }
   }

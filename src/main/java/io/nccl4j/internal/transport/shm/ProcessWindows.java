@@ -160,7 +160,8 @@ final class ProcessWindows implements HostWindows {
     }
 
     @Override
-    public void checkPresent(int q, String what, java.util.function.BooleanSupplier stillAwaited) {
+    public void checkPresent(int q, java.util.function.Supplier<String> what,
+        java.util.function.BooleanSupplier stillAwaited) {
       liveness.check(members[q], what, stillAwaited);
     }
 
@@ -193,7 +194,7 @@ final class ProcessWindows implements HostWindows {
       v = new ShmAgreement(rank, segments, words, store, host, transport, world, new ShmAgreement.Peers() {
         @Override
         public void check(int q, String what, java.util.function.BooleanSupplier stillAwaited) {
-          liveness.check(q, what, stillAwaited);
+          liveness.check(q, () -> what, stillAwaited);
         }
 
         @Override
@@ -363,7 +364,7 @@ final class ProcessWindows implements HostWindows {
     if (segments[peer] == null) {
       return; // another host's, or not mapped yet: the sockets and the store tell
     }
-    liveness.check(peer, what, () -> true);
+    liveness.check(peer, () -> what, () -> true);
     checkRunning(peer, tag, ShmCurrent.MESSAGES);
   }
 

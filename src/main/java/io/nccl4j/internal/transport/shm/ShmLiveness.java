@@ -30,17 +30,17 @@ final class ShmLiveness {
    * died and {@code stillAwaited} is then still true: looked at after the process is seen gone, so that
    * a peer that did what was awaited and then left is not taken for one that left first.
    */
-  void check(int q, String what, BooleanSupplier stillAwaited) {
+  void check(int q, java.util.function.Supplier<String> what, BooleanSupplier stillAwaited) {
     ShmSegment s = segments[q];
     String gone = null;
     boolean closed = false;
     if (words[q] != 0 && ShmSegment.left(words[q])) {
-      gone = "rank " + q + " closed its process group while rank " + rank + " was " + what;
+      gone = "rank " + q + " closed its process group while rank " + rank + " was " + what.get();
       closed = true;
     } else {
       long pid = s.pid();
       if (pid != ProcessHandle.current().pid() && !alive(pid)) {
-        gone = "rank " + q + " (pid " + pid + ") died while rank " + rank + " was " + what;
+        gone = "rank " + q + " (pid " + pid + ") died while rank " + rank + " was " + what.get();
       }
     }
     if (gone != null && stillAwaited.getAsBoolean()) {

@@ -184,9 +184,9 @@ final class Windows implements WindowWords {
     }
 
     @Override
-    public void checkPresent(int q, String what, BooleanSupplier stillAwaited) {
+    public void checkPresent(int q, java.util.function.Supplier<String> what, BooleanSupplier stillAwaited) {
       if (fabric.departed(q) && stillAwaited.getAsBoolean()) {
-        throw fabric.departedError(me, q, what);
+        throw fabric.departedError(me, q, what.get());
       }
     }
 
