@@ -363,6 +363,26 @@ public final class RankFailureMains {
           bigLoop(pg, rank);
           leave(j.store(), rank, survivors, timeout);
           break;
+        case "busy-elsewhere": {
+          warmUp(pg);
+          if (isVictim) {
+            // Its main thread (the one that ran its collectives) waits on a thread of its own that computes: the
+            // peers that time out on it must call it busy, not asleep.
+            Thread worker = new Thread(() -> {
+              long end = System.nanoTime() + timeout.multipliedBy(3).toNanos();
+              while (System.nanoTime() - end < 0) {
+                Thread.onSpinWait();
+              }
+            }, "busy-worker");
+            worker.start();
+            say("rank " + rank + " busy");
+            worker.join();
+            Runtime.getRuntime().halt(0);
+          }
+          survive(pg, false);
+          leave(j.store(), rank, survivors, timeout);
+          break;
+        }
         case "stop-staggered": {
           warmUp(pg);
           say("rank " + rank + " ready");

@@ -719,6 +719,31 @@ class RankFailureProcessTest {
     }
   }
 
+  /**
+   * A host-mate whose main thread — the one that ran its collectives — waits on a thread of its own that computes:
+   * the peers time out on it and say it is busy, naming that thread, not "asleep" (the process's state, which is its
+   * main thread's).
+   */
+  @Test
+  void sharedMemoryRankBusyInAnotherThreadIsCalledBusyByThePeersThatTimeOut() throws Exception {
+    int size = 3;
+    int victim = 1;
+    Job job = new Job(true, "busy-elsewhere", size, victim);
+    try {
+      job.await(victim, s -> s.equals("rank " + victim + " busy"));
+      for (int r : survivors(size, victim)) {
+        assertThat(job.exit(r)).as("rank %d; output: %s", r, job.all()).isZero();
+        Failure f = job.failure(r, "A");
+        assertThat(f.type()).as("rank %d: %s", r, f).isEqualTo(CollectiveTimeoutException.class.getName());
+        assertThat(f.message()).as("rank %d", r)
+            .containsPattern("waiting for rank 1 \\(pid " + job.pid(victim) + ", running: its threads? [^)]*"
+                + "\"busy-worker\"[^)]* busy, or waiting for a core\\) to reach ALLREDUCE #2");
+      }
+    } finally {
+      job.ps.get(victim).destroyForcibly();
+    }
+  }
+
   @Test
   void sharedMemoryRankStoppedGivesEveryPeerATimeoutNamingIt() throws Exception {
     int size = 3;

@@ -177,7 +177,8 @@ final class ProcessWindows implements HostWindows {
 
     @Override
     public String state(int q) {
-      return ShmLiveness.describe(segs[q].pid());
+      // Its window words name the thread that runs its collective, unless the segment shrank (reading would fault).
+      return ShmLiveness.describe(segs[q].pid(), segs[q].intact() ? ShmSegment.runner(ws[q]) : 0);
     }
 
     @Override
@@ -340,6 +341,7 @@ final class ProcessWindows implements HostWindows {
     long mine = words[rank];
     if (mine != 0) {
       ShmCurrent.write(ShmSegment.current(mine), tag, ShmCurrent.UNDECIDED, encoder.fingerprint(tag.fingerprint()));
+      ShmSegment.runner(mine, ProcStates.currentThreadId()); // whose state a peer that times out on this rank reads
       currentWay = ShmCurrent.UNDECIDED;
     }
   }

@@ -57,37 +57,48 @@ final class ShmLiveness {
   }
 
   /**
-   * What a peer that is late looks like from here, as words to append to its rank, from its state in
-   * {@code /proc}: {@code " (pid 12, stopped: SIGSTOP or a debugger)"}; {@code " (pid 12, running: busy, or waiting
-   * for a core)"} — a peer that has not come although it runs is slow or was not scheduled, which on a loaded
-   * machine can outlast a short timeout; {@code " (pid 12, asleep: waiting for something else)"}; or
-   * {@code " (pid 12)"} when the state cannot be read.
+   * What a peer that is late looks like from here, as words to append to its rank: {@code " (pid 12, stopped: SIGSTOP
+   * or a debugger)"}; {@code " (pid 12, running: busy, or waiting for a core)"} — the thread that runs its collective
+   * is on a core or queued for one: a peer that has not come although it runs is slow or was not scheduled, which on a
+   * loaded machine can outlast a short timeout; {@code " (pid 12, running: its thread "worker" is busy, or waiting
+   * for a core)"} — its collective's thread waits, for something that thread is running; {@code " (pid 12, asleep:
+   * waiting for something else)"} — its collective's thread and every other waits; or {@code " (pid 12)"} when
+   * nothing can be read. Read from the thread that runs the peer's collective ({@code tid}, which the peer publishes;
+   * 0 when unknown), not from the process's state, which is its main thread's: a JVM's main thread is often parked on
+   * a future while another thread works.
    */
-  static String describe(long pid) {
-    switch (state(pid)) {
+  static String describe(long pid, long tid) {
+    char process = ProcStates.process(pid);
+    switch (process) {
       case 'T':
       case 't':
-        return " (pid " + pid + ", stopped: SIGSTOP or a debugger)";
-      case 'R':
-        return " (pid " + pid + ", running: busy, or waiting for a core)";
-      case 'S':
-        return " (pid " + pid + ", asleep: waiting for something else)";
-      case 'D':
-        return " (pid " + pid + ", in uninterruptible I/O or paging)";
-      default:
+        return " (pid " + pid + ", stopped: SIGSTOP or a debugger)"; // a stop stops every thread
+      case 'Z':
+        return " (pid " + pid + ", exited)";
+      case '?':
         return " (pid " + pid + ")";
+      default:
+        break;
     }
+    ProcStates.State runner = ProcStates.thread(pid, tid);
+    char state = runner != null ? runner.letter() : process;
+    if (state == 'R') {
+      return " (pid " + pid + ", running: busy, or waiting for a core)";
+    }
+    if (state == 'D') {
+      return " (pid " + pid + ", in uninterruptible I/O or paging)";
+    }
+    java.util.List<String> running = ProcStates.running(pid, 3);
+    if (!running.isEmpty()) {
+      return " (pid " + pid + ", running: its thread" + (running.size() == 1 ? " \"" + running.get(0) + "\" is"
+          : "s \"" + String.join("\", \"", running) + "\" are") + " busy, or waiting for a core)";
+    }
+    return state == 'S' ? " (pid " + pid + ", asleep: waiting for something else)" : " (pid " + pid + ")";
   }
 
   /** The process's state letter in {@code /proc/<pid>/stat} (R, S, D, T, t, Z, ...), or '?' when it cannot be read. */
   static char state(long pid) {
-    try {
-      String stat = java.nio.file.Files.readString(java.nio.file.Paths.get("/proc/" + pid + "/stat"));
-      int close = stat.lastIndexOf(')'); // after the command name, which may hold spaces
-      return close < 0 || close + 2 >= stat.length() ? '?' : stat.charAt(close + 2);
-    } catch (java.io.IOException | RuntimeException e) {
-      return '?';
-    }
+    return ProcStates.process(pid);
   }
 
   /** Running, or stopped: a zombie (killed, not yet reaped by its parent) is dead for its peers. */

@@ -56,6 +56,7 @@ final class ShmSegment {
   static final int SLEEPING_ARRIVED = 2624; // first's: processes asleep on ARRIVED, two counters 64 bytes apart
   static final int SLEEPING_LEFT = 2752; // first's: processes asleep on LEFT, two counters 64 bytes apart
   static final int LEFT_USE = 2880; // one more than the last window use this rank left (its departure mark)
+  static final int RUNNER = 2944; // the kernel's id of the thread that runs this rank's collective now (0: unknown)
   static final int PUBLICATIONS = 4608; // two publications
   static final int CURRENT = 8704; // what this rank runs now (ShmCurrent), after the two publications
   static final int PUBLICATION_BYTES = 2048;
@@ -382,6 +383,17 @@ final class ShmSegment {
 
   static void markLeftUse(long words, long usePlusOne) {
     NativeMemory.putLongVolatile(words + LEFT_USE, usePlusOne);
+  }
+
+  /** The thread that runs the current collective of the rank whose window words start at {@code words}; 0: unknown. */
+  static long runner(long words) {
+    return NativeMemory.getLongVolatile(words + RUNNER);
+  }
+
+  static void runner(long words, long tid) {
+    if (NativeMemory.getLong(words + RUNNER) != tid) { // mostly the same thread: no write, no cache line taken
+      NativeMemory.putLongVolatile(words + RUNNER, tid);
+    }
   }
 
   static long publication(long words, int parity) {
