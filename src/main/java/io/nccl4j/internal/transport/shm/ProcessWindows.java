@@ -452,8 +452,11 @@ final class ProcessWindows implements HostWindows {
     WindowFaults.arrived(use, tag);
     long[][] all = verify(parity, use, tag, algorithm, bytes, addresses.length, staged);
     // What the window touches from here on was there a moment ago: the native kernels never start on a segment that
-    // shrank before the window (a fault in them would be SIGBUS, the JVM's end).
-    checkIntact(use, tag, all, bytes);
+    // shrank before the window (a fault in them would be SIGBUS, the JVM's end). A window of no bytes (a barrier)
+    // runs no kernel: only Java code touches its words, whose fault is named when it surfaces, so it costs no probe.
+    if (bytes > 0) {
+      checkIntact(use, tag, all, bytes);
+    }
     Window w = new ProtocolWindow(protocol, use, tag, deadline, !staged, all);
     if (all == null) {
       w.close(); // every rank sees a buffer outside the segments and leaves at once
