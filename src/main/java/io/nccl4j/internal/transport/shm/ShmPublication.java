@@ -67,10 +67,13 @@ final class ShmPublication {
    * nothing. One per rank; not thread-safe (a rank's windows are entered by its execution thread).
    */
   static final class Encoder {
+    /** Fingerprints whose encodings are remembered: a group alternates a few kinds of call (a barrier, an all-reduce). */
+    private static final int REMEMBERED = 4;
     private String lastAlgorithm;
     private byte[] lastAlgorithmBytes;
-    private Fingerprint lastFingerprint;
-    private byte[] lastFingerprintBytes;
+    private final Fingerprint[] fingerprints = new Fingerprint[REMEMBERED];
+    private final byte[][] encodings = new byte[REMEMBERED][];
+    private int next;
 
     byte[] algorithm(String algorithm) {
       if (!algorithm.equals(lastAlgorithm)) {
@@ -85,11 +88,22 @@ final class ShmPublication {
       if (f == null) {
         return null;
       }
-      if (f != lastFingerprint) {
-        lastFingerprintBytes = FingerprintBytes.encode(f);
-        lastFingerprint = f;
+      for (int i = 0; i < REMEMBERED; i++) {
+        if (fingerprints[i] != null && sameEncoding(fingerprints[i], f)) {
+          return encodings[i];
+        }
       }
-      return lastFingerprintBytes;
+      byte[] b = FingerprintBytes.encode(f);
+      fingerprints[next] = f;
+      encodings[next] = b;
+      next = (next + 1) % REMEMBERED;
+      return b;
+    }
+
+    /** Whether {@code a} and {@code b} encode to the same bytes: all but the sequence number and the operation. */
+    private static boolean sameEncoding(Fingerprint a, Fingerprint b) {
+      return a == b || (a.root() == b.root() && a.shapes().equals(b.shapes()) && a.dtypes().equals(b.dtypes())
+          && a.deviceTypes().equals(b.deviceTypes()) && a.reduceOp().equals(b.reduceOp()));
     }
   }
 
@@ -147,13 +161,17 @@ final class ShmPublication {
 
   /** Decodes published tags, the last fingerprint's bytes kept: one collective's ranks publish the same. */
   static final class Decoder {
-    private byte[] lastFingerprintBytes = new byte[0];
-    private Fingerprint lastFingerprint;
+    private static final int REMEMBERED = 4;
+    /** Fingerprints decoded lately, by their bytes and operation: one collective's ranks publish the same bytes. */
+    private final byte[][] encodings = new byte[REMEMBERED][];
+    private final OpType[] ops = new OpType[REMEMBERED];
+    private final Fingerprint[] fingerprints = new Fingerprint[REMEMBERED];
+    private int next;
     /** Where a publication's fingerprint is read to be compared: no allocation while it repeats. */
     private final byte[] scratch = new byte[MAX_FINGERPRINT_BYTES];
 
-  /** The tag published at {@code p} (its fingerprint decoded), or null when it is not one nccl4j writes. */
-      TransferTag tag(long p) {
+    /** The tag published at {@code p} (its fingerprint decoded), or null when it is not one nccl4j writes. */
+    TransferTag tag(long p) {
       OpType op = OpType.fromWireCode(NativeMemory.getInt(p + P_OP));
       TransferTag.Channel channel = TransferTag.Channel.fromWireCode(NativeMemory.getInt(p + P_CHANNEL));
       if (op == null || channel == null) {
@@ -163,16 +181,28 @@ final class ShmPublication {
       Fingerprint fp = null;
       if (fpLen > 0 && fpLen <= MAX_FINGERPRINT_BYTES) {
         NativeMemory.copyToArray(p + P_FINGERPRINT + 4, scratch, 0, fpLen);
-        if (Arrays.equals(scratch, 0, fpLen, lastFingerprintBytes, 0, lastFingerprintBytes.length)) {
-          fp = lastFingerprint; // one collective's ranks publish the same bytes: decode them once
-        } else {
+        fp = remembered(op, fpLen);
+        if (fp == null) {
           byte[] b = Arrays.copyOf(scratch, fpLen);
           fp = FingerprintBytes.decode(b, op);
-          lastFingerprintBytes = b;
-          lastFingerprint = fp;
+          encodings[next] = b;
+          ops[next] = op;
+          fingerprints[next] = fp;
+          next = (next + 1) % REMEMBERED;
         }
       }
       return new TransferTag(channel, op, NativeMemory.getLong(p + P_SEQ), fp);
+    }
+
+    /** The fingerprint decoded before from the {@code length} bytes in {@code scratch} for {@code op}, or null. */
+    private Fingerprint remembered(OpType op, int length) {
+      for (int i = 0; i < REMEMBERED; i++) {
+        byte[] e = encodings[i];
+        if (e != null && ops[i] == op && Arrays.equals(scratch, 0, length, e, 0, e.length)) {
+          return fingerprints[i];
+        }
+      }
+      return null;
     }
   }
 }
