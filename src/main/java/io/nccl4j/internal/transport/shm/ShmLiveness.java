@@ -3,6 +3,7 @@ package io.nccl4j.internal.transport.shm;
 import io.nccl4j.PeerFailureException;
 import io.nccl4j.internal.transport.Failure;
 import io.nccl4j.internal.transport.process.ProcessLink;
+import io.nccl4j.internal.transport.process.ProcessState;
 import io.nccl4j.internal.transport.process.StoredFailure;
 import java.util.function.BooleanSupplier;
 
@@ -64,7 +65,7 @@ final class ShmLiveness {
    * {@code " (pid 12)"} when the state cannot be read.
    */
   static String describe(long pid) {
-    switch (state(pid)) {
+    switch (ProcessState.of(pid)) {
       case 'T':
       case 't':
         return " (pid " + pid + ", stopped: SIGSTOP or a debugger)";
@@ -79,22 +80,11 @@ final class ShmLiveness {
     }
   }
 
-  /** The process's state letter in {@code /proc/<pid>/stat} (R, S, D, T, t, Z, ...), or '?' when it cannot be read. */
-  static char state(long pid) {
-    try {
-      String stat = java.nio.file.Files.readString(java.nio.file.Paths.get("/proc/" + pid + "/stat"));
-      int close = stat.lastIndexOf(')'); // after the command name, which may hold spaces
-      return close < 0 || close + 2 >= stat.length() ? '?' : stat.charAt(close + 2);
-    } catch (java.io.IOException | RuntimeException e) {
-      return '?';
-    }
-  }
-
   /** Running, or stopped: a zombie (killed, not yet reaped by its parent) is dead for its peers. */
   static boolean alive(long pid) {
     if (!ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false)) {
       return false;
     }
-    return state(pid) != 'Z'; // '?' (no /proc): as the JDK says
+    return ProcessState.of(pid) != 'Z'; // '?' (no /proc): as the JDK says
   }
 }
