@@ -28,9 +28,9 @@ import java.util.concurrent.TimeUnit;
  * under {@link OnFailure#CONTINUE}, left running, for programs that shrink their group and go on — and
  * {@link #run()} returns non-zero, naming the rank whose failure the job's store recorded first (else the first
  * to exit), quoting its exception ({@code RankFailureReport}) — or, when that failure is a timeout, a rank of this
- * node whose process was stopped (SIGSTOP, a debugger) as the others failed: the one they waited for. A shutdown of the launcher (Ctrl-C, SIGTERM)
- * reaches every rank; a launcher killed outright (SIGKILL) is noticed by each rank that created a group
- * ({@code LauncherWatch}).
+ * node whose process was stopped (SIGSTOP, a debugger) as the others failed: the one they waited for. A shutdown of
+ * the launcher (Ctrl-C, SIGTERM) reaches every rank; a launcher killed outright (SIGKILL) is noticed by each rank
+ * that created a group ({@code LauncherWatch}).
  */
 public final class Launcher {
   private final List<String> command;

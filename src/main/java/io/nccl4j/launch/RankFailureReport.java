@@ -18,10 +18,10 @@ import java.util.regex.Pattern;
  * any collective, or its backend leaves nothing there), the first rank to exit non-zero is blamed. When that first
  * failure is a timeout and one of this node's ranks was stopped (SIGSTOP, a debugger) as the ranks failed, the
  * timed-out rank only waited for it: the stopped rank is blamed, which the launcher sees in its process's state,
- * not in what the survivors wrote. A rank's output
- * is only quoted, never parsed for blame: each rank's standard error is watched for the line the JVM prints when a
- * thread dies of an exception ({@code Exception in thread "main" TYPE: MESSAGE}) or the nccl4j CLI's one-line error
- * ({@code nccl4j: TYPE: MESSAGE}), and the blamed rank's is quoted.
+ * not in what the survivors wrote. A rank's output is only quoted, never parsed for blame: each rank's standard
+ * error is watched for the line the JVM prints when a thread dies of an exception ({@code Exception in thread
+ * "main" TYPE: MESSAGE}) or the nccl4j CLI's one-line error ({@code nccl4j: TYPE: MESSAGE}), and the blamed rank's
+ * is quoted.
  */
 final class RankFailureReport {
   /** The most of a rank's exception line the report quotes. */

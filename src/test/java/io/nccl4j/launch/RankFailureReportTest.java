@@ -103,9 +103,9 @@ class RankFailureReportTest {
     assertThat(v.rank()).isEqualTo(2);
     assertThat(v.status()).as("the first rank's: the launcher killed rank 2").isEqualTo(5);
     assertThat(v.line()).isEqualTo("rank 2 (pid 4712) is stopped (SIGSTOP or a debugger); rank 0 timed out waiting:"
-        + " Watchdog caught collective operation timeout: … Rank 0 was waiting for rank 2 (pid 4712, stopped: SIGSTOP or"
-        + " a debugger) to reach ALLREDUCE #2. (the first failure the job's store records; rank 3, which exited with"
-        + " status 5, exited first)");
+        + " Watchdog caught collective operation timeout: … Rank 0 was waiting for rank 2 (pid 4712, stopped:"
+        + " SIGSTOP or a debugger) to reach ALLREDUCE #2. (the first failure the job's store records; rank 3, which"
+        + " exited with status 5, exited first)");
   }
 
   @Test
