@@ -1,6 +1,7 @@
 package io.nccl4j.launch;
 
 import io.nccl4j.internal.concurrent.Durations;
+import io.nccl4j.internal.transport.process.ProcessState;
 import io.nccl4j.store.JobIdentity;
 import io.nccl4j.store.ListenerLimits;
 import java.io.BufferedReader;
@@ -26,9 +27,10 @@ import java.util.concurrent.TimeUnit;
  * If a rank exits non-zero or dies, the others are stopped (SIGTERM, then SIGKILL after a grace period) — or,
  * under {@link OnFailure#CONTINUE}, left running, for programs that shrink their group and go on — and
  * {@link #run()} returns non-zero, naming the rank whose failure the job's store recorded first (else the first
- * to exit), quoting its exception ({@code RankFailureReport}). A shutdown of the launcher (Ctrl-C, SIGTERM)
- * reaches every rank; a launcher killed outright (SIGKILL) is noticed by each rank that created a group
- * ({@code LauncherWatch}).
+ * to exit), quoting its exception ({@code RankFailureReport}) — or, when that failure is a timeout, a rank of this
+ * node whose process was stopped (SIGSTOP, a debugger) as the others failed: the one they waited for. A shutdown of
+ * the launcher (Ctrl-C, SIGTERM) reaches every rank; a launcher killed outright (SIGKILL) is noticed by each rank
+ * that created a group ({@code LauncherWatch}).
  */
 public final class Launcher {
   private final List<String> command;
@@ -237,6 +239,8 @@ public final class Launcher {
       Map<Integer, Integer> failed = new HashMap<>();
       Map<Integer, Integer> statuses = new java.util.TreeMap<>();
       java.util.Set<Integer> stopped = new java.util.HashSet<>();
+      // This node's ranks seen stopped (SIGSTOP, a debugger) as a rank failed, with their pids.
+      Map<Integer, Long> frozen = new HashMap<>();
       boolean[] exited = new boolean[procs.size()];
       int remaining = procs.size();
       while (remaining > 0) {
@@ -252,6 +256,11 @@ public final class Launcher {
               continue;
             }
             failed.put(rank, status);
+            if (stopped.isEmpty() && !stopping.get()) {
+              // Before the launcher stops anyone: which of the others is stopped, that the failed rank may have
+              // waited for.
+              noteFrozen(procs, exited, frozen);
+            }
             if (firstRank >= 0) {
               if (onFailure == OnFailure.CONTINUE && !stopping.get()) {
                 err.println("nccl4j run: rank " + rank + " " + describe(status) + " too");
@@ -302,7 +311,7 @@ public final class Launcher {
       }
       int lowest = nodeRank * nprocPerNode;
       RankFailureReport.Verdict v = report.verdict(firstRank, failed, stopped, stored,
-          r -> r >= lowest && r < lowest + nprocPerNode);
+          r -> r >= lowest && r < lowest + nprocPerNode, frozen);
       err.println("nccl4j run: failed: " + v.line());
       if (onFailure == OnFailure.CONTINUE) {
         err.println("nccl4j run: the other ranks went on (--on-failure=continue): " + others(statuses, v.rank()));
@@ -314,6 +323,18 @@ public final class Launcher {
         Runtime.getRuntime().removeShutdownHook(hook);
       } catch (IllegalStateException e) {
         // already shutting down: the hook runs
+      }
+    }
+  }
+
+  /** Adds to {@code frozen} each of this node's live ranks whose process is stopped (SIGSTOP, a debugger). */
+  private void noteFrozen(List<Process> procs, boolean[] exited, Map<Integer, Long> frozen) {
+    for (int j = 0; j < procs.size(); j++) {
+      if (!exited[j]) {
+        long pid = procs.get(j).pid();
+        if (ProcessState.stopped(ProcessState.of(pid))) {
+          frozen.put(nodeRank * nprocPerNode + j, pid);
+        }
       }
     }
   }

@@ -62,4 +62,29 @@ final class BlameMains {
       }
     }
   }
+
+  /**
+   * {@code args}: group timeout in ms, the path of the test's go file. Every rank joins (CPU backend, as the
+   * launcher's ranks do by default), completes a warm-up all-reduce, prints {@code rank r ready pid P} and waits
+   * for the go file; the test stops one rank (SIGSTOP) before it creates the file. The others then issue a second
+   * all-reduce and time out waiting for the stopped one; the timeout is left uncaught, as an application would.
+   */
+  public static final class TimeOutOnAStoppedRank {
+    public static void main(String[] args) throws Exception {
+      Duration timeout = Duration.ofMillis(Long.parseLong(args[0]));
+      java.nio.file.Path go = java.nio.file.Path.of(args[1]);
+      DistEnv env = DistEnv.fromEnvironment();
+      ProcessGroup pg = ProcessGroups.init(env, "cpu", timeout).group();
+      int rank = pg.rank();
+      try (Tensor warm = pg.zeros(4, DType.INT64); Tensor t = pg.zeros(1 << 10, DType.INT64)) {
+        pg.allReduce(warm, ReduceOp.SUM);
+        System.out.println("rank " + rank + " ready pid " + ProcessHandle.current().pid());
+        System.out.flush();
+        io.nccl4j.testing.Waits.await("the test's go file " + go, Duration.ofSeconds(60))
+            .until(() -> java.nio.file.Files.exists(go));
+        pg.allReduce(t, ReduceOp.SUM);
+        System.out.println("rank " + rank + " returned");
+      }
+    }
+  }
 }

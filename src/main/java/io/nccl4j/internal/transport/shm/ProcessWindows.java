@@ -15,6 +15,7 @@ import io.nccl4j.internal.transport.Transport;
 import io.nccl4j.internal.transport.WindowProtocol;
 import io.nccl4j.internal.transport.process.HostWindows;
 import io.nccl4j.internal.transport.process.ProcessLink;
+import io.nccl4j.internal.transport.process.ProcessState;
 import io.nccl4j.memory.NativeMemory;
 import io.nccl4j.store.Store;
 import java.nio.charset.StandardCharsets;
@@ -335,7 +336,7 @@ final class ProcessWindows implements HostWindows {
     long mine = words[rank];
     if (mine != 0) {
       ShmCurrent.write(ShmSegment.current(mine), tag, ShmCurrent.UNDECIDED, encoder.fingerprint(tag.fingerprint()));
-      ShmSegment.runner(mine, ProcStates.currentThreadId()); // whose state a peer that times out on this rank reads
+      ShmSegment.runner(mine, ProcessState.currentThreadId()); // whose state a peer that times out on this rank reads
       currentWay = ShmCurrent.UNDECIDED;
     }
   }

@@ -3,6 +3,7 @@ package io.nccl4j.internal.transport.shm;
 import io.nccl4j.PeerFailureException;
 import io.nccl4j.internal.transport.Failure;
 import io.nccl4j.internal.transport.process.ProcessLink;
+import io.nccl4j.internal.transport.process.ProcessState;
 import io.nccl4j.internal.transport.process.StoredFailure;
 import java.util.function.BooleanSupplier;
 
@@ -68,7 +69,7 @@ final class ShmLiveness {
    * a future while another thread works.
    */
   static String describe(long pid, long tid) {
-    char process = ProcStates.process(pid);
+    char process = ProcessState.of(pid);
     switch (process) {
       case 'T':
       case 't':
@@ -80,7 +81,7 @@ final class ShmLiveness {
       default:
         break;
     }
-    ProcStates.State runner = ProcStates.thread(pid, tid);
+    ProcessState.State runner = ProcessState.thread(pid, tid);
     char state = runner != null ? runner.letter() : process;
     if (state == 'R') {
       return " (pid " + pid + ", running: busy, or waiting for a core)";
@@ -88,7 +89,7 @@ final class ShmLiveness {
     if (state == 'D') {
       return " (pid " + pid + ", in uninterruptible I/O or paging)";
     }
-    java.util.List<String> running = ProcStates.running(pid, 3);
+    java.util.List<String> running = ProcessState.running(pid, 3);
     if (!running.isEmpty()) {
       return " (pid " + pid + ", running: its thread" + (running.size() == 1 ? " \"" + running.get(0) + "\" is"
           : "s \"" + String.join("\", \"", running) + "\" are") + " busy, or waiting for a core)";
@@ -96,16 +97,11 @@ final class ShmLiveness {
     return state == 'S' ? " (pid " + pid + ", asleep: waiting for something else)" : " (pid " + pid + ")";
   }
 
-  /** The process's state letter in {@code /proc/<pid>/stat} (R, S, D, T, t, Z, ...), or '?' when it cannot be read. */
-  static char state(long pid) {
-    return ProcStates.process(pid);
-  }
-
   /** Running, or stopped: a zombie (killed, not yet reaped by its parent) is dead for its peers. */
   static boolean alive(long pid) {
     if (!ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false)) {
       return false;
     }
-    return state(pid) != 'Z'; // '?' (no /proc): as the JDK says
+    return ProcessState.of(pid) != 'Z'; // '?' (no /proc): as the JDK says
   }
 }
