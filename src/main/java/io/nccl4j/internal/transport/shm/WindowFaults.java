@@ -13,6 +13,9 @@ import java.io.IOException;
 final class WindowFaults {
   private static final long STOP_IN_WINDOW = Settings.FAULT_STOP_IN_WINDOW_PROPERTY.longValue(-1);
 
+  /** How long after asking for its stop the process stays inside the window, whatever kill(1) reported. */
+  private static final long STOP_LANDS_NANOS = 500_000_000L;
+
   private WindowFaults() {}
 
   /** Called inside window {@code use} of {@code tag}, after every rank arrived. */
@@ -23,6 +26,7 @@ final class WindowFaults {
     // Said first, so that a test can tell which window the process stopped in from what its peers report.
     System.err.println("nccl4j.fault.stopInWindow: stopping inside window #" + use + " (" + tag + ")");
     System.err.flush();
+    long asked = System.nanoTime();
     Process kill;
     try {
       kill = new ProcessBuilder("kill", "-STOP", Long.toString(ProcessHandle.current().pid())).inheritIO().start();
@@ -36,6 +40,17 @@ final class WindowFaults {
       try {
         kill.waitFor();
         break;
+      } catch (InterruptedException e) {
+        interrupted = true;
+      }
+    }
+    // kill(1) has ended, but the stop may not have landed yet: the signal reaches each thread of the JVM on its way
+    // back to user code, and on a loaded machine this thread can run on for a moment first — out of the window, where
+    // the peers no longer wait for it (seen in CI). Stay inside at least half a second after asking: the stop lands
+    // meanwhile, and a process that was stopped (for seconds, as the tests hold it) finds the time passed.
+    while (System.nanoTime() - asked < STOP_LANDS_NANOS) {
+      try {
+        Thread.sleep(10);
       } catch (InterruptedException e) {
         interrupted = true;
       }
